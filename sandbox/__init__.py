@@ -1,0 +1,17 @@
+"""Runs untrusted Python in a wasmtime sandbox (DESIGN.md §3). Imports neither pipeline
+nor codemode; calls back through a plain `dispatch(batch: str) -> str`."""
+
+from ._component import SandboxUnavailable, cache_dir
+from ._limits import SandboxLimits
+from ._protocol import (Dispatch, FuelExhausted, GuestCrashed, HostDispatchFailed,
+                        MemoryLimitExceeded, OutputLimitExceeded, ParamSpec, ProgramError,
+                        RunAborted, RunError, RunOutcome, RunRequest, Sandbox,
+                        SubcallLimitExceeded, TimeLimitExceeded, ToolSpec)
+from ._wasm import WasmSandbox
+
+__all__ = [
+    "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed", "MemoryLimitExceeded",
+    "OutputLimitExceeded", "ParamSpec", "ProgramError", "RunAborted", "RunError",
+    "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
+    "SubcallLimitExceeded", "TimeLimitExceeded", "ToolSpec", "WasmSandbox", "cache_dir",
+]

@@ -1,0 +1,211 @@
+"""Building, compiling and caching the guest component (DESIGN.md §3).
+
+The component is built from source with componentize-py (never shipped as a binary) the
+first time it is needed on a machine, and compiled by wasmtime; both the `.wasm` and the
+serialized compiled code are cached on disk. The compiled file's name holds the guest
+source hash, the wasmtime version and the Engine configuration, since
+`Component.deserialize` accepts only bytes from the same version and configuration. Within a
+process, one Engine, Component and Linker exist per configuration.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import wasmtime
+from wasmtime import component as wc
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+GUEST_DIR = PACKAGE_DIR / "guest"
+WIT_DIR = PACKAGE_DIR / "wit"
+WORLD = "guest"
+ENTRY_MODULE = "guest_main"
+HOST_INSTANCE = "codemode:sandbox/host@0.1.0"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The guest component could not be built, compiled or loaded."""
+
+
+def cache_dir() -> Path:
+    """`$CODEMODE_CACHE_DIR`, else `$XDG_CACHE_HOME/codemode`, else `~/.cache/codemode`."""
+    explicit = os.environ.get("CODEMODE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "codemode"
+
+
+def source_hash() -> str:
+    """SHA-256 over the guest sources, the WIT world and the componentize-py version."""
+    digest = hashlib.sha256()
+    digest.update(metadata.version("componentize-py").encode())
+    for root in (GUEST_DIR, WIT_DIR):
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".wit"):
+                digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The Engine settings compiled code depends on (part of the cache key)."""
+
+    fuel: bool
+    stack_bytes: int
+
+    def key(self) -> str:
+        return f"epoch-fuel{int(self.fuel)}-stack{self.stack_bytes}"
+
+    def build(self) -> wasmtime.Engine:
+        config = wasmtime.Config()
+        config.epoch_interruption = True
+        config.consume_fuel = self.fuel
+        config.max_wasm_stack = self.stack_bytes
+        return wasmtime.Engine(config)
+
+
+def _say(message: str) -> None:
+    print(f"codemode: {message}", file=sys.stderr, flush=True)
+
+
+class _FileLock:
+    """An exclusive lock on a file, so two processes do not build the same artifact."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __enter__(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def _componentize_command() -> list[str]:
+    exe = Path(sys.executable).parent / "componentize-py"
+    found = str(exe) if exe.exists() else shutil.which("componentize-py")
+    if found is None:
+        raise SandboxUnavailable(
+            "componentize-py is not installed; install codemode with pip to get it")
+    return [found]
+
+
+def build_wasm(digest: str) -> Path:
+    """The guest component for these sources: from the cache, or built now (~10 s).
+
+    Raises:
+        SandboxUnavailable: componentize-py is missing or the build failed.
+    """
+    target = cache_dir() / f"guest-{digest}.wasm"
+    if target.exists():
+        return target
+    with _FileLock(cache_dir() / "build.lock"):
+        if target.exists():           # another process built it while we waited
+            return target
+        _say("building the sandbox component from source (first use on this machine, "
+             "about 10 s)...")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "guest.wasm"
+            command = _componentize_command() + [
+                "-q", "-d", str(WIT_DIR), "-w", WORLD, "componentize", ENTRY_MODULE,
+                "-p", str(GUEST_DIR), "-o", str(out)]
+            env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+            done = subprocess.run(command, capture_output=True, text=True, env=env,
+                                  cwd=tmp, check=False)
+            if done.returncode != 0 or not out.exists():
+                raise SandboxUnavailable(
+                    f"building the guest component failed (exit {done.returncode}):\n"
+                    f"{done.stderr.strip() or done.stdout.strip()}")
+            _write_atomic(target, out.read_bytes())
+    return target
+
+
+def load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Component:
+    """The compiled component for `engine`: deserialized from the cache, or compiled now.
+
+    Raises:
+        SandboxUnavailable: building or compiling failed.
+    """
+    digest = source_hash()
+    compiled = cache_dir() / (
+        f"guest-{digest}-wasmtime{metadata.version('wasmtime')}-{config.key()}.cwasm")
+    if compiled.exists():
+        try:
+            return wc.Component.deserialize_file(engine, str(compiled))
+        except wasmtime.WasmtimeError:
+            compiled.unlink(missing_ok=True)      # stale or corrupt: compile again
+    wasm = build_wasm(digest)
+    with _FileLock(cache_dir() / "compile.lock"):
+        if compiled.exists():
+            return wc.Component.deserialize_file(engine, str(compiled))
+        _say("compiling the sandbox component (once per machine and wasmtime version)...")
+        try:
+            component = wc.Component.from_file(engine, str(wasm))
+        except wasmtime.WasmtimeError as exc:
+            raise SandboxUnavailable(f"compiling the guest component failed: {exc}") from exc
+        _write_atomic(compiled, bytes(component.serialize()))
+    return component
+
+
+HostFunc = Callable[..., object]
+
+
+@dataclass
+class Runtime:
+    """The per-process, per-configuration Engine, Component and Linker."""
+
+    config: EngineConfig
+    engine: wasmtime.Engine
+    component: wc.Component
+    linker: wc.Linker
+
+
+_runtimes: dict[EngineConfig, Runtime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc) -> Runtime:
+    """The shared Runtime for `config`, created on first use; `dispatch` and `sleep` are
+    the host functions linked into every instance (they find their run themselves)."""
+    with _runtimes_lock:
+        runtime = _runtimes.get(config)
+        if runtime is None:
+            engine = config.build()
+            component = load_component(engine, config)
+            linker = wc.Linker(engine)
+            linker.add_wasip2()
+            with linker.root() as root:
+                with root.add_instance(HOST_INSTANCE) as host:
+                    host.add_func("dispatch", dispatch)
+                    host.add_func("sleep", sleep)
+            runtime = Runtime(config, engine, component, linker)
+            _runtimes[config] = runtime
+        return runtime
+
+
+def engines() -> list[wasmtime.Engine]:
+    with _runtimes_lock:
+        return [r.engine for r in _runtimes.values()]

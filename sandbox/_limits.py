@@ -1,0 +1,52 @@
+"""Sandbox limits, every field with its unit (DESIGN.md §3)."""
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+MiB = 1 << 20
+
+
+class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What one run may use. Build from config with `msgspec.convert(data, SandboxLimits)`,
+    which checks the constraints (the constructor does not).
+
+    Attributes:
+        wall_clock_s: seconds of wall-clock time, enforced with epoch interruption from a
+            process-wide ticker and also bounding time spent in host calls (sub-calls,
+            sleep). The default bound.
+        fuel: wasm fuel units (roughly instructions) or None for no fuel metering. Fuel
+            gives deterministic budgets but runs ~20% slower, so it is off by default.
+        memory_bytes: linear memory of the instance, in bytes (store limits).
+        stack_bytes: wasm stack, in bytes (`Config.max_wasm_stack`); at most 2 MiB, which
+            is wasmtime's async stack size (the C API cannot raise it); the runner gives the
+            host thread a larger native stack itself.
+        output_bytes: captured stdout and stderr, each, in bytes; past it the stream is cut
+            with a marker and the run ends with `OutputLimitExceeded`.
+        max_subcalls: tool sub-calls per run; the next one ends the run
+            (`SubcallLimitExceeded`).
+        max_concurrent_subcalls: sub-calls of one batch run at the same time on the host.
+        request_bytes: JSON bytes of one sub-call's arguments (refused in the guest, and a
+            batch over `request_bytes * 4` is refused by the host before decoding).
+        result_bytes: JSON bytes of the run's whole result (output, value, error).
+    """
+
+    wall_clock_s: Annotated[float, Meta(gt=0)] = 10.0
+    fuel: Annotated[int, Meta(gt=0)] | None = None
+    memory_bytes: Annotated[int, Meta(ge=16 * MiB)] = 256 * MiB
+    stack_bytes: Annotated[int, Meta(ge=256 * 1024, le=2 * MiB)] = 2 * MiB
+    output_bytes: Annotated[int, Meta(gt=0)] = 1 * MiB
+    max_subcalls: Annotated[int, Meta(ge=0)] = 1000
+    max_concurrent_subcalls: Annotated[int, Meta(gt=0)] = 10
+    request_bytes: Annotated[int, Meta(gt=0)] = 16 * MiB
+    result_bytes: Annotated[int, Meta(gt=0)] = 64 * MiB
+
+    def for_guest(self) -> dict[str, int]:
+        """The limits the guest enforces itself, as sent in the run request."""
+        return {
+            "output_bytes": self.output_bytes,
+            "max_subcalls": self.max_subcalls,
+            "request_bytes": self.request_bytes,
+            "result_bytes": self.result_bytes,
+        }

@@ -1,0 +1,234 @@
+"""`WasmSandbox`: one fresh wasmtime Store and instance per run (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import msgspec
+import wasmtime
+from msgspec import UNSET
+
+from . import _component, _wire
+from ._limits import SandboxLimits
+from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed,
+                        HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
+                        ProgramError, RunAborted, RunOutcome, RunRequest,
+                        SubcallLimitExceeded, TimeLimitExceeded)
+from ._ticker import EpochTicker
+
+_REQUEST_ENCODER = msgspec.json.Encoder()
+_TICKER = EpochTicker(_component.engines)
+# Wasm runs on the calling thread's native stack, which must exceed the wasm stack limit
+# (wasmtime's Config.max_wasm_stack docs), so runs happen on a thread of this size.
+_THREAD_STACK_BYTES = 256 << 20
+
+
+class _Trip(Exception):
+    """Raised from a host function to end the run; becomes a trap in the guest."""
+
+    def __init__(self, error: AnyRunError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class _Run:
+    """Host-owned state of one run: what the host functions need and what they saw."""
+
+    def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
+                 cancel: threading.Event | None) -> None:
+        self.limits = limits
+        self.dispatch = dispatch
+        self.cancel = cancel or threading.Event()
+        self.deadline = time.monotonic() + limits.wall_clock_s
+        self.subcalls = 0
+
+    def remaining_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def time_up(self) -> _Trip:
+        return _Trip(TimeLimitExceeded(
+            message=f"the run exceeded its wall-clock limit of {self.limits.wall_clock_s} s"))
+
+    def check(self) -> None:
+        if self.cancel.is_set():
+            raise _Trip(RunAborted(message="the run was cancelled"))
+        if self.remaining_s() <= 0:
+            raise self.time_up()
+
+
+_local = threading.local()
+
+
+def _current() -> _Run:
+    run = getattr(_local, "run", None)
+    if run is None:                       # an instance outliving its run: refuse
+        raise _Trip(GuestCrashed(message="host call outside of a run"))
+    return run
+
+
+def _host_dispatch(_store: Any, batch: str) -> str:
+    run = _current()
+    run.check()
+    limits = run.limits
+    if len(batch) > limits.request_bytes * 4:
+        raise _Trip(HostDispatchFailed(
+            message=f"a sub-call batch of {len(batch)} bytes exceeds the host's limit"))
+    try:
+        request = _wire.request_decoder.decode(batch)
+    except msgspec.DecodeError as exc:
+        raise _Trip(HostDispatchFailed(message=f"malformed sub-call batch: {exc}")) from None
+    run.subcalls += len(request.calls)
+    if run.subcalls > limits.max_subcalls:
+        raise _Trip(SubcallLimitExceeded(
+            message=f"the program made more than {limits.max_subcalls} sub-calls"))
+    remaining = max(run.remaining_s(), 0.0)
+    wait_s = remaining if request.wait_s is None else min(max(request.wait_s, 0.0), remaining)
+    bounded = msgspec.structs.replace(request, wait_s=wait_s)
+    try:
+        reply = run.dispatch(_wire.encoder.encode(bounded).decode())
+        _wire.reply_decoder.decode(reply)        # never hand the guest malformed data
+    except msgspec.DecodeError as exc:
+        raise _Trip(HostDispatchFailed(message=f"the dispatcher's reply is malformed: {exc}"))
+    except _Trip:
+        raise
+    except Exception as exc:
+        raise _Trip(HostDispatchFailed(
+            message=f"the dispatcher raised {type(exc).__name__}: {exc}")) from exc
+    run.check()
+    return reply
+
+
+def _host_sleep(_store: Any, seconds: float) -> None:
+    run = _current()
+    run.check()
+    remaining = run.remaining_s()
+    if seconds >= remaining:
+        run.cancel.wait(max(remaining, 0.0))
+        run.check()
+        raise run.time_up()
+    if run.cancel.wait(seconds):
+        run.check()
+
+
+class WasmSandbox:
+    """Runs programs in CPython compiled to a WebAssembly component, in wasmtime.
+
+    Each run gets a fresh Store and instance with no preopened directories, an empty
+    environment, no sockets and no subprocesses; stdout/stderr are captured by the guest.
+    The Engine, Component and Linker are shared per process (and the compiled component
+    per machine, on disk).
+    """
+
+    def run(self, request: RunRequest, dispatch: Dispatch,
+            cancel: threading.Event | None = None) -> RunOutcome:
+        """Run one program and report how it ended (DESIGN.md §3).
+
+        Args:
+            request: source text, tool specs, limits.
+            dispatch: called on the run's thread per sub-call batch (`sandbox._wire`).
+            cancel: set it from any thread to stop the run at its next host call (sub-call
+                or sleep); running wasm is stopped by the wall-clock deadline.
+        Returns:
+            The outcome; a tripped limit is a typed `error`, never an exception.
+        Raises:
+            SandboxUnavailable: the component could not be built or loaded.
+        """
+        limits = request.limits
+        config = _component.EngineConfig(fuel=limits.fuel is not None,
+                                         stack_bytes=limits.stack_bytes)
+        runtime = _component.runtime_for(config, _host_dispatch, _host_sleep)
+        _TICKER.ensure_started()
+        result: list[RunOutcome | BaseException] = []
+
+        def target() -> None:
+            try:
+                result.append(self._run_here(runtime, request, dispatch, cancel))
+            except BaseException as exc:  # handed back to the caller's thread
+                result.append(exc)
+
+        previous = threading.stack_size(_THREAD_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=target, name="codemode-run")
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+        thread.join()
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+    def _run_here(self, runtime: _component.Runtime, request: RunRequest, dispatch: Dispatch,
+                  cancel: threading.Event | None) -> RunOutcome:
+        limits = request.limits
+        guest_request = _REQUEST_ENCODER.encode({
+            "code": request.code, "tools": request.tools, "limits": limits.for_guest()
+        }).decode()
+        run = _Run(limits, dispatch, cancel)
+        store = wasmtime.Store(runtime.engine)
+        try:
+            store.set_limits(memory_size=limits.memory_bytes)
+            store.set_wasi(wasmtime.WasiConfig())   # nothing preopened, no env, no network
+            if limits.fuel is not None:
+                store.set_fuel(limits.fuel)
+            store.set_epoch_deadline(EpochTicker.ticks_for(limits.wall_clock_s))
+            _local.run = run
+            started = time.monotonic()
+            try:
+                instance = runtime.linker.instantiate(store, runtime.component)
+                run_func = instance.get_func(store, "run")
+                assert run_func is not None, "the guest component exports no `run`"
+                reply = run_func(store, guest_request)
+            except _Trip as trip:
+                return self._ended(run, store, started, trip.error)
+            except wasmtime.WasmtimeError as exc:
+                return self._ended(run, store, started, self._explain_trap(run, store, exc))
+            finally:
+                _local.run = None
+            return self._decode(run, store, started, reply)
+        finally:
+            store.close()
+
+    def _fuel_used(self, run: _Run, store: wasmtime.Store) -> int | None:
+        if run.limits.fuel is None:
+            return None
+        return run.limits.fuel - store.get_fuel()
+
+    def _ended(self, run: _Run, store: wasmtime.Store, started: float,
+               error: AnyRunError) -> RunOutcome:
+        return RunOutcome(status="limit" if error.limit else "error", error=error,
+                          duration_s=time.monotonic() - started, subcalls=run.subcalls,
+                          fuel_used=self._fuel_used(run, store))
+
+    def _explain_trap(self, run: _Run, store: wasmtime.Store,
+                      exc: wasmtime.WasmtimeError) -> AnyRunError:
+        """Which limit ended the run, from host-owned state, never from the message."""
+        if run.limits.fuel is not None and store.get_fuel() == 0:
+            return FuelExhausted(message=f"the run used all of its {run.limits.fuel} fuel")
+        if run.remaining_s() <= 0:
+            return run.time_up().error
+        if run.cancel.is_set():
+            return RunAborted(message="the run was cancelled")
+        return GuestCrashed(message=f"the sandbox instance trapped: {str(exc)[:2000]}")
+
+    def _decode(self, run: _Run, store: wasmtime.Store, started: float,
+                reply: str) -> RunOutcome:
+        data = msgspec.json.decode(reply)
+        error: AnyRunError | None = None
+        raw_error = data.get("error")
+        status = data["status"]
+        if status == "limit":
+            limit = data.get("limit")
+            message = raw_error["message"] if raw_error else limit
+            error = {"memory": MemoryLimitExceeded, "output": OutputLimitExceeded,
+                     "subcalls": SubcallLimitExceeded}.get(limit, GuestCrashed)(message=message)
+        elif status == "error":
+            error = ProgramError(type=raw_error["type"], message=raw_error["message"],
+                                 traceback=raw_error.get("traceback", ""))
+        return RunOutcome(
+            status=status, stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
+            value=data["value"] if "value" in data else UNSET,
+            value_repr=bool(data.get("value_repr")), error=error,
+            duration_s=time.monotonic() - started, subcalls=run.subcalls,
+            fuel_used=self._fuel_used(run, store))

@@ -1,0 +1,48 @@
+"""Component entry point. Importing this module is the pre-initialization snapshot.
+
+componentize-py keeps only what is imported while this module loads, so every module a
+program may import (and every module those import lazily, such as `_strptime` for
+`datetime.strptime`) is imported here.
+"""
+
+import abc, array, asyncio, base64, binascii, bisect, calendar, collections  # noqa: E401
+import collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal  # noqa: E401
+import difflib, enum, fractions, functools, hashlib, heapq, html, html.entities  # noqa: E401
+import io, itertools, json, linecache, math, numbers, operator, os, os.path  # noqa: E401
+import pprint, random, re, secrets, statistics, string, struct, sys, textwrap  # noqa: E401
+import time, traceback, types, typing, unicodedata, urllib, urllib.parse  # noqa: E401
+import uuid, warnings, weakref, zlib, _strptime, encodings.idna  # noqa: E401
+import select
+
+import wit_world
+from wit_world.imports import host
+
+from cm_guest import aio, runtime
+
+warnings.simplefilter("ignore", DeprecationWarning)
+aio.install_policy()
+datetime.datetime.strptime("2024-01-01", "%Y-%m-%d")   # warms _strptime's regex cache
+
+
+def _sleep(seconds):
+    """`time.sleep` through the host, which bounds it by the run's deadline."""
+    seconds = float(seconds)
+    if seconds != seconds or seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    if seconds:
+        host.sleep(seconds)
+
+
+def _no_select(*args, **kwargs):
+    raise PermissionError("select is not available in the sandbox")
+
+
+time.sleep = _sleep
+for _name in ("select", "poll", "epoll", "kqueue", "devpoll"):
+    if hasattr(select, _name):
+        setattr(select, _name, _no_select)
+
+
+class WitWorld(wit_world.WitWorld):
+    def run(self, request: str) -> str:
+        return runtime.run(request, host.dispatch, _sleep)
