@@ -19,6 +19,7 @@ class ParamSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     required: bool = False
     default: Any | UnsetType = UNSET
+    omit_if_none: bool = False      # an explicit None means "not given": left out of the call
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,6 +46,11 @@ class RunError(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
 
     message: str
     limit: ClassVar[bool] = False
+
+    @property
+    def kind(self) -> str:
+        """The stable kind: "exception", "timeout", "fuel", "memory", "output", ..."""
+        return str(type(self).__struct_config__.tag)
 
 
 class ProgramError(RunError, tag="exception"):

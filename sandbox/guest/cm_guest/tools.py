@@ -233,6 +233,8 @@ class Binding:
             (p["name"], bool(p.get("required")), p.get("default", _NO_DEFAULT))
             for p in spec.get("params", ())
         ]
+        self._omit_if_none = frozenset(
+            p["name"] for p in spec.get("params", ()) if p.get("omit_if_none"))
         self._accepts_extra = bool(spec.get("accepts_extra", True))
         self.__name__ = self.__qualname__ = self.alias
         self.__doc__ = spec.get("doc") or None
@@ -268,6 +270,9 @@ class Binding:
 
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
+        for key in self._omit_if_none:
+            if key in bound and bound[key] is None:
+                del bound[key]
         loop = self._loop_getter()
         if loop is not None:
             return self._bridge.call_async(loop, self.name, self.alias, bound)
