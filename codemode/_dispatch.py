@@ -1,0 +1,226 @@
+"""Serving one run's sub-call batches through the session's pipeline (DESIGN.md §4,
+PIPELINE.md §11.4).
+
+The sandbox calls `SubCallDispatcher.dispatch` on its own thread with a batch (wire format:
+`sandbox._wire`); the dispatcher hops onto the session's event loop, starts each new call in
+submission order, and answers with the calls that settled. Each sub-call:
+
+1. is numbered `n` in arrival order and gets the parent token: `sub_call_id =
+   "<run_code callId>:code:<n>"`, `root_call_id` of the outer call, `parent_call_id` = the
+   outer call, and the outer execution's opaque token as `parent` (whatever the program
+   sent is ignored: only name and arguments are read from the batch);
+2. waits for the previous call's start (ordered starts) and for a slot in the pool
+   (`max_concurrent_subcalls`), then logs `tool/code-dispatch-start` and runs through
+   `Session.execute` (the whole pipeline: pre-execute, approval, guards, wrappers, body,
+   post-execute, finalize);
+3. commits in submission order: logs `tool/code-dispatch` with the final content, forwards
+   its `additionalContexts` to the outer call, and only then is reported to the program.
+
+A name that is not exposed to the run never reaches a tool: it fails `UNKNOWN_TOOL`, logged
+like any sub-call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, events
+from sandbox import _wire
+
+from ._rejections import rejection_code
+
+
+@dataclass
+class SubCallSummary:
+    """Counts over one run's sub-calls, for the `run_code` result."""
+
+    total: int = 0
+    failed: int = 0
+    denied: int = 0
+    by_tool: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "failed": self.failed, "denied": self.denied,
+                "by_tool": dict(self.by_tool)}
+
+
+class _SubCall:
+    def __init__(self, guest_id: int, n: int, sub_call_id: str, name: str, raw_args: bytes,
+                 signal: Signal, loop: asyncio.AbstractEventLoop) -> None:
+        self.guest_id = guest_id
+        self.n = n
+        self.sub_call_id = sub_call_id
+        self.name = name
+        self.raw_args = raw_args
+        self.signal = signal
+        self.started: asyncio.Future[None] = loop.create_future()
+        self.committed: asyncio.Future[None] = loop.create_future()
+        self.result: CallResult | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.reported = False
+
+
+class SubCallDispatcher:
+    """One run's bridge from sandbox batches to pipeline calls.
+
+    Args:
+        session: the session whose pipeline every sub-call goes through.
+        outer: the `run_code` call's run context (its execution gives the parent token).
+        exposed: names of the tools this run may call.
+        loop: the session's event loop (the dispatcher is called from another thread).
+        max_concurrent: sub-calls running at the same time (>= 1).
+        run_signal: the run scope; aborted when the run settles or the outer call aborts.
+    """
+
+    def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
+                 loop: asyncio.AbstractEventLoop, max_concurrent: int,
+                 run_signal: Signal) -> None:
+        self._session = session
+        self._outer = outer
+        self._exposed = exposed
+        self._loop = loop
+        self._pool = asyncio.Semaphore(max_concurrent)
+        self._run_signal = run_signal
+        self._by_guest_id: dict[int, _SubCall] = {}
+        self._order: list[_SubCall] = []
+        self._closed = False
+        self.summary = SubCallSummary()
+
+    # ---- called on the sandbox's thread ------------------------------------------------
+
+    def dispatch(self, batch: str) -> str:
+        """The sandbox's `Dispatch`: JSON batch in, JSON reply out (`sandbox._wire`)."""
+        future = asyncio.run_coroutine_threadsafe(self._serve(batch), self._loop)
+        return future.result()
+
+    # ---- on the session's loop ---------------------------------------------------------
+
+    async def _serve(self, batch: str) -> str:
+        request = _wire.request_decoder.decode(batch)
+        replies: list[_wire.SubCallResult] = []
+        for call in request.calls:
+            if self._closed or call.id in self._by_guest_id:
+                replies.append(_wire.SubCallResult(
+                    id=call.id, ok=False, code="TOOL_ERROR",
+                    message="run is over; not dispatched" if self._closed
+                    else f"sub-call id {call.id} was already used"))
+                continue
+            self._submit(call)
+        for guest_id in request.cancel:
+            sub = self._by_guest_id.get(guest_id)
+            if sub is not None:
+                sub.signal.abort("cancelled by the program")
+        pending = [s for s in self._order if not s.reported]
+        if request.until is not None:
+            wanted = {i for i in request.until}
+            targets = [s for s in pending if s.guest_id in wanted]
+        else:
+            targets = pending
+        tasks = [s.task for s in targets if s.task is not None]
+        if tasks and not any(t.done() for t in tasks) and (request.wait_s or 0) > 0:
+            await asyncio.wait(tasks, timeout=request.wait_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        for sub in pending:
+            if sub.task is not None and sub.task.done():
+                sub.reported = True
+                replies.append(self._reply(sub))
+        return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
+
+    def _submit(self, call: _wire.SubCall) -> None:
+        n = len(self._order) + 1
+        previous = self._order[-1] if self._order else None
+        sub = _SubCall(call.id, n, f"{self._outer.execution.call_id}:code:{n}", call.name,
+                       bytes(call.args), Signal.any(self._run_signal), self._loop)
+        self._by_guest_id[call.id] = sub
+        self._order.append(sub)
+        sub.task = self._loop.create_task(self._run(sub, previous))
+
+    async def _run(self, sub: _SubCall, previous: _SubCall | None) -> None:
+        try:
+            if previous is not None:
+                await asyncio.shield(previous.started)
+            async with self._pool:
+                self._log_start(sub)
+                _settle(sub.started)
+                sub.result = await self._execute(sub)
+            if previous is not None:
+                await asyncio.shield(previous.committed)
+            self._commit(sub)
+        except asyncio.CancelledError:             # abandoned before it started
+            sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
+        except Exception as exc:                   # the pipeline itself failed: still commit
+            sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
+            if sub.started.done() and not sub.committed.done():
+                self._commit(sub)
+        finally:
+            _settle(sub.started)
+            _settle(sub.committed)
+
+    def _arguments(self, sub: _SubCall) -> Any:
+        return msgspec.json.decode(sub.raw_args)  # a fresh copy per use
+
+    def _log_start(self, sub: _SubCall) -> None:
+        outer = self._outer.execution
+        self._session.log.append(events.CodeDispatchStart(
+            root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub)))
+
+    async def _execute(self, sub: _SubCall) -> CallResult:
+        if sub.name not in self._exposed:
+            return CallResult.failure(f'unknown tool "{sub.name}"', code="UNKNOWN_TOOL",
+                                      name="UnknownToolError")
+        outer = self._outer.execution
+        return await self._session.execute(ExecutionInput(
+            call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
+            signal=sub.signal, root_call_id=outer.root_call_id, agent=outer.agent,
+            parent=outer.token))
+
+    def _commit(self, sub: _SubCall) -> None:
+        result = sub.result
+        assert result is not None
+        outer = self._outer.execution
+        self._session.log.append(events.CodeDispatch(
+            root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
+            is_error=result.is_error, content=tuple(result.content)))
+        for context in result.additional_contexts:    # deferred past the outer result
+            self._outer.defer_context(context)
+        self.summary.total += 1
+        self.summary.by_tool[sub.name] = self.summary.by_tool.get(sub.name, 0) + 1
+        if result.is_error:
+            self.summary.failed += 1
+            if rejection_code(result) == "DENIED":
+                self.summary.denied += 1
+
+    def _reply(self, sub: _SubCall) -> _wire.SubCallResult:
+        result = sub.result
+        if result is None:
+            return _wire.SubCallResult(id=sub.guest_id, ok=False, code="ABORTED",
+                                       message="tool call aborted")
+        if not result.is_error:
+            return _wire.SubCallResult(id=sub.guest_id, ok=True, value=result.value)
+        assert result.error is not None
+        return _wire.SubCallResult(id=sub.guest_id, ok=False, code=rejection_code(result),
+                                   message=result.error.message)
+
+    async def drain(self) -> None:
+        """After the run settled: abort the run scope, abandon calls that have not started,
+        await the ones in flight and their commits (PIPELINE.md §11.3 step 4)."""
+        self._closed = True
+        self._run_signal.abort("settled")
+        for sub in self._order:
+            if sub.task is not None and not sub.started.done():
+                sub.task.cancel()
+        tasks = [s.task for s in self._order if s.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

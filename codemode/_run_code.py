@@ -1,0 +1,185 @@
+"""The reserved `run_code` tool (DESIGN.md §1, §4; PIPELINE.md §11).
+
+`CodeMode(session)` reserves `run_code` on a session. Its body runs the program in a sandbox
+with one binding per tool visible to the calling agent, serves the program's sub-calls
+through the same pipeline (`_dispatch.py`), drains them, and returns the canonical value
+`{"logs": [str], "result"?: JSON, "subcalls": {...}}`; a program that fails becomes a
+`CODE_RUN_FAILED` failure whose message is `code run failed (<kind>): <message>` followed by
+the captured output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from msgspec import UNSET
+
+from pipeline import HarnessError, RunContext, Session, Signal, ToolDefinition
+from sandbox import (ParamSpec, RunOutcome, RunRequest, Sandbox, SandboxLimits, ToolSpec,
+                     WasmSandbox)
+
+from ._dispatch import SubCallDispatcher
+from ._stubs import ToolStub, build_stubs, describe_tools
+
+RUN_CODE = "run_code"
+
+RUN_CODE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "description": "The Python program to run."},
+        "description": {"type": "string",
+                        "description": "A short title for what the program does."},
+    },
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+_PREAMBLE = """\
+Run a Python 3 program in an isolated sandbox (no files, network, environment or \
+subprocesses) and get back what it printed and the value of its last expression.
+
+Inside the program each tool below is a plain function: call it and use the value it \
+returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` run \
+concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
+`ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
+`ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
+succeed. To return a value, end the program with an expression; use print() for anything \
+else you want to see. Only a curated standard library is importable (json, re, math, \
+datetime, collections, itertools, asyncio, ...).
+
+Available tools:
+"""
+
+
+class CodeRunFailed(HarnessError):
+    """The program did not complete: `code run failed (<kind>): <message>`."""
+
+    code = "CODE_RUN_FAILED"
+
+
+def _tool_spec(stub: ToolStub) -> ToolSpec:
+    return ToolSpec(
+        name=stub.name, alias=stub.alias, accepts_extra=stub.accepts_extra,
+        doc=stub.docstring,
+        params=tuple(ParamSpec(name=p.name, required=p.required, omit_if_none=p.omit_if_none)
+                     for p in stub.params))
+
+
+def _render(args: Any, value: Any) -> list[dict[str, Any]]:
+    """Logs, then the result (strings raw, other JSON pretty-printed), then the summary."""
+    parts: list[str] = []
+    logs = "".join(value.get("logs", ()))
+    if logs:
+        parts.append(logs.rstrip("\n"))
+    if "result" in value:
+        result = value["result"]
+        parts.append(result if isinstance(result, str)
+                     else json.dumps(result, indent=2, ensure_ascii=False))
+    if not parts:
+        parts.append("(the program completed with no output)")
+    summary = value.get("subcalls") or {}
+    if summary.get("total"):
+        line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"
+        if summary.get("failed"):
+            line += f", {summary['failed']} failed ({summary.get('denied', 0)} denied)"
+        parts.append(line + "]")
+    return [{"type": "text", "text": "\n".join(parts)}]
+
+
+class CodeMode:
+    """Gives a session the reserved `run_code` tool (DESIGN.md §1).
+
+    Args:
+        session: the session whose tools programs may call and whose pipeline governs them.
+        sandbox: the tier programs run in (default: a shared `WasmSandbox`).
+        limits: limits of every run (default: `SandboxLimits()`).
+        expose: names of the tools exposed to programs (default: every visible tool).
+    """
+
+    def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
+                 limits: SandboxLimits | None = None,
+                 expose: Sequence[str] | None = None) -> None:
+        self.session = session
+        self.sandbox: Sandbox = sandbox or WasmSandbox()
+        self.limits = limits or SandboxLimits()
+        self._expose = None if expose is None else frozenset(expose)
+        self.definition = ToolDefinition(
+            name=RUN_CODE, description=self.description(), parameters=RUN_CODE_PARAMETERS,
+            execute=self._execute, render=_render,
+            present_call=lambda args: {"title": (args or {}).get("description") or "run_code",
+                                       "input": (args or {}).get("code", "")})
+        self._dispose = session.reserve(self.definition)
+
+    def close(self) -> None:
+        """Remove `run_code` from the session."""
+        self._dispose()
+
+    # ---- what the model and the program see -------------------------------------------
+
+    def exposed_tools(self, agent: str | None = None) -> list[ToolDefinition]:
+        """Tools visible to `agent` that programs may call (never `run_code` itself)."""
+        return [d for d in self.session.visible_tools(agent)
+                if d.name != RUN_CODE and (self._expose is None or d.name in self._expose)]
+
+    def stubs(self, agent: str | None = None) -> list[ToolStub]:
+        return build_stubs((d.name, d.description, d.parameters, d.output_schema)
+                           for d in self.exposed_tools(agent))
+
+    def description(self, agent: str | None = None) -> str:
+        """The model-facing description of `run_code`: how to write a program, and every
+        exposed tool as a typed Python signature with its docstring."""
+        stubs = self.stubs(agent)
+        listing = describe_tools(stubs) if stubs else "(no tools are available)"
+        return _PREAMBLE + listing
+
+    # ---- the body ------------------------------------------------------------------------
+
+    async def _execute(self, args: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        code = args["code"]
+        agent = ctx.execution.agent
+        stubs = self.stubs(agent)
+        exposed = {s.name: s for s in stubs}
+        run_signal = Signal.any(ctx.signal)
+        loop = asyncio.get_running_loop()
+        dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
+                                       self.limits.max_concurrent_subcalls, run_signal)
+        cancel = threading.Event()
+        dispose = run_signal.on_abort(lambda _reason: cancel.set())
+        request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
+                             limits=self.limits)
+        try:
+            outcome = await asyncio.to_thread(self.sandbox.run, request, dispatcher.dispatch,
+                                              cancel)
+        finally:
+            dispose()
+            await dispatcher.drain()
+        return self._value(outcome, dispatcher)
+
+    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher) -> dict[str, Any]:
+        if outcome.status != "ok":
+            raise CodeRunFailed(_failure_message(outcome))
+        value: dict[str, Any] = {"logs": outcome.stdout.splitlines(keepends=True)}
+        if outcome.value is not UNSET:
+            value["result"] = outcome.value
+        if outcome.stderr:
+            value["stderr"] = outcome.stderr
+        value["subcalls"] = dispatcher.summary.to_json()
+        return value
+
+
+def _failure_message(outcome: RunOutcome) -> str:
+    error = outcome.error
+    kind = error.kind if error is not None else "unknown"
+    detail = error.message if error is not None else "unknown failure"
+    traceback = getattr(error, "traceback", "")
+    message = f"code run failed ({kind}): {detail}"
+    if traceback:
+        message += "\n\n" + traceback.rstrip("\n")
+    captured = (outcome.stdout + outcome.stderr).rstrip("\n")
+    if captured:
+        message += "\n\nCaptured output:\n" + captured
+    return message

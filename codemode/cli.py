@@ -1,0 +1,144 @@
+"""The `codemode` command line: `run`, `demo` (and `eval`).
+
+    codemode run PROGRAM.py [--mcp "CMD ARGS"]... [--log FILE] [--builtin] [--timeout S]
+    codemode demo
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from pipeline import CallResult, Session, events
+from sandbox import SandboxLimits, SandboxUnavailable
+
+from ._run_code import CodeMode
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Run model-written Python in a wasmtime sandbox, with every tool "
+                       "call governed by one pipeline.")
+console = Console()
+err_console = Console(stderr=True)
+
+DEMO_PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "demo_program.py"
+
+
+def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimits:
+    import msgspec
+    try:
+        return msgspec.convert({"wall_clock_s": timeout, "memory_bytes": memory_mb << 20,
+                                "fuel": fuel}, SandboxLimits)
+    except msgspec.ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
+                       log: Optional[Path], limits: SandboxLimits) -> tuple[CallResult, list]:
+    async with AsyncExitStack() as stack:
+        tools = []
+        if builtin:
+            from fixtures.toolset import builtin_tools
+            tools.extend(builtin_tools())
+        if mcp:
+            from ._mcp import connect_servers
+            servers = await stack.enter_async_context(connect_servers(mcp))
+            for server in servers:
+                tools.extend(server.definitions)
+        session = Session(tools=tools, log=str(log) if log else None)
+        stack.callback(session.log.close)
+        CodeMode(session, limits=limits)
+        result = await session.call("run_code", {"code": source, "description": title})
+        return result, list(session.log.read())
+
+
+def _render(result: CallResult, log_events: list, title: str) -> None:
+    """One card for the run_code call, with its sub-calls as rows nested under it."""
+    body = result.text
+    style = "red" if result.is_error else "green"
+    console.print(Panel(body or "(no output)", title=f"run_code: {title}", border_style=style,
+                        title_align="left"))
+    starts = {e.sub_call_id: e for e in log_events if isinstance(e, events.CodeDispatchStart)}
+    rows = [e for e in log_events if isinstance(e, events.CodeDispatch)]
+    if rows:
+        table = Table(title="sub-calls", title_justify="left", show_lines=False)
+        table.add_column("#", justify="right")
+        table.add_column("tool")
+        table.add_column("arguments", overflow="fold")
+        table.add_column("outcome", overflow="fold")
+        table.add_column("ms", justify="right")
+        for event in rows:
+            start = starts.get(event.sub_call_id)
+            ms = f"{(event.time - start.time) * 1000:.0f}" if start else ""
+            text = " ".join(b.get("text", "") for b in event.content if isinstance(b, dict))
+            outcome = f"[red]{text}[/red]" if event.is_error else (text[:80] + ("…" if len(text) > 80 else ""))
+            table.add_row(event.sub_call_id.rsplit(":", 1)[-1], event.name,
+                          json.dumps(event.arguments, ensure_ascii=False)[:80], outcome, ms)
+        console.print(table)
+    failed = sum(1 for e in rows if e.is_error)
+    console.print(f"[dim]{len(rows)} sub-call(s), {failed} failed[/dim]")
+
+
+def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Optional[Path],
+             limits: SandboxLimits, as_json: bool) -> None:
+    try:
+        result, log_events = asyncio.run(_run_program(source, title, mcp=mcp, builtin=builtin,
+                                                      log=log, limits=limits))
+    except SandboxUnavailable as exc:
+        err_console.print(f"[red]sandbox unavailable:[/red] {exc}")
+        raise typer.Exit(3) from None
+    except Exception as exc:  # MCP start failures and the like: clear, typed, no traceback
+        err_console.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")
+        raise typer.Exit(2) from None
+    if as_json:
+        value = None if result.is_error else result.value
+        print(json.dumps({"is_error": result.is_error, "text": result.text, "value": value},
+                         ensure_ascii=False, indent=2))
+    else:
+        _render(result, log_events, title)
+    raise typer.Exit(1 if result.is_error else 0)
+
+
+@app.command()
+def run(
+    program: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
+                                   help="The Python program to run in the sandbox."),
+    mcp: list[str] = typer.Option([], "--mcp", metavar="CMD",
+                                  help='Start an MCP server over stdio, e.g. '
+                                       '--mcp "mcp-server-time". Repeatable.'),
+    builtin: bool = typer.Option(False, "--builtin",
+                                 help="Also expose the built-in fixture toolset."),
+    log: Optional[Path] = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock limit, seconds."),
+    memory_mb: int = typer.Option(256, "--memory-mb", help="Memory limit, MiB."),
+    fuel: Optional[int] = typer.Option(None, "--fuel", help="Fuel budget (off by default)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Run PROGRAM in the sandbox with the tools of the given MCP servers; print its
+    output, final value and a sub-call summary."""
+    _execute(program.read_text(encoding="utf-8"), program.name, mcp=mcp, builtin=builtin,
+             log=log, limits=_limits(timeout, memory_mb, fuel), as_json=as_json)
+
+
+@app.command()
+def demo(
+    log: Optional[Path] = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+) -> None:
+    """Run a bundled example program on the built-in toolset (no network, no server)."""
+    source = DEMO_PROGRAM.read_text(encoding="utf-8")
+    console.print(Panel(source.rstrip(), title="program", title_align="left", border_style="dim"))
+    _execute(source, "demo", mcp=[], builtin=True, log=log,
+             limits=SandboxLimits(), as_json=False)
+
+
+def main() -> None:
+    app()
