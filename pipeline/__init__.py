@@ -1,0 +1,104 @@
+"""Generic tool-execution pipeline (DESIGN.md §5, PIPELINE.md). Imports neither codemode
+nor sandbox.
+
+Every tool call — direct from the model or from a sandboxed program — runs through one
+``Session``: pre-execute waterfall, approval, guards, execute wrappers, the body,
+post-execute waterfall, normalization, ``finalize_content``, ``tools/result``. Session
+events live in ``pipeline.events`` and are persisted by a ``pipeline.log`` backend.
+"""
+
+from . import events, log
+from ._approval import APPROVAL_OUTCOMES, ApprovalChannel, ApprovalRequest, ApprovalService
+from ._content import default_render
+from ._decisions import Accept, Allow, Ask, Block, Deny
+from ._definition import ToolDefinition, tool
+from ._errors import (
+    AbortedBeforeDispatchError,
+    AbortedError,
+    ApprovalError,
+    DuplicateToolError,
+    FsError,
+    FsNotFoundError,
+    FsNotObservedError,
+    FsStaleVersionError,
+    HarnessError,
+    InvalidArgumentsError,
+    InvalidToolOutputError,
+    LogClosedError,
+    LogCorruptError,
+    LogError,
+    NotLosslessError,
+    RegistrationError,
+    ReservedToolError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
+from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
+from ._lossless import FrozenDict, FrozenList, snapshot, thaw
+from ._normalize import message_of
+from ._registry import PendingCall
+from ._result import CallResult, ToolErrorDetail
+from ._schema import validate
+from ._session import POINTS, Session
+from ._signal import Signal
+from ._wrappers import retry_wrapper, timeout_wrapper
+from .events import ErrorInfo
+from .log import SessionLog, open_log
+
+__all__ = [
+    "APPROVAL_OUTCOMES",
+    "POINTS",
+    "AbortedBeforeDispatchError",
+    "AbortedError",
+    "Accept",
+    "Allow",
+    "ApprovalChannel",
+    "ApprovalError",
+    "ApprovalRequest",
+    "ApprovalService",
+    "Ask",
+    "Block",
+    "CallResult",
+    "Deny",
+    "DispatchExecution",
+    "DuplicateToolError",
+    "ErrorInfo",
+    "Execution",
+    "ExecutionInput",
+    "ExecutionToken",
+    "FrozenDict",
+    "FrozenList",
+    "FsError",
+    "FsNotFoundError",
+    "FsNotObservedError",
+    "FsStaleVersionError",
+    "HarnessError",
+    "InvalidArgumentsError",
+    "InvalidToolOutputError",
+    "LogClosedError",
+    "LogCorruptError",
+    "LogError",
+    "NotLosslessError",
+    "PendingCall",
+    "RegistrationError",
+    "ReservedToolError",
+    "RunContext",
+    "Session",
+    "SessionLog",
+    "Signal",
+    "ToolDefinition",
+    "ToolErrorDetail",
+    "ToolTimeoutError",
+    "UnknownToolError",
+    "default_render",
+    "events",
+    "log",
+    "message_of",
+    "open_log",
+    "retry_wrapper",
+    "snapshot",
+    "thaw",
+    "timeout_wrapper",
+    "tool",
+    "validate",
+]

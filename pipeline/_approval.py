@@ -1,0 +1,127 @@
+"""The one-shot approval channel (PIPELINE.md §4).
+
+Outcomes: ``"allowed-once"`` | ``"rejected"`` | ``"cancelled"`` | ``"unavailable"``. There is
+no "always": an approval authorizes only the call that asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any, Awaitable, Callable, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from ._errors import ApprovalError
+from ._signal import Signal
+from ._waterfall import Waterfall
+from .events import ApprovalAsked, ApprovalDecided, Event
+
+__all__ = [
+    "APPROVAL_OUTCOMES",
+    "ApprovalChannel",
+    "ApprovalOutcome",
+    "ApprovalRequest",
+    "ApprovalService",
+]
+
+_log = logging.getLogger("pipeline")
+
+ApprovalOutcome = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
+APPROVAL_OUTCOMES: tuple[str, ...] = ("allowed-once", "rejected", "cancelled", "unavailable")
+
+
+class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What an answerer sees. Deliberately carries **no arguments**: the answerer relies on
+    the already-displayed call (for sub-calls ``call_id`` is the sub-call id)."""
+
+    agent: str
+    tool_name: str
+    call_id: str
+    reason: str | None
+    signal: Signal
+
+
+@runtime_checkable
+class ApprovalChannel(Protocol):
+    """Anything with ``async request(ApprovalRequest) -> outcome`` can stand in."""
+
+    async def request(self, request: ApprovalRequest) -> str: ...
+
+
+class ApprovalService:
+    """The default channel: audit events, session policy, an answerer waterfall.
+
+    - ``request`` needs an open turn (``turn_open()``); otherwise, or if an audit append
+      fails, it raises (the tool call then fails on the final route).
+    - It logs ``approval/asked`` before deciding and ``approval/decided`` after.
+    - Policy ``"never"`` -> ``"rejected"`` without consulting anyone. Policy ``"ask"`` -> the
+      answerers (``(request, next) -> outcome``; default ``"unavailable"``); a raising
+      answerer or an outcome outside the vocabulary -> ``"unavailable"``; an aborted signal ->
+      ``"cancelled"`` at once (the pending answer is cancelled and ignored).
+    """
+
+    def __init__(
+        self,
+        *,
+        append: Callable[[Event], Event],
+        turn_open: Callable[[], bool],
+        answerers: Waterfall[str],
+        policy: Literal["ask", "never"] = "ask",
+    ) -> None:
+        if policy not in ("ask", "never"):
+            raise ValueError(f"approval policy must be 'ask' or 'never', not {policy!r}")
+        self._append = append
+        self._turn_open = turn_open
+        self._answerers = answerers
+        self.policy = policy
+        self._ids = itertools.count(1)
+
+    async def request(self, request: ApprovalRequest) -> str:
+        if not self._turn_open():
+            raise ApprovalError(f'approval for tool "{request.tool_name}" was requested outside an open turn')
+        approval_id = f"approval_{next(self._ids)}"
+        self._append(
+            ApprovalAsked(
+                id=approval_id,
+                tool_name=request.tool_name,
+                call_id=request.call_id,
+                reason=request.reason if request.reason is not None else msgspec.UNSET,
+            )
+        )
+        outcome = await self._decide(request)
+        self._append(ApprovalDecided(id=approval_id, outcome=outcome))
+        return outcome
+
+    async def _decide(self, request: ApprovalRequest) -> str:
+        if self.policy == "never":
+            return "rejected"
+        if request.signal.aborted:
+            return "cancelled"
+
+        async def ask() -> Any:
+            return await self._answerers.run((request,), lambda: "unavailable", (request.agent,))
+
+        answer = asyncio.ensure_future(ask())
+        aborted = asyncio.ensure_future(request.signal.wait())
+        try:
+            await asyncio.wait({answer, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            aborted.cancel()
+        if not answer.done():
+            answer.cancel()
+            await asyncio.gather(answer, return_exceptions=True)
+            return "cancelled"
+        if request.signal.aborted:
+            return "cancelled"
+        if answer.cancelled():
+            return "unavailable"
+        if answer.exception() is not None:
+            _log.warning("approval answerer raised", exc_info=answer.exception())
+            return "unavailable"
+        outcome = answer.result()
+        return outcome if isinstance(outcome, str) and outcome in APPROVAL_OUTCOMES else "unavailable"
+
+
+Answerer = Callable[[ApprovalRequest, Callable[[], Awaitable[str]]], Any]

@@ -1,0 +1,49 @@
+"""Decisions returned by ``tools/pre-execute`` and ``tools/post-execute`` listeners
+(PIPELINE.md §1.5). There is no argument-rewrite decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = ["Accept", "Allow", "Ask", "Block", "Deny", "PostDecision", "PreDecision"]
+
+
+class Allow(msgspec.Struct, frozen=True):
+    """Pre-execute: let the call proceed (guards may still deny)."""
+
+
+class Deny(msgspec.Struct, frozen=True):
+    """Pre-execute: refuse the call; ``reason`` becomes the failure message."""
+
+    reason: str
+
+
+class Ask(msgspec.Struct, frozen=True):
+    """Pre-execute: ask the approval channel; ``reason`` is shown to the answerer."""
+
+    reason: str | None = None
+
+
+class Accept(msgspec.Struct, frozen=True, kw_only=True):
+    """Post-execute: keep the result, optionally replacing ``content`` (blocks) **or**
+    ``value`` (a success only; revalidated and re-rendered), never both; append
+    ``additional_contexts`` (strings or block lists)."""
+
+    content: Any | UnsetType = UNSET
+    value: Any | UnsetType = UNSET
+    additional_contexts: tuple[Any, ...] | list[Any] = ()
+
+
+class Block(msgspec.Struct, frozen=True):
+    """Post-execute: turn the result into a failure whose content is exactly ``feedback``
+    (blocks or a string); drops earlier contexts, keeps only this decision's."""
+
+    feedback: Any
+    additional_contexts: tuple[Any, ...] | list[Any] = ()
+
+
+PreDecision = Allow | Deny | Ask
+PostDecision = Accept | Block

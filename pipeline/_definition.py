@@ -1,0 +1,322 @@
+"""``ToolDefinition`` and the ``@tool`` decorator (PIPELINE.md §1.6, §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import re
+import typing
+from typing import Any, Callable
+
+import msgspec
+
+from ._errors import InvalidArgumentsError
+from ._execution import Execution, RunContext
+from ._lossless import snapshot
+from ._schema import validate
+
+__all__ = ["ToolDefinition", "tool"]
+
+Blocks = Any  # a list of content blocks
+
+
+class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool. Only ``name``, ``description`` and ``parameters`` reach the model.
+
+    Args:
+        name: unique per scope; non-empty.
+        description: model-facing description.
+        parameters: JSON Schema of the arguments object.
+        execute: ``(args, ctx: RunContext) -> value`` (async or sync); the value must be
+            lossless JSON matching ``output_schema``.
+        output_schema: JSON Schema of the value; ``None`` accepts any JSON value.
+        render: ``(args, value) -> blocks`` (or a string); default: strings raw, other values
+            pretty JSON.
+        presentation_meta: ``(args, value) -> JSON``; computed for top-level calls only.
+        finalize_content: ``(execution, result) -> blocks | None``; synchronous; runs exactly
+            once at the end of every call of this tool, whatever the outcome.
+        timeout_ms: budget in milliseconds, enforced only by the timeout wrapper.
+        is_concurrency_safe: ``(args) -> bool``; a call runs in the parallel pool only when
+            this returns exactly ``True``.
+        present_call: pure ``(args) -> JSON | None`` for the pending UI card.
+        present_result: pure ``(args, {"content", "isError", "meta"}) -> JSON | None``.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Callable[..., Any]
+    output_schema: dict[str, Any] | None = None
+    render: Callable[[Any, Any], Blocks] | None = None
+    presentation_meta: Callable[[Any, Any], Any] | None = None
+    finalize_content: Callable[[Execution, Any], Blocks | None] | None = None
+    timeout_ms: int | None = None
+    is_concurrency_safe: Callable[[Any], Any] | None = None
+    present_call: Callable[[Any], Any] | None = None
+    present_result: Callable[[Any, Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a tool name must be a non-empty string")
+        if not isinstance(self.description, str):
+            raise TypeError(f"tool {self.name!r}: description must be a string")
+        if not isinstance(self.parameters, dict):
+            raise TypeError(f"tool {self.name!r}: parameters must be a JSON Schema object")
+        if not callable(self.execute):
+            raise TypeError(f"tool {self.name!r}: execute must be callable")
+        if self.timeout_ms is not None and (
+            not isinstance(self.timeout_ms, (int, float)) or self.timeout_ms <= 0
+        ):
+            raise ValueError(f"tool {self.name!r}: timeout_ms must be a positive number")
+
+    def model_schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}``: all the model ever sees."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+# --------------------------------------------------------------------------------------
+# @tool
+# --------------------------------------------------------------------------------------
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """(description without the sections, {param: description}) of a Google-style doc."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    body: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        match = _SECTION.match(line.strip()) if not line.startswith((" ", "\t")) else None
+        if match:
+            section = match.group(1)
+            current = None
+            continue
+        if section is None:
+            body.append(line)
+        elif section in ("Args", "Arguments", "Parameters"):
+            entry = re.match(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+            indent = len(line) - len(line.lstrip())
+            if entry and (current is None or indent <= params.get("__indent__", indent)):  # type: ignore[operator]
+                current = entry.group(1).lstrip("*")
+                params[current] = entry.group(2).strip()
+                params.setdefault("__indent__", indent)  # type: ignore[arg-type]
+            elif current and line.strip():
+                params[current] = (params[current] + " " + line.strip()).strip()
+    params.pop("__indent__", None)
+    return "\n".join(body).strip(), params
+
+
+def _inline_schema(kind: Any) -> dict[str, Any]:
+    """msgspec's JSON Schema for ``kind`` with the root ``$ref`` inlined; other ``$defs``
+    are kept at the root (refs ``#/$defs/X`` still resolve)."""
+    schema = msgspec.json.schema(kind)
+    defs = dict(schema.pop("$defs", {}))
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 1:
+        name = ref[len("#/$defs/"):]
+        if not any(ref_uses(defn, name) for key, defn in defs.items() if key != name):
+            schema = dict(defs.pop(name))
+        else:
+            schema = dict(defs[name])
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def ref_uses(schema: Any, name: str) -> bool:
+    target = f"#/$defs/{name}"
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("$ref") == target:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _translate(error: msgspec.ValidationError) -> str:
+    text = str(error)
+    match = re.match(r"^(.*) - at `\$\.?(.*)`$", text)
+    if match:
+        detail, where = match.groups()
+        detail = detail.replace("`", "")
+        return f'"{where}": {detail[0].lower() + detail[1:]}' if where else detail
+    return text.replace("`", "")
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    timeout_ms: int | None = None,
+    concurrency_safe: bool | Callable[[Any], Any] = False,
+    render: Callable[[Any, Any], Any] | None = None,
+    presentation_meta: Callable[[Any, Any], Any] | None = None,
+    finalize_content: Callable[[Execution, Any], Any] | None = None,
+    present_call: Callable[[Any], Any] | None = None,
+    present_result: Callable[[Any, Any], Any] | None = None,
+) -> Any:
+    """Build a ``ToolDefinition`` from a typed function (sync or async).
+
+    - ``parameters``: JSON Schema derived with msgspec from the parameters' type hints
+      (a parameter annotated ``RunContext`` receives the context instead); the root object is
+      open (unknown keys pass) unless ``strict=True``.
+    - ``output_schema``: from the return annotation (none or ``Any``: any JSON).
+    - ``description``: the docstring without its ``Args:``/``Returns:`` sections; each
+      ``Args:`` entry becomes that property's ``description``.
+    - The body validates the arguments first: violations raise ``InvalidArgumentsError``
+      (``INVALID_ARGS``) with ``"invalid arguments: " + "; ".join(violations)``. Sync
+      functions run in ``asyncio.to_thread``. A returned msgspec Struct or dataclass is
+      converted to builtins.
+    - ``present_call``/``present_result`` are called only for arguments that validate and
+      return ``None`` (generic card) on any problem: they never raise.
+
+    Usable as ``@tool`` or ``@tool(name=..., ...)``.
+    """
+
+    def build(func: Callable[..., Any]) -> ToolDefinition:
+        return _build_tool(
+            func,
+            name=name,
+            description=description,
+            strict=strict,
+            timeout_ms=timeout_ms,
+            concurrency_safe=concurrency_safe,
+            render=render,
+            presentation_meta=presentation_meta,
+            finalize_content=finalize_content,
+            present_call=present_call,
+            present_result=present_result,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def _build_tool(
+    func: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    strict: bool,
+    timeout_ms: int | None,
+    concurrency_safe: bool | Callable[[Any], Any],
+    render: Callable[[Any, Any], Any] | None,
+    presentation_meta: Callable[[Any, Any], Any] | None,
+    finalize_content: Callable[[Execution, Any], Any] | None,
+    present_call: Callable[[Any], Any] | None,
+    present_result: Callable[[Any, Any], Any] | None,
+) -> ToolDefinition:
+    tool_name = name or func.__name__
+    hints = typing.get_type_hints(func, include_extras=True)
+    signature = inspect.signature(func)
+    fields: list[Any] = []
+    ctx_param: str | None = None
+    positional_only: list[str] = []
+    order: list[str] = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"@tool {tool_name}: *args/**kwargs are not supported")
+        kind = hints.get(param.name, Any)
+        if kind is RunContext:
+            ctx_param = param.name
+            continue
+        order.append(param.name)
+        if param.kind is param.POSITIONAL_ONLY:
+            positional_only.append(param.name)
+        if param.default is inspect.Parameter.empty:
+            fields.append((param.name, kind))
+        else:
+            fields.append((param.name, kind, param.default))
+    args_type = msgspec.defstruct(
+        f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=strict
+    )
+    parameters = _inline_schema(args_type)
+    parameters.pop("title", None)
+    summary, param_docs = _parse_docstring(func.__doc__)
+    for pname, pdoc in param_docs.items():
+        prop = parameters.get("properties", {}).get(pname)
+        if isinstance(prop, dict) and pdoc and "description" not in prop:
+            prop["description"] = pdoc
+    if strict:
+        parameters["additionalProperties"] = False
+    ret = hints.get("return", Any)
+    output_schema = None if ret is Any else _inline_schema(None if ret is type(None) else ret)
+    is_async = inspect.iscoroutinefunction(func)
+
+    async def execute(args: Any, ctx: RunContext) -> Any:
+        problems = validate(parameters, args, label="arguments")
+        if problems:
+            raise InvalidArgumentsError("invalid arguments: " + "; ".join(problems))
+        try:
+            converted = msgspec.convert(args, args_type)
+        except msgspec.ValidationError as exc:
+            raise InvalidArgumentsError(f"invalid arguments: {_translate(exc)}") from None
+        positional = [getattr(converted, p) for p in positional_only]
+        keywords = {p: getattr(converted, p) for p in order if p not in positional_only}
+        if ctx_param is not None:
+            keywords[ctx_param] = ctx
+        if is_async:
+            value = await func(*positional, **keywords)
+        else:
+            value = await asyncio.to_thread(func, *positional, **keywords)
+        if isinstance(value, msgspec.Struct) or (
+            dataclasses.is_dataclass(value) and not isinstance(value, type)
+        ):
+            value = msgspec.to_builtins(value)
+        return value
+
+    def fits(args: Any) -> bool:
+        try:
+            return not validate(parameters, args, label="arguments")
+        except Exception:
+            return False
+
+    def soft(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        if fn is None:
+            return None
+
+        def presenter(args: Any, *rest: Any) -> Any:
+            try:
+                if not fits(args):
+                    return None
+                return snapshot(fn(args, *rest), what="presentation")
+            except Exception:
+                return None
+
+        return presenter
+
+    if callable(concurrency_safe):
+        classifier: Callable[[Any], Any] | None = concurrency_safe
+    elif concurrency_safe is True:
+        def classifier(args: Any) -> bool:
+            return fits(args)
+    else:
+        classifier = None
+
+    execute.__name__ = f"{tool_name}_execute"
+    execute.__qualname__ = execute.__name__
+    return ToolDefinition(
+        name=tool_name,
+        description=description if description is not None else summary,
+        parameters=parameters,
+        execute=execute,
+        output_schema=output_schema,
+        render=render,
+        presentation_meta=presentation_meta,
+        finalize_content=finalize_content,
+        timeout_ms=timeout_ms,
+        is_concurrency_safe=classifier,
+        present_call=soft(present_call),
+        present_result=soft(present_result),
+    )

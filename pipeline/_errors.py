@@ -1,0 +1,163 @@
+"""Typed errors of the pipeline, each with a stable ``code`` (PIPELINE.md §5).
+
+The tree::
+
+    HarnessError                      code (class attribute), name (reported as info.name)
+     ├── UnknownToolError             UNKNOWN_TOOL
+     ├── InvalidArgumentsError        INVALID_ARGS
+     ├── InvalidToolOutputError       INVALID_TOOL_OUTPUT
+     ├── ToolTimeoutError             TOOL_TIMEOUT
+     ├── AbortedError                 ABORTED                  (name "AbortError")
+     │    └── AbortedBeforeDispatchError  ABORTED_BEFORE_DISPATCH
+     ├── ApprovalError                APPROVAL_FAILED
+     ├── RegistrationError            REGISTRATION_FAILED
+     │    ├── DuplicateToolError      DUPLICATE_TOOL
+     │    └── ReservedToolError       RESERVED_TOOL
+     ├── FsError                      (filesystem gate, PIPELINE.md §9)
+     │    ├── FsNotObservedError      FS_NOT_OBSERVED
+     │    ├── FsStaleVersionError     FS_STALE_VERSION
+     │    └── FsNotFoundError         FS_NOT_FOUND
+     └── LogError                     LOG_ERROR
+          ├── LogCorruptError         LOG_CORRUPT (names the file and the line/row)
+          └── LogClosedError          LOG_CLOSED
+
+    NotLosslessError (ValueError)     no code: "… must be losslessly JSON-serializable"
+
+Only a ``HarnessError`` gives a failed result structured ``info = {name, code}``; any other
+exception keeps just its message. Codes are part of the persisted log: never rename one.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AbortedBeforeDispatchError",
+    "AbortedError",
+    "ApprovalError",
+    "DuplicateToolError",
+    "FsError",
+    "FsNotFoundError",
+    "FsNotObservedError",
+    "FsStaleVersionError",
+    "HarnessError",
+    "InvalidArgumentsError",
+    "InvalidToolOutputError",
+    "LogClosedError",
+    "LogCorruptError",
+    "LogError",
+    "NotLosslessError",
+    "RegistrationError",
+    "ReservedToolError",
+    "ToolTimeoutError",
+    "UnknownToolError",
+]
+
+
+class HarnessError(Exception):
+    """Base of every typed pipeline error.
+
+    Attributes:
+        code: stable machine-readable code (class attribute; an instance may override it).
+        name: the error name persisted as ``info.name`` (defaults to the class name).
+        message: the bare human-readable reason (also ``str(error)``).
+    """
+
+    code: str = "HARNESS_ERROR"
+    error_name: str | None = None
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    @property
+    def name(self) -> str:
+        return self.error_name or type(self).__name__
+
+
+class UnknownToolError(HarnessError):
+    code = "UNKNOWN_TOOL"
+
+
+class InvalidArgumentsError(HarnessError):
+    code = "INVALID_ARGS"
+
+
+class InvalidToolOutputError(HarnessError):
+    code = "INVALID_TOOL_OUTPUT"
+
+
+class ToolTimeoutError(HarnessError):
+    code = "TOOL_TIMEOUT"
+
+
+class AbortedError(HarnessError):
+    code = "ABORTED"
+    error_name = "AbortError"
+
+
+class AbortedBeforeDispatchError(AbortedError):
+    code = "ABORTED_BEFORE_DISPATCH"
+
+
+class ApprovalError(HarnessError):
+    code = "APPROVAL_FAILED"
+
+
+class RegistrationError(HarnessError):
+    code = "REGISTRATION_FAILED"
+
+
+class DuplicateToolError(RegistrationError):
+    code = "DUPLICATE_TOOL"
+
+
+class ReservedToolError(RegistrationError):
+    code = "RESERVED_TOOL"
+
+
+class FsError(HarnessError):
+    code = "FS_ERROR"
+
+
+class FsNotObservedError(FsError):
+    code = "FS_NOT_OBSERVED"
+
+
+class FsStaleVersionError(FsError):
+    code = "FS_STALE_VERSION"
+
+
+class FsNotFoundError(FsError):
+    code = "FS_NOT_FOUND"
+
+
+class LogError(HarnessError):
+    code = "LOG_ERROR"
+
+
+class LogCorruptError(LogError):
+    """A stored event cannot be decoded. ``path`` and ``position`` say where.
+
+    ``position`` is a 1-based line number for JSONL and the row's ``seq`` for SQLite.
+    """
+
+    code = "LOG_CORRUPT"
+
+    def __init__(self, path: str, position: int, detail: str, *, unit: str = "line") -> None:
+        super().__init__(f"corrupt session log {path!s} at {unit} {position}: {detail}")
+        self.path = path
+        self.position = position
+        self.detail = detail
+
+
+class LogClosedError(LogError):
+    code = "LOG_CLOSED"
+
+
+class NotLosslessError(ValueError):
+    """A value is not lossless JSON (PIPELINE.md §1.1). Carries no code on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

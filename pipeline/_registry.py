@@ -1,0 +1,654 @@
+"""The tool registry: one call through S3–S14 (PIPELINE.md §2–§7).
+
+Composition, outermost first::
+
+    normalization (anything thrown -> failed result)
+      tools/pre-execute waterfall -> approval (ask) -> guards -> cancellation re-checks
+      tools/execute waterfall (registration order) -> core dispatch -> tool body
+      dispatch normalization -> tools/post-execute waterfall
+    materialization -> finalize_content (once) -> tools/result observers
+
+Routes: ``dispatch`` (continue), ``post`` (skip the body, still run post-execute), ``final``
+(skip everything up to finalization).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any, Callable, Literal
+
+import msgspec
+from msgspec import UNSET
+
+from ._approval import ApprovalChannel, ApprovalRequest
+from ._content import blocks_text, default_render, freeze_blocks, freeze_contexts
+from ._decisions import Accept, Allow, Ask, Block, Deny
+from ._definition import ToolDefinition
+from ._errors import (
+    AbortedBeforeDispatchError,
+    AbortedError,
+    ApprovalError,
+    InvalidToolOutputError,
+    NotLosslessError,
+    UnknownToolError,
+)
+from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
+from ._lossless import snapshot
+from ._normalize import failure_from, message_of
+from ._result import CallResult, ToolErrorDetail, text_block
+from ._schema import validate
+from ._signal import Signal
+from ._waterfall import Registration, Waterfall
+from .events import ErrorInfo
+
+__all__ = ["PendingCall", "ToolRegistry"]
+
+_log = logging.getLogger("pipeline")
+
+Route = Literal["dispatch", "post", "final"]
+Mode = Literal["native", "code", "both"]
+
+ABORTED_MESSAGE = "tool call aborted"
+ABORTED_BEFORE_DISPATCH_MESSAGE = "tool call aborted before dispatch"
+MATERIALIZATION_MESSAGE = "tool result must be losslessly JSON-serializable"
+
+
+def _aborted(before_dispatch: bool, contexts: tuple[Any, ...] = ()) -> CallResult:
+    error: AbortedError = (
+        AbortedBeforeDispatchError(ABORTED_BEFORE_DISPATCH_MESSAGE)
+        if before_dispatch
+        else AbortedError(ABORTED_MESSAGE)
+    )
+    return failure_from(error, additional_contexts=contexts)
+
+
+def _denial(reason: Any) -> CallResult:
+    message = reason if isinstance(reason, str) else message_of(reason)
+    return CallResult(
+        is_error=True,
+        content=(text_block(f"Error: {message}"),),
+        error=ToolErrorDetail(message=message),
+        denied=True,
+    )
+
+
+class ToolRegistry:
+    """Definitions, extension points and the per-call pipeline. Owned by a ``Session``.
+
+    Args:
+        scopes: ``agent -> (None, farthest ancestor, ..., agent)``, the scope chain.
+        mode_for: ``agent -> "native" | "code" | "both"``.
+        approval: ``() -> ApprovalChannel | None``, looked up at call time.
+    """
+
+    def __init__(
+        self,
+        *,
+        scopes: Callable[[str | None], tuple[str | None, ...]],
+        mode_for: Callable[[str | None], Mode],
+        approval: Callable[[], ApprovalChannel | None],
+        reserved_name: str = "run_code",
+    ) -> None:
+        self.scopes = scopes
+        self.mode_for = mode_for
+        self.approval = approval
+        self.reserved_name = reserved_name
+        self.reserved: ToolDefinition | None = None
+        self.tools: dict[str | None, dict[str, ToolDefinition]] = {None: {}}
+        self.pre_execute: Waterfall[Any] = Waterfall("tools/pre-execute")
+        self.execute_wrappers: Waterfall[CallResult] = Waterfall("tools/execute")
+        self.post_execute: Waterfall[Any] = Waterfall("tools/post-execute")
+        self.result_observers: list[Registration] = []
+        self.guards: list[Registration] = []
+        self._background: set[asyncio.Future[Any]] = set()
+
+    # -- lookup -------------------------------------------------------------------------
+    def resolve(self, name: str, agent: str | None) -> ToolDefinition | None:
+        """The definition visible for ``name`` to ``agent`` (reserved tool included):
+        the nearest scope wins (the agent, its ancestors, then global)."""
+        if self.reserved is not None and name == self.reserved.name:
+            return self.reserved
+        for scope in reversed(self.scopes(agent)):
+            defn = self.tools.get(scope, {}).get(name)
+            if defn is not None:
+                return defn
+        return None
+
+    def visible(self, agent: str | None) -> list[ToolDefinition]:
+        """Definitions visible to ``agent`` (reserved excluded), nearest scope first-wins,
+        in registration order of the names."""
+        seen: dict[str, ToolDefinition] = {}
+        for scope in self.scopes(agent):
+            for name, defn in self.tools.get(scope, {}).items():
+                seen[name] = defn
+        order: list[str] = []
+        for scope in self.scopes(agent):
+            for name in self.tools.get(scope, {}):
+                if name not in order:
+                    order.append(name)
+        return [seen[name] for name in order]
+
+    def is_reserved(self, name: str) -> bool:
+        return name == self.reserved_name or (self.reserved is not None and name == self.reserved.name)
+
+    # -- one call -----------------------------------------------------------------------
+    async def start(self, inp: ExecutionInput) -> PendingCall:
+        """S3–S7 for one call; returns the pending call (route decided)."""
+        if not isinstance(inp, ExecutionInput):
+            raise TypeError(f"expected an ExecutionInput, got {type(inp).__name__}")
+        if not isinstance(inp.call_id, str) or not inp.call_id:
+            raise ValueError("call_id must be a non-empty string")
+        if not isinstance(inp.name, str) or not inp.name:
+            raise ValueError("name must be a non-empty string")
+        if not isinstance(inp.signal, Signal):
+            raise TypeError("every call needs a Signal")
+        call = PendingCall(self, inp)
+        await call._start()
+        return call
+
+    async def execute(self, inp: ExecutionInput) -> CallResult:
+        """Run one call S3–S14 and return the published frozen result.
+
+        Cancelling the awaiting task counts as the caller aborting: the call still settles,
+        is finalized and published, then ``CancelledError`` is re-raised.
+        """
+        cancel = Signal()
+        fused = Signal.any(inp.signal, cancel) if isinstance(inp.signal, Signal) else inp.signal
+        inp = msgspec.structs.replace(inp, signal=fused)
+
+        async def run() -> CallResult:
+            call = await self.start(inp)
+            await call.dispatch()
+            return await call.commit()
+
+        try:
+            return await shielded(run(), cancel)
+        finally:
+            if isinstance(fused, Signal):
+                fused.detach()
+
+    def publish(self, execution: Execution, result: CallResult) -> None:
+        """S14: call every ``tools/result`` observer synchronously; contain failures."""
+        scopes = self.scopes(execution.agent)
+        for reg in tuple(self.result_observers):
+            if not reg.applies(scopes):
+                continue
+            try:
+                out = reg.fn(execution, result)
+            except Exception:
+                _log.warning("tools/result observer %r raised", reg.fn, exc_info=True)
+                continue
+            if inspect.isawaitable(out):
+                try:
+                    future = asyncio.ensure_future(out)
+                except Exception:
+                    _log.warning("tools/result observer %r returned a bad awaitable", reg.fn)
+                    continue
+                self._background.add(future)
+                future.add_done_callback(self._observer_done)
+
+    def _observer_done(self, future: asyncio.Future[Any]) -> None:
+        self._background.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            _log.warning("tools/result observer failed", exc_info=future.exception())
+
+    async def drain(self) -> None:
+        """Await pending observer awaitables (used on close)."""
+        while self._background:
+            await asyncio.gather(*tuple(self._background), return_exceptions=True)
+
+
+async def shielded(coro: Any, cancel: Signal) -> Any:
+    """Await ``coro`` to completion even if the awaiting task is cancelled: cancellation
+    aborts ``cancel`` instead, and ``CancelledError`` is re-raised after settling."""
+    task = asyncio.ensure_future(coro)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                if task.cancelled():
+                    raise
+                result = task.result()
+                cancelled = True
+                break
+            cancelled = True
+            cancel.abort(AbortedError("the calling task was cancelled"))
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+class PendingCall:
+    """One call in flight. ``start`` (S3–S7, by the registry), ``dispatch()`` (S8–S10),
+    ``commit()`` (S11–S14). Each phase runs at most once; ``commit`` returns the published
+    result. Batches and sub-call schedulers run the phases separately so that only
+    ``dispatch`` overlaps between calls."""
+
+    def __init__(self, registry: ToolRegistry, inp: ExecutionInput) -> None:
+        self._registry = registry
+        self._input = inp
+        self.caller: Signal = inp.signal
+        self.route: Route = "dispatch"
+        self.result: CallResult | None = None
+        self.body_invoked = False
+        self._finalizer: Callable[..., Any] | None = None
+        self._deferred: list[Any] = []
+        self._concludes = False
+        self._core_made: list[CallResult] = []
+        self._phase = "new"
+        self._published: CallResult | None = None
+        self.execution: Execution = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<PendingCall {self._input.name} {self._input.call_id} route={self.route}>"
+
+    # -- helpers ------------------------------------------------------------------------
+    def _settle(self, route: Route, result: CallResult) -> None:
+        self.route = route
+        self.result = result
+
+    @property
+    def _scopes(self) -> tuple[str | None, ...]:
+        return self._registry.scopes(self.execution.agent)
+
+    # -- S3 ... S7 ----------------------------------------------------------------------
+    async def _start(self) -> None:
+        inp = self._input
+        reg = self._registry
+        token = ExecutionToken()
+        defn = reg.resolve(inp.name, inp.agent)
+        self._finalizer = defn.finalize_content if defn is not None else None
+        collapsed = (
+            reg.mode_for(inp.agent) == "code"
+            and inp.parent is None
+            and defn is not None
+            and not reg.is_reserved(inp.name)
+        )
+        args_error: BaseException | None = None
+        try:
+            arguments = snapshot(inp.arguments, what="arguments")
+        except Exception as exc:
+            arguments, args_error = None, exc
+        self.execution = Execution(
+            call_id=inp.call_id,
+            root_call_id=inp.root_call_id or inp.call_id,
+            name=inp.name,
+            arguments=arguments,
+            agent=inp.agent,
+            parent=inp.parent,
+            token=token,
+            signal=self.caller,
+            definition=defn,
+        )
+        self._phase = "started"
+        if args_error is not None:
+            self._settle("final", failure_from(args_error))
+            return
+        if collapsed:
+            if self.caller.aborted:
+                self._settle("final", _aborted(True))
+            else:
+                self._finalizer = None
+                reserved = reg.reserved.name if reg.reserved is not None else reg.reserved_name
+                self._settle(
+                    "final",
+                    failure_from(
+                        UnknownToolError(
+                            f"only `{reserved}` is callable directly — call `{inp.name}` inside a program"
+                        )
+                    ),
+                )
+            return
+        if self.caller.aborted:
+            self._settle("final", _aborted(True))
+            return
+        await self._policy()
+
+    async def _policy(self) -> None:
+        reg = self._registry
+        execution = self.execution
+        try:
+            decision = await reg.pre_execute.run((execution,), Allow, self._scopes)
+        except Exception as exc:
+            self._settle("final", failure_from(exc))
+            return
+        approval_cancelled = False
+        if isinstance(decision, Ask):
+            try:
+                decision, approval_cancelled = await self._ask(decision)
+            except Exception as exc:
+                self._settle("final", failure_from(exc))
+                return
+        elif not isinstance(decision, (Allow, Deny)):
+            self._settle(
+                "final",
+                failure_from(TypeError(f"tools/pre-execute returned an invalid decision ({type(decision).__name__})")),
+            )
+            return
+        if self.caller.aborted and approval_cancelled:
+            self._settle("post", _aborted(True))
+            return
+        if isinstance(decision, Deny):
+            self._settle("post", _denial(decision.reason))
+            return
+        try:
+            reason = self._guards()
+        except Exception as exc:
+            self._settle("final", failure_from(exc))
+            return
+        if reason is not None:
+            self._settle("post", _denial(reason))
+            return
+        if self.caller.aborted:
+            self._settle("post", _aborted(True))
+            return
+        self.route = "dispatch"
+
+    async def _ask(self, ask: Ask) -> tuple[Allow | Deny, bool]:
+        name = self.execution.name
+        channel = self._registry.approval()
+        if channel is None:
+            return Deny(ask.reason or f'tool "{name}" requires approval (not yet supported)'), False
+        if self.execution.agent is None:
+            return Deny(f'tool "{name}" requires approval, but the call has no agent to route it'), False
+        outcome = await channel.request(
+            ApprovalRequest(
+                agent=self.execution.agent,
+                tool_name=name,
+                call_id=self.execution.call_id,
+                reason=ask.reason,
+                signal=self.caller,
+            )
+        )
+        if outcome == "allowed-once":
+            return Allow(), False
+        if outcome == "rejected":
+            return Deny(f'the user rejected tool "{name}"'), False
+        if outcome == "cancelled":
+            return Deny(f'approval for tool "{name}" was cancelled'), True
+        if outcome == "unavailable":
+            return Deny(f'tool "{name}" requires approval, but no approval channel is available'), False
+        raise ApprovalError(f"approval returned an unexpected outcome: {message_of(outcome)}")
+
+    def _guards(self) -> str | None:
+        """Global guards, then the agent's scope chain farthest -> nearest; first reason wins."""
+        guards = self._registry.guards
+        for scope in self._scopes:
+            for reg in tuple(guards):
+                if reg.agent != scope:
+                    continue
+                reason = reg.fn(self.execution)
+                if inspect.isawaitable(reason):
+                    if hasattr(reason, "close"):
+                        reason.close()
+                    raise TypeError(f"guard {reg.fn!r} must be synchronous")
+                if reason is None:
+                    continue
+                if not isinstance(reason, str):
+                    raise TypeError(f"guard {reg.fn!r} returned {type(reason).__name__}, not str | None")
+                return reason
+        return None
+
+    # -- S8 ... S10 ---------------------------------------------------------------------
+    async def dispatch(self) -> None:
+        """S8–S10 (no-op unless the route is ``dispatch``)."""
+        if self._phase != "started":
+            raise RuntimeError(f"{self!r}: dispatch() called in phase {self._phase!r}")
+        self._phase = "dispatched"
+        if self.route != "dispatch":
+            return
+        reg = self._registry
+        view = DispatchExecution(self.execution)
+        try:
+            result = await reg.execute_wrappers.run((view,), lambda: self._core(view), self._scopes)
+        except Exception as exc:
+            self._settle("final", failure_from(exc))
+            return
+        try:
+            result = self._normalize_dispatch(result)
+        except Exception as exc:
+            self._settle("final", failure_from(exc))
+            return
+        if self._deferred:
+            deferred = freeze_contexts(self._deferred)
+            result = msgspec.structs.replace(
+                result, additional_contexts=deferred + result.additional_contexts
+            )
+        if self.caller.aborted and not result.is_error:
+            result = _aborted(not self.body_invoked, result.additional_contexts)
+        self._settle("post", result)
+
+    async def _core(self, view: DispatchExecution) -> CallResult:
+        installed = view.signal
+        fused = installed if installed is self.caller else Signal.any(self.caller, installed)
+        try:
+            return self._mark(await self._body(view, fused))
+        finally:
+            if fused is not installed:
+                fused.detach()
+
+    def _mark(self, result: CallResult) -> CallResult:
+        self._core_made.append(result)
+        return result
+
+    async def _body(self, view: DispatchExecution, fused: Signal) -> CallResult:
+        if fused.aborted:
+            return _aborted(True)
+        defn = self._registry.resolve(self.execution.name, self.execution.agent)
+        if defn is None:
+            return failure_from(UnknownToolError(f'unknown tool "{self.execution.name}"'))
+        self.body_invoked = True
+        ctx = RunContext(self.execution, fused, self._defer, self._conclude)
+        installed = view.signal
+        view.signal = fused
+        try:
+            value = defn.execute(self.execution.arguments, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+        except (Exception, asyncio.CancelledError) as exc:
+            return failure_from(exc)
+        finally:
+            view.signal = installed
+        if fused.aborted:
+            return _aborted(False)
+        try:
+            return self._success(defn, value, concludes=self._concludes)
+        except InvalidToolOutputError as exc:
+            return failure_from(exc)
+
+    def _defer(self, message: Any) -> None:
+        freeze_contexts([message])  # validate now: a malformed message raises in the body
+        self._deferred.append(message)
+
+    def _conclude(self) -> None:
+        self._concludes = True
+
+    def _success(self, defn: ToolDefinition, value: Any, *, concludes: bool) -> CallResult:
+        """Snapshot, validate, render, compute meta. Raises ``InvalidToolOutputError``."""
+        name = self.execution.name
+
+        def invalid(problem: str) -> InvalidToolOutputError:
+            return InvalidToolOutputError(f'tool "{name}" returned invalid output: {problem}')
+
+        try:
+            frozen = snapshot(value, what="value")
+        except NotLosslessError as exc:
+            raise invalid(exc.message) from None
+        except Exception as exc:
+            raise invalid(f"value could not be read ({message_of(exc)})") from None
+        if defn.output_schema is not None:
+            problems = validate(defn.output_schema, frozen, label="value")
+            if problems:
+                raise invalid("; ".join(problems))
+        args = self.execution.arguments
+        try:
+            rendered = defn.render(args, frozen) if defn.render is not None else default_render(frozen)
+        except Exception as exc:
+            raise invalid(f"render raised: {message_of(exc)}") from None
+        try:
+            content = freeze_blocks(rendered, what="rendered content")
+        except NotLosslessError as exc:
+            raise invalid(exc.message) from None
+        meta = None
+        if self.execution.parent is None and defn.presentation_meta is not None:
+            try:
+                raw_meta = defn.presentation_meta(args, frozen)
+            except Exception as exc:
+                raise invalid(f"presentation meta raised: {message_of(exc)}") from None
+            try:
+                meta = snapshot(raw_meta, what="presentation meta")
+            except NotLosslessError as exc:
+                raise invalid(exc.message) from None
+        return CallResult(
+            is_error=False, value=frozen, content=content, meta=meta, concludes_turn=concludes
+        )
+
+    def _normalize_dispatch(self, result: Any) -> CallResult:
+        """S10: accept our own core result; rebuild or revalidate anything else."""
+        if any(result is own for own in self._core_made):
+            return result  # type: ignore[no-any-return]
+        if not isinstance(result, CallResult):
+            raise TypeError(f"tools/execute wrapper returned {type(result).__name__}, not a CallResult")
+        contexts = freeze_contexts(result.additional_contexts)
+        if result.is_error:
+            return self._rebuild_failure(result, contexts)
+        defn = self._registry.resolve(self.execution.name, self.execution.agent)
+        if defn is None:
+            raise UnknownToolError(f'unknown tool "{self.execution.name}"')
+        success = self._success(defn, result.value, concludes=bool(result.concludes_turn))
+        return msgspec.structs.replace(success, additional_contexts=contexts)
+
+    @staticmethod
+    def _rebuild_failure(result: CallResult, contexts: tuple[Any, ...]) -> CallResult:
+        error = result.error
+        message = error.message if isinstance(error, ToolErrorDetail) and isinstance(error.message, str) else "tool call failed"
+        info = error.info if isinstance(error, ToolErrorDetail) and isinstance(error.info, ErrorInfo) else None
+        content = freeze_blocks(result.content) if result.content else (text_block(f"Error: {message}"),)
+        meta = snapshot(result.meta, what="meta") if result.meta is not None else None
+        return CallResult(
+            is_error=True,
+            content=content,
+            error=ToolErrorDetail(message=message, info=info),
+            meta=meta,
+            additional_contexts=contexts,
+            denied=result.denied is True,
+        )
+
+    # -- S11 ... S14 --------------------------------------------------------------------
+    async def commit(self) -> CallResult:
+        """S11 (post route only), S12–S14; returns the published frozen result."""
+        if self._phase == "started" and self.route != "dispatch":
+            self._phase = "dispatched"
+        if self._phase != "dispatched":
+            raise RuntimeError(f"{self!r}: commit() called in phase {self._phase!r}")
+        self._phase = "committing"
+        if self.route == "post":
+            await self._post()
+        assert self.result is not None
+        result = self._finalize(self.result)
+        self._published = result
+        self._phase = "committed"
+        self._registry.publish(self.execution, result)
+        return result
+
+    async def _post(self) -> None:
+        assert self.result is not None
+        current = self.result
+        try:
+            decision = await self._registry.post_execute.run(
+                (self.execution, current), Accept, self._scopes
+            )
+            result = self._apply_post(decision, current)
+        except Exception as exc:
+            self._settle("final", failure_from(exc))
+            return
+        if self.caller.aborted and not result.is_error:
+            result = _aborted(not self.body_invoked, result.additional_contexts)
+        self._settle("final", result)
+
+    def _apply_post(self, decision: Any, result: CallResult) -> CallResult:
+        if isinstance(decision, Block):
+            feedback = freeze_blocks(decision.feedback, what="block feedback")
+            message = blocks_text(feedback) or "blocked by tools/post-execute policy"
+            return CallResult(
+                is_error=True,
+                content=feedback,
+                error=ToolErrorDetail(message=message),
+                additional_contexts=freeze_contexts(decision.additional_contexts),
+                denied=True,
+            )
+        if not isinstance(decision, Accept):
+            raise TypeError(f"tools/post-execute returned an invalid decision ({type(decision).__name__})")
+        extra = freeze_contexts(decision.additional_contexts)
+        contexts = result.additional_contexts + extra
+        has_content = decision.content is not UNSET
+        has_value = decision.value is not UNSET
+        if has_content and has_value:
+            raise ValueError("a tools/post-execute decision may replace the content or the value, not both")
+        if has_value:
+            if result.is_error:
+                raise ValueError("tools/post-execute cannot replace the value of a failed result")
+            defn = self._registry.resolve(self.execution.name, self.execution.agent)
+            if defn is None:
+                raise UnknownToolError(f'unknown tool "{self.execution.name}"')
+            success = self._success(defn, decision.value, concludes=result.concludes_turn)
+            return msgspec.structs.replace(success, additional_contexts=contexts)
+        if has_content:
+            content = freeze_blocks(decision.content, what="replacement content")
+            return msgspec.structs.replace(result, content=content, additional_contexts=contexts)
+        if extra:
+            return msgspec.structs.replace(result, additional_contexts=contexts)
+        return result
+
+    def _finalize(self, result: CallResult) -> CallResult:
+        """S12 materialization, S13 ``finalize_content`` (at most once), S12 again."""
+        try:
+            result = _materialize(result)
+        except Exception:
+            result = failure_from(NotLosslessError(MATERIALIZATION_MESSAGE))
+        finalizer = self._finalizer
+        if finalizer is None:
+            return result
+        try:
+            out = finalizer(self.execution, result)
+            if inspect.isawaitable(out):
+                if hasattr(out, "close"):
+                    out.close()
+                raise TypeError("finalize_content must be synchronous, but it returned an awaitable")
+            if out is not None:
+                result = msgspec.structs.replace(result, content=freeze_blocks(out, what="finalized content"))
+        except Exception as exc:
+            result = failure_from(exc)
+        return result
+
+
+def _materialize(result: Any) -> CallResult:
+    """Snapshot every presentation field; enforce the success/failure shape."""
+    if not isinstance(result, CallResult):
+        raise TypeError("not a CallResult")
+    content = freeze_blocks(result.content, what="content")
+    meta = snapshot(result.meta, what="meta") if result.meta is not None else None
+    contexts = freeze_contexts(result.additional_contexts)
+    if result.is_error:
+        error = result.error
+        if not isinstance(error, ToolErrorDetail) or not isinstance(error.message, str):
+            raise TypeError("a failed result needs an error message")
+        info = error.info
+        if info is not None and not (
+            isinstance(info, ErrorInfo) and isinstance(info.name, str) and isinstance(info.code, str)
+        ):
+            raise TypeError("error info must be {name, code} strings")
+        return CallResult(
+            is_error=True, content=content, error=ToolErrorDetail(message=str(error.message), info=info),
+            meta=meta, additional_contexts=contexts, denied=result.denied is True,
+        )
+    value = snapshot(result.value, what="value")
+    return CallResult(
+        is_error=False, content=content, value=value, meta=meta,
+        additional_contexts=contexts, concludes_turn=bool(result.concludes_turn is True),
+    )

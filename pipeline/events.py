@@ -1,0 +1,257 @@
+"""Session events (PIPELINE.md §10, DESIGN.md §6): one tagged union of frozen Structs.
+
+JSON shape: the tag field ``type`` holds the event kind (``"tool/call"``, ...); field names are
+camelCase (``call_id`` -> ``callId``). Every event has the envelope ``seq`` (1-based position
+in its log) and ``time`` (Unix time, seconds); both are assigned by ``SessionLog.append`` —
+construct events without them. Optional fields default to ``msgspec.UNSET`` and are left out
+of the JSON when unset.
+
+Readers branch with ``match``::
+
+    match event:
+        case ToolCall(call_id=cid): ...
+        case ToolResult(message=msg): ...
+
+Schema evolution: new fields get defaults; existing fields never change type.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = [
+    "ApprovalAsked",
+    "ApprovalDecided",
+    "ApprovalPolicyChanged",
+    "CodeDispatch",
+    "CodeDispatchStart",
+    "ErrorInfo",
+    "Event",
+    "FsObserved",
+    "HookInvoked",
+    "HookResult",
+    "MessageSource",
+    "SessionEvent",
+    "StepEnd",
+    "StepStart",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultBlock",
+    "ToolResultMessage",
+    "TurnEnd",
+    "TurnStart",
+    "UserMessage",
+    "UserMessageBody",
+    "decode_event",
+    "encode_event",
+]
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Structured failure info ``{name, code}`` (only for typed harness errors)."""
+
+    name: str
+    code: str
+
+
+class MessageSource(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Where a message came from: ``kind`` is ``"tool"`` or ``"context"`` (plus callers' own)."""
+
+    kind: str
+    call_id: str | UnsetType = UNSET
+
+
+class ToolResultBlock(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The single ``tool-result`` block of a tool message."""
+
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: str
+    content: tuple[Any, ...]          # content blocks, e.g. {"type": "text", "text": "..."}
+    is_error: bool
+
+
+class ToolResultMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The user-role tool message carried by ``tool/result``."""
+
+    id: str
+    role: Literal["user"] = "user"
+    source: MessageSource
+    content: tuple[ToolResultBlock, ...]
+
+
+class UserMessageBody(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A user-role message made of content blocks (e.g. a delivered additional context)."""
+
+    id: str
+    role: Literal["user"] = "user"
+    source: MessageSource
+    content: tuple[Any, ...]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
+    """Envelope shared by every event. ``seq``/``time`` are 0 until the log assigns them."""
+
+    seq: int = 0                      # 1-based position in the log
+    time: float = 0.0                 # Unix time, seconds
+
+
+class TurnStart(Event, tag="turn/start"):
+    turn: int
+
+
+class TurnEnd(Event, tag="turn/end"):
+    turn: int
+    reason: str = "completed"         # "completed" | "concluded" | "cancelled" | "interrupted"
+
+
+class StepStart(Event, tag="step/start"):
+    turn: int
+    step: int
+
+
+class StepEnd(Event, tag="step/end"):
+    turn: int
+    step: int
+
+
+class ToolCall(Event, tag="tool/call"):
+    """A top-level call started. ``arguments`` is the model's raw JSON text, unparsed."""
+
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolResult(Event, tag="tool/result"):
+    """The committed outcome of one ``tool/call`` (surface event)."""
+
+    turn: int
+    step: int
+    message: ToolResultMessage
+    error: ErrorInfo | UnsetType = UNSET      # only for structured failures
+    meta: Any | UnsetType = UNSET             # only when present
+    surface_op: str = "append"
+    source_event_seqs: tuple[int, ...] = ()   # (seq of the matching tool/call,)
+
+    @property
+    def call_id(self) -> str:
+        return self.message.content[0].tool_call_id
+
+    @property
+    def is_error(self) -> bool:
+        return self.message.content[0].is_error
+
+    @property
+    def content(self) -> tuple[Any, ...]:
+        return self.message.content[0].content
+
+
+class CodeDispatchStart(Event, tag="tool/code-dispatch-start"):
+    """A Code-Mode sub-call started. ``arguments`` is the normalized JSON value. Log-only."""
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+
+
+class CodeDispatch(Event, tag="tool/code-dispatch"):
+    """A Code-Mode sub-call settled; ``content`` is its final model-facing blocks. Log-only."""
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+    is_error: bool
+    content: tuple[Any, ...]
+
+
+class HookInvoked(Event, tag="hook/invoked"):
+    turn: int
+    point: str
+    dialect: str
+    handler_id: str
+    matcher: str | UnsetType = UNSET
+
+
+class HookResult(Event, tag="hook/result"):
+    turn: int
+    point: str
+    handler_id: str
+    decision: str
+    duration_ms: float
+    exit_code: int | UnsetType = UNSET
+    stderr_summary: str | UnsetType = UNSET
+
+
+class FsObserved(Event, tag="fs/observed"):
+    """The filesystem gate saw a file (PIPELINE.md §9). ``version`` only when present."""
+
+    key: str
+    state: Literal["absent", "present"]
+    agent: str | None = None
+    version: str | UnsetType = UNSET
+
+
+class UserMessage(Event, tag="user/message"):
+    """A user-role message entering the transcript (e.g. a delivered additional context)."""
+
+    turn: int
+    message: UserMessageBody
+    surface_op: str = "append"
+    source_event_seqs: tuple[int, ...] = ()
+
+
+class ApprovalAsked(Event, tag="approval/asked"):
+    id: str
+    tool_name: str
+    call_id: str | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+
+
+class ApprovalDecided(Event, tag="approval/decided"):
+    id: str
+    outcome: str
+
+
+class ApprovalPolicyChanged(Event, tag="approval/policy"):
+    policy: str
+
+
+SessionEvent = Union[
+    TurnStart,
+    TurnEnd,
+    StepStart,
+    StepEnd,
+    ToolCall,
+    ToolResult,
+    CodeDispatchStart,
+    CodeDispatch,
+    HookInvoked,
+    HookResult,
+    FsObserved,
+    UserMessage,
+    ApprovalAsked,
+    ApprovalDecided,
+    ApprovalPolicyChanged,
+]
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(SessionEvent)
+
+
+def encode_event(event: Event) -> bytes:
+    """Encode one event as compact JSON bytes."""
+    return _encoder.encode(event)
+
+
+def decode_event(data: bytes | str) -> Event:
+    """Decode one event. Raises ``msgspec.ValidationError``/``DecodeError`` saying where."""
+    return _decoder.decode(data)  # type: ignore[no-any-return]

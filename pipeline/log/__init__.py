@@ -1,0 +1,50 @@
+"""Append-only session logs (DESIGN.md §6, PIPELINE.md §10).
+
+``open_log(path)`` picks the backend from the path: ``None`` -> in memory, ``.db``/
+``.sqlite``/``.sqlite3`` -> SQLite (the embedded default), ``.jsonl`` -> JSON Lines.
+Opening an existing log repairs it after a crash (every dangling ``tool/call`` gets a
+``TOOL_OUTCOME_UNKNOWN`` result; open steps/turns are closed).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._base import AppendOnlyLog, SessionLog
+from ._jsonl import JsonlLog
+from ._memory import MemoryLog
+from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
+from ._sqlite import SqliteLog
+
+__all__ = [
+    "OUTCOME_UNKNOWN_MESSAGE",
+    "AppendOnlyLog",
+    "JsonlLog",
+    "MemoryLog",
+    "SessionLog",
+    "SqliteLog",
+    "open_log",
+    "repair_events",
+]
+
+
+def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
+    """Open (or create) the log for ``path``; a ``SessionLog`` instance is returned as is.
+
+    Raises:
+        ValueError: unknown file suffix.
+        LogCorruptError: a stored event cannot be decoded (names file and position).
+    """
+    if path is None:
+        return MemoryLog()
+    if isinstance(path, AppendOnlyLog) or (
+        not isinstance(path, (str, os.PathLike)) and isinstance(path, SessionLog)
+    ):
+        return path
+    text = os.fspath(path)
+    suffix = os.path.splitext(text)[1].lower()
+    if suffix in (".db", ".sqlite", ".sqlite3"):
+        return SqliteLog(text)
+    if suffix == ".jsonl":
+        return JsonlLog(text)
+    raise ValueError(f"unknown session log type {text!r}: use .db/.sqlite (SQLite) or .jsonl")

@@ -1,0 +1,116 @@
+"""The ``SessionLog`` protocol and the shared append-only machinery (DESIGN.md §6)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from .._errors import LogClosedError
+from ..events import Event
+from ._recovery import repair_events
+
+__all__ = ["AppendOnlyLog", "SessionLog"]
+
+
+@runtime_checkable
+class SessionLog(Protocol):
+    """An append-only sequence of session events.
+
+    ``append`` stamps ``seq`` (1, 2, ... in append order) and ``time`` (Unix seconds) and
+    returns the stamped event; it is thread-safe. ``read`` returns every event in order.
+    Backends: ``MemoryLog`` (``log=None``), ``SqliteLog`` (``.db``/``.sqlite``, the embedded
+    default) and ``JsonlLog`` (``.jsonl``, the interchange format).
+    """
+
+    path: str | None
+
+    def append(self, event: Event) -> Event: ...
+
+    def read(self) -> list[Event]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> SessionLog: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class AppendOnlyLog:
+    """Base for the backends: locking, seq/time stamping, closing, crash repair on open.
+
+    Subclasses implement ``_load() -> list[Event]`` (read everything stored, raising
+    ``LogCorruptError``), ``_write(event)`` (persist one stamped event) and ``_close()``.
+    """
+
+    path: str | None = None
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        self._seq = 0
+        #: events appended on open by crash repair (PIPELINE.md §10); empty for a clean log
+        self.repaired: list[Event] = []
+
+    def _open(self) -> None:
+        existing = self._load()
+        self._seq = max((event.seq for event in existing), default=0)
+        for event in repair_events(existing):
+            self.repaired.append(self.append(event))
+
+    # -- backend hooks ---------------------------------------------------------------
+    def _load(self) -> list[Event]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _write(self, event: Event) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        pass
+
+    # -- public API --------------------------------------------------------------------
+    def append(self, event: Event) -> Event:
+        """Stamp ``seq`` and ``time``, persist, return the stamped event.
+
+        Raises:
+            LogClosedError: the log was closed.
+            TypeError: ``event`` is not a session event.
+        """
+        if not isinstance(event, Event):
+            raise TypeError(f"not a session event: {event!r}")
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"session log {self.path or '<memory>'} is closed")
+            stamped = msgspec.structs.replace(event, seq=self._seq + 1, time=time.time())
+            self._write(stamped)
+            self._seq += 1
+            return stamped
+
+    def read(self) -> list[Event]:
+        """Every event in append order (re-read from storage)."""
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"session log {self.path or '<memory>'} is closed")
+            return self._load()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close (idempotent). Later ``append``/``read`` raise ``LogClosedError``."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path or '<memory>'} seq={self._seq}>"

@@ -1,0 +1,50 @@
+"""Shared fixtures for the pipeline tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from pipeline import ExecutionInput, Signal, ToolDefinition  # noqa: E402
+
+
+@pytest.fixture(params=["session.db", "session.jsonl"], ids=["sqlite", "jsonl"])
+def log_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """Both persistent backends: SQLite and JSONL."""
+    return tmp_path / request.param
+
+
+def make_tool(
+    name: str = "echo",
+    execute: Any = None,
+    **kwargs: Any,
+) -> ToolDefinition:
+    """A raw definition; the default body returns its arguments."""
+
+    async def default(args: Any, ctx: Any) -> Any:
+        return args
+
+    return ToolDefinition(
+        name=name,
+        description=f"{name} tool",
+        parameters=kwargs.pop("parameters", {"type": "object"}),
+        execute=execute or default,
+        **kwargs,
+    )
+
+
+def inp(name: str = "echo", arguments: Any = None, *, signal: Signal | None = None, **kw: Any) -> ExecutionInput:
+    return ExecutionInput(
+        call_id=kw.pop("call_id", "c1"),
+        name=name,
+        arguments={} if arguments is None else arguments,
+        signal=signal or Signal(),
+        **kw,
+    )

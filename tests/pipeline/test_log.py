@@ -1,0 +1,148 @@
+import threading
+
+import pytest
+
+from pipeline import LogClosedError, LogCorruptError, open_log
+from pipeline.events import (
+    CodeDispatchStart,
+    StepStart,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    decode_event,
+    encode_event,
+)
+from pipeline.log import OUTCOME_UNKNOWN_MESSAGE, JsonlLog, MemoryLog, SqliteLog
+
+
+def tool_call(call_id: str = "c1") -> ToolCall:
+    return ToolCall(turn=1, step=1, call_id=call_id, name="echo", arguments='{"a": 1}')
+
+
+def test_backend_is_chosen_by_suffix(tmp_path):
+    assert isinstance(open_log(None), MemoryLog)
+    assert isinstance(open_log(tmp_path / "a.db"), SqliteLog)
+    assert isinstance(open_log(tmp_path / "a.sqlite"), SqliteLog)
+    assert isinstance(open_log(tmp_path / "a.jsonl"), JsonlLog)
+    with pytest.raises(ValueError):
+        open_log(tmp_path / "a.txt")
+
+
+def test_append_assigns_seq_and_time_and_events_survive_reopen(log_path):
+    with open_log(log_path) as log:
+        first = log.append(TurnStart(turn=1))
+        second = log.append(CodeDispatchStart(root_call_id="r", parent_call_id="r", sub_call_id="r:code:1",
+                                              name="echo", arguments={"k": [1, 2]}))
+        assert (first.seq, second.seq) == (1, 2)
+        assert second.time >= first.time > 0
+        third = log.append(TurnEnd(turn=1))
+    with open_log(log_path) as log:
+        assert log.read() == [first, second, third]
+        assert log.append(TurnStart(turn=2)).seq == 4
+
+
+def test_event_json_is_camel_case_with_type_tag():
+    data = encode_event(tool_call())
+    assert data.startswith(b'{"type":"tool/call","turn":1,"step":1,"callId":"c1"')
+    assert decode_event(data) == tool_call()
+
+
+def test_recovery_closes_every_dangling_call(log_path):
+    with open_log(log_path) as log:
+        log.append(TurnStart(turn=1))
+        log.append(StepStart(turn=1, step=1))
+        call = log.append(tool_call("c1"))       # and no tool/result: a crash
+    with open_log(log_path) as log:
+        events = log.read()
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert result.error is not None and result.error.code == "TOOL_OUTCOME_UNKNOWN"
+    assert result.is_error is True
+    assert result.call_id == "c1"
+    assert result.source_event_seqs == (call.seq,)
+    assert result.content == ({"type": "text", "text": f"Error: {OUTCOME_UNKNOWN_MESSAGE}"},)
+    assert [type(e).__name__ for e in events[-2:]] == ["StepEnd", "TurnEnd"]
+    assert events[-1].reason == "interrupted"
+
+
+def test_a_clean_log_is_not_repaired(log_path):
+    with open_log(log_path) as log:
+        log.append(TurnStart(turn=1))
+        log.append(TurnEnd(turn=1))
+    with open_log(log_path) as log:
+        assert log.repaired == []
+        assert len(log.read()) == 2
+
+
+def test_corrupt_jsonl_line_names_file_and_line(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with open_log(path) as log:
+        log.append(TurnStart(turn=1))
+    with open(path, "ab") as f:
+        f.write(b'{"type":"turn/start","turn":"one"}\n')
+        f.write(b'{"type":"turn/end","turn":1,"seq":3,"time":1.0}\n')
+    with pytest.raises(LogCorruptError) as info:
+        open_log(path)
+    assert info.value.path == str(path)
+    assert info.value.position == 2
+    assert str(info.value).startswith(f"corrupt session log {path} at line 2: ")
+
+
+def test_torn_last_jsonl_line_is_dropped(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with open_log(path) as log:
+        log.append(TurnStart(turn=1))
+    with open(path, "ab") as f:
+        f.write(b'{"type":"turn/end","tu')
+    with open_log(path) as log:
+        events = log.read()
+    assert [type(e).__name__ for e in events] == ["TurnStart", "TurnEnd"]
+    assert events[-1].reason == "interrupted"
+
+
+def test_corrupt_sqlite_row_names_file_and_seq(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    with open_log(path) as log:
+        log.append(TurnStart(turn=1))
+        log.append(TurnEnd(turn=1))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE events SET body = '{not json' WHERE seq = 2")
+    db.commit()
+    db.close()
+    with pytest.raises(LogCorruptError) as info:
+        open_log(path)
+    assert (info.value.path, info.value.position) == (str(path), 2)
+    assert str(info.value).startswith(f"corrupt session log {path} at row 2: ")
+
+
+def test_not_a_database_is_a_corrupt_log(tmp_path):
+    path = tmp_path / "s.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(LogCorruptError):
+        open_log(path)
+
+
+def test_closed_log_refuses_appends(log_path):
+    log = open_log(log_path)
+    log.close()
+    log.close()
+    with pytest.raises(LogClosedError):
+        log.append(TurnStart(turn=1))
+
+
+def test_concurrent_appends_get_unique_consecutive_seqs(log_path):
+    with open_log(log_path) as log:
+        def worker(k: int) -> None:
+            for i in range(50):
+                log.append(tool_call(f"c{k}-{i}"))
+                log.append(TurnStart(turn=k))
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        seqs = [e.seq for e in log.read()]
+    assert seqs[:400] == list(range(1, 401))
