@@ -18,33 +18,11 @@ from .errors import LimitReached, rejection
 _NO_DEFAULT = object()
 
 
-class _NotAwaited:
-    """What a tool call made inside async code returns until it is awaited."""
-
-    __slots__ = ("_call", "_future")
-
-    def __init__(self, call, future):
-        self._call = call
-        self._future = future
-
-    def __await__(self):
-        return self._future.__await__()
-
-    def __repr__(self):
-        return f"<pending tool call {self._call.name}(...): use `await`>"
-
-    def _misuse(self, *args, **kwargs):
-        raise TypeError(
-            f"the result of {self._call.alias}(...) inside async code must be awaited: "
-            f"write `await {self._call.alias}(...)`"
-        )
-
-    __getattr__ = _misuse
-    __getitem__ = _misuse
-    __iter__ = _misuse
-    __len__ = _misuse
-    __bool__ = _misuse
-    __str__ = _misuse
+async def _settled(future):
+    """The coroutine a tool call made inside async code returns: awaiting it yields to the
+    loop until the host answers. A real coroutine, so `create_task`, `TaskGroup` and
+    `gather` accept it; the call itself is already queued and is sent either way."""
+    return await future
 
 
 class Call:
@@ -112,7 +90,7 @@ class Bridge:
         call = self._number(name, alias, args)
         future = loop.create_future()
         self._queued.append((call, future))
-        return _NotAwaited(call, future)
+        return _settled(future)
 
     def flush(self, wait_s):
         """Send queued calls and wait up to `wait_s` seconds (None: until one settles)."""

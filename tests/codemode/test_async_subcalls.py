@@ -1,0 +1,158 @@
+"""asyncio inside the guest with batched, concurrent sub-calls through the real pipeline."""
+
+import time
+
+import pytest
+
+from codemode import CodeMode, RunContext, Session, events, tool
+from fixtures.toolset import builtin_tools
+
+
+@tool(concurrency_safe=True)
+async def slow(ctx: RunContext, ms: int = 200) -> int:
+    """Sleep on the host for `ms` milliseconds; stops early when the call is aborted."""
+    import asyncio
+    aborted = asyncio.ensure_future(ctx.signal.wait())
+    try:
+        await asyncio.wait([aborted], timeout=ms / 1000)
+    finally:
+        aborted.cancel()
+    return ms
+
+
+@pytest.fixture
+def session(tmp_path):
+    s = Session(tools=[*builtin_tools(), slow], log=str(tmp_path / "session.jsonl"))
+    CodeMode(s)
+    yield s
+    s.log.close()
+
+
+async def run(session, code):
+    return await session.call("run_code", {"code": code})
+
+
+def dispatches(session, kind=events.CodeDispatch):
+    return [e for e in session.log.read() if isinstance(e, kind)]
+
+
+async def test_twenty_gathered_slow_calls_overlap(session):
+    code = ("import asyncio\n"
+            "values = await asyncio.gather(*(slow(ms=200) for _ in range(20)))\n"
+            "sum(values)")
+    started = time.perf_counter()
+    result = await run(session, code)
+    elapsed = time.perf_counter() - started
+    assert not result.is_error, result.text
+    assert result.value["result"] == 4000
+    assert elapsed < 1.0                      # 20 x 200 ms serially would be 4 s
+    done = dispatches(session)
+    assert len(done) == 20
+    assert len({e.sub_call_id for e in done}) == 20
+    assert len({e.root_call_id for e in done}) == 1
+
+
+async def test_sync_and_awaited_calls_mix(session):
+    code = ("import asyncio\n"
+            "a = add(a=1, b=2)\n"
+            "async def main():\n"
+            "    b = await add(a=3, b=4)\n"
+            "    return b\n"
+            "[a, asyncio.run(main())]")
+    result = await run(session, code)
+    assert result.value["result"] == [3, 7]
+
+
+async def test_nested_gathers(session):
+    code = ("import asyncio\n"
+            "async def pair(i):\n"
+            "    return await asyncio.gather(add(a=i, b=0), add(a=i, b=100))\n"
+            "await asyncio.gather(*(pair(i) for i in range(3)))")
+    result = await run(session, code)
+    assert result.value["result"] == [[0, 100], [1, 101], [2, 102]]
+
+
+async def test_rejection_inside_gather_raises_in_that_task(session):
+    code = ("import asyncio\n"
+            "try:\n"
+            "    await asyncio.gather(add(a=1, b=1), fail(message='boom'))\n"
+            "    outcome = 'no error'\n"
+            "except ToolError as exc:\n"
+            "    outcome = [exc.tool_name, exc.message]\n"
+            "outcome")
+    result = await run(session, code)
+    assert result.value["result"] == ["fail", "boom"]
+
+
+async def test_rejection_with_return_exceptions(session):
+    code = ("import asyncio\n"
+            "r = await asyncio.gather(add(a=1, b=1), fail(message='boom'), return_exceptions=True)\n"
+            "[r[0], type(r[1]).__name__, r[1].message]")
+    result = await run(session, code)
+    assert result.value["result"] == [2, "ToolError", "boom"]
+
+
+async def test_wait_for_times_out_on_a_slow_tool(session):
+    code = ("import asyncio\n"
+            "try:\n"
+            "    await asyncio.wait_for(slow(ms=1500), timeout=0.2)\n"
+            "    outcome = 'finished'\n"
+            "except TimeoutError:\n"
+            "    outcome = 'timed out'\n"
+            "outcome")
+    started = time.perf_counter()
+    result = await run(session, code)
+    assert result.value["result"] == "timed out"
+    assert time.perf_counter() - started < 1.4
+
+
+async def test_task_cancelled_mid_call(session):
+    code = ("import asyncio\n"
+            "async def main():\n"
+            "    task = asyncio.create_task(slow(ms=1500))\n"
+            "    await asyncio.sleep(0.1)\n"
+            "    task.cancel()\n"
+            "    try:\n"
+            "        await task\n"
+            "    except asyncio.CancelledError:\n"
+            "        return 'cancelled'\n"
+            "await main()")
+    result = await run(session, code)
+    assert result.value["result"] == "cancelled"
+    [settled] = dispatches(session)
+    assert settled.is_error                      # the host saw the abort and logged it
+
+
+async def test_taskgroup_and_create_task(session):
+    code = ("import asyncio\n"
+            "async def main():\n"
+            "    async with asyncio.TaskGroup() as tg:\n"
+            "        ts = [tg.create_task(add(a=i, b=i)) for i in range(4)]\n"
+            "    return [t.result() for t in ts]\n"
+            "asyncio.run(main())")
+    result = await run(session, code)
+    assert result.value["result"] == [0, 2, 4, 6]
+
+
+async def test_asyncio_sleep_works(session):
+    result = await run(session, "import asyncio\nawait asyncio.sleep(0.05)\n'ok'")
+    assert result.value["result"] == "ok"
+
+
+async def test_deadlock_is_reported_not_hung(session):
+    code = "import asyncio\nawait asyncio.Event().wait()"
+    result = await run(session, code)
+    assert result.is_error
+    assert "deadlock" in result.text
+
+
+async def test_concurrency_is_bounded_by_the_limit(tmp_path):
+    from sandbox import SandboxLimits
+    s = Session(tools=[slow], log=None)
+    CodeMode(s, limits=SandboxLimits(max_concurrent_subcalls=2))
+    code = ("import asyncio\n"
+            "await asyncio.gather(*(slow(ms=200) for _ in range(4)))")
+    started = time.perf_counter()
+    result = await s.call("run_code", {"code": code})
+    assert not result.is_error, result.text
+    assert time.perf_counter() - started >= 0.4   # 4 calls, 2 at a time, 200 ms each
