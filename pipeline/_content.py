@@ -45,6 +45,8 @@ def freeze_contexts(contexts: Any, *, what: str = "additional context") -> tuple
     for item in contexts:
         if isinstance(item, str):
             out.append(str(item))
+        elif not isinstance(item, (list, tuple)):
+            raise NotLosslessError(f"{what} must be a string or a list of content blocks")
         else:
             out.append(FrozenList(freeze_blocks(item, what=what)))
     return tuple(out)

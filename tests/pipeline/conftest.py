@@ -48,3 +48,22 @@ def inp(name: str = "echo", arguments: Any = None, *, signal: Signal | None = No
         signal=signal or Signal(),
         **kw,
     )
+
+
+class Published:
+    """A ``tools/result`` observer recording (execution, result) pairs."""
+
+    def __init__(self, session: Any) -> None:
+        self.items: list[tuple[Any, Any]] = []
+        session.on("tools/result", self)
+
+    def __call__(self, execution: Any, result: Any) -> None:
+        self.items.append((execution, result))
+
+    @property
+    def results(self) -> list[Any]:
+        return [r for _, r in self.items]
+
+
+def error_text(message: str) -> tuple[dict[str, str], ...]:
+    return ({"type": "text", "text": f"Error: {message}"},)
