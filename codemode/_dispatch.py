@@ -88,6 +88,7 @@ class SubCallDispatcher:
         self._run_signal = run_signal
         self._by_guest_id: dict[int, _SubCall] = {}
         self._order: list[_SubCall] = []
+        self._unreported: list[_SubCall] = []     # started by a batch, not yet answered
         self._closed = False
         self.summary = SubCallSummary()
 
@@ -103,6 +104,12 @@ class SubCallDispatcher:
     async def _serve(self, batch: str) -> str:
         request = _wire.request_decoder.decode(batch)
         replies: list[_wire.SubCallResult] = []
+        if self._is_lone_sync_call(request):
+            # The common synchronous call: run it right here, no task or wait needed.
+            sub = self._submit(request.calls[0], start=False)
+            await self._run(sub, None)
+            sub.reported = True
+            return _wire.encoder.encode(_wire.BatchReply(results=[self._reply(sub)])).decode()
         for call in request.calls:
             if self._closed or call.id in self._by_guest_id:
                 replies.append(_wire.SubCallResult(
@@ -115,7 +122,7 @@ class SubCallDispatcher:
             sub = self._by_guest_id.get(guest_id)
             if sub is not None:
                 sub.signal.abort("cancelled by the program")
-        pending = [s for s in self._order if not s.reported]
+        pending = self._unreported
         if request.until is not None:
             wanted = {i for i in request.until}
             targets = [s for s in pending if s.guest_id in wanted]
@@ -125,20 +132,32 @@ class SubCallDispatcher:
         if tasks and not any(t.done() for t in tasks) and (request.wait_s or 0) > 0:
             await asyncio.wait(tasks, timeout=request.wait_s,
                                return_when=asyncio.FIRST_COMPLETED)
+        still = []
         for sub in pending:
             if sub.task is not None and sub.task.done():
                 sub.reported = True
                 replies.append(self._reply(sub))
+            else:
+                still.append(sub)
+        self._unreported = still
         return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
 
-    def _submit(self, call: _wire.SubCall) -> None:
+    def _is_lone_sync_call(self, request: _wire.BatchRequest) -> bool:
+        return (len(request.calls) == 1 and not request.cancel and not self._closed
+                and request.until == [request.calls[0].id]
+                and request.calls[0].id not in self._by_guest_id and not self._unreported)
+
+    def _submit(self, call: _wire.SubCall, start: bool = True) -> _SubCall:
         n = len(self._order) + 1
         previous = self._order[-1] if self._order else None
         sub = _SubCall(call.id, n, f"{self._outer.execution.call_id}:code:{n}", call.name,
                        bytes(call.args), Signal.any(self._run_signal), self._loop)
         self._by_guest_id[call.id] = sub
         self._order.append(sub)
-        sub.task = self._loop.create_task(self._run(sub, previous))
+        if start:
+            sub.task = self._loop.create_task(self._run(sub, previous))
+            self._unreported.append(sub)
+        return sub
 
     async def _run(self, sub: _SubCall, previous: _SubCall | None) -> None:
         try:
