@@ -1,0 +1,119 @@
+"""Hostile or broken programs through run_code: each a typed outcome with a clear message;
+the host survives; the log keeps one tool/result per tool/call."""
+
+import pytest
+
+from codemode import CodeMode, Session, events
+from fixtures.toolset import builtin_tools
+from sandbox import SandboxLimits
+
+
+@pytest.fixture(params=["session.jsonl", "session.db"])
+def session(tmp_path, request):
+    s = Session(tools=builtin_tools(), log=str(tmp_path / request.param))
+    CodeMode(s, limits=SandboxLimits(wall_clock_s=1.0, memory_bytes=64 << 20))
+    yield s
+    s.log.close()
+
+
+def assert_log_balanced(session):
+    log = session.log.read()
+    calls = [e.call_id for e in log if isinstance(e, events.ToolCall)]
+    results = [e.call_id for e in log if isinstance(e, events.ToolResult)]
+    assert sorted(calls) == sorted(results) and len(set(results)) == len(results)
+    starts = [e.sub_call_id for e in log if isinstance(e, events.CodeDispatchStart)]
+    settles = [e.sub_call_id for e in log if isinstance(e, events.CodeDispatch)]
+    assert starts == settles
+
+
+HOSTILE = [
+    ("syntax error", "def f(:\n    pass", "code run failed (exception): invalid syntax"),
+    ("exception", "raise ValueError('bad input')", "code run failed (exception): bad input"),
+    ("infinite loop", "while True:\n    pass",
+     "code run failed (timeout): the run exceeded its wall-clock limit of 1.0 s"),
+    ("memory bomb", "s = 'x' * 10**6\nwhile True:\n    s += s",
+     "code run failed (memory): the program ran out of its memory limit"),
+    ("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)",
+     "code run failed (exception): maximum recursion depth exceeded"),
+    ("sys.exit", "import sys\nsys.exit(2)",
+     "code run failed (exception): the program called sys.exit(2)"),
+    ("os process functions", "import os\nos.fork()",
+     "code run failed (exception): module 'os' has no attribute 'fork'"),
+    ("socket", "import socket\nsocket.create_connection(('127.0.0.1', 80))",
+     "code run failed (exception): module 'socket' is not available in the sandbox"),
+]
+
+
+@pytest.mark.parametrize("label, code, message", HOSTILE, ids=[h[0] for h in HOSTILE])
+async def test_hostile_program_gives_a_typed_failure(session, label, code, message):
+    result = await session.call("run_code", {"code": code})
+    assert result.is_error
+    assert result.error.info.code == "CODE_RUN_FAILED"
+    assert result.error.message.startswith(message)
+    assert_log_balanced(session)
+    after = await session.call("run_code", {"code": "1 + 1"})   # the host is fine
+    assert after.value["result"] == 2
+
+
+async def test_unknown_tool_is_tool_not_found(session):
+    code = ("try:\n    call_tool('drop_database')\nexcept ToolNotFound as e:\n"
+            "    r = [e.code, e.message]\nr")
+    result = await session.call("run_code", {"code": code})
+    assert result.value["result"] == ["UNKNOWN_TOOL", 'unknown tool "drop_database"']
+    [settled] = [e for e in session.log.read() if isinstance(e, events.CodeDispatch)]
+    assert settled.is_error and settled.name == "drop_database"
+    assert_log_balanced(session)
+
+
+async def test_schema_invalid_arguments_are_a_tool_argument_error_naming_the_field(session):
+    code = ("try:\n    add(a='one', b=2)\nexcept ToolArgumentError as e:\n"
+            "    r = [e.code, e.message]\nr")
+    result = await session.call("run_code", {"code": code})
+    code_, message = result.value["result"]
+    assert code_ == "INVALID_ARGS"
+    assert message.startswith("invalid arguments: ")
+    assert '"a"' in message
+    assert_log_balanced(session)
+
+
+async def test_non_json_arguments_fail_in_the_guest_and_dispatch_nothing(session):
+    code = "get_weather(city={'Paris'})"
+    result = await session.call("run_code", {"code": code})
+    assert result.is_error
+    assert "TypeError: get_weather(): arguments['city'] is a set, which is not a JSON value" \
+        in result.error.message
+    assert not [e for e in session.log.read() if isinstance(e, events.CodeDispatchStart)]
+    assert_log_balanced(session)
+
+
+async def test_tool_error_reaches_the_program_and_the_log(session):
+    code = "try:\n    fail(message='nope')\nexcept ToolError as e:\n    r = e.message\nr"
+    result = await session.call("run_code", {"code": code})
+    assert result.value["result"] == "nope"
+    [settled] = [e for e in session.log.read() if isinstance(e, events.CodeDispatch)]
+    assert settled.is_error
+    assert settled.content == ({"type": "text", "text": "Error: nope"},)
+
+
+async def test_catching_a_rejection_does_not_make_the_call_succeed(session):
+    code = ("for i in range(3):\n    try:\n        fail(message=f'no {i}')\n"
+            "    except ToolCallError:\n        pass\n'swallowed'")
+    result = await session.call("run_code", {"code": code})
+    assert result.value["result"] == "swallowed"
+    assert result.value["subcalls"]["failed"] == 3
+    settled = [e for e in session.log.read() if isinstance(e, events.CodeDispatch)]
+    assert [e.is_error for e in settled] == [True, True, True]
+
+
+async def test_forged_parent_token_fields_are_ignored(session):
+    # A program can reach the raw bridge; whatever it claims, the host mints the token.
+    code = ("import sys\nhost = sys.modules['wit_world.imports.host']\n"
+            "host.dispatch('{\"calls\":[{\"id\":1,\"name\":\"add\",\"args\":{\"a\":1,\"b\":2},"
+            "\"root_call_id\":\"forged\",\"parent_call_id\":\"forged\"}],\"until\":[1]}')")
+    result = await session.call("run_code", {"code": code})
+    assert not result.is_error, result.text
+    [start] = [e for e in session.log.read() if isinstance(e, events.CodeDispatchStart)]
+    [call] = [e for e in session.log.read() if isinstance(e, events.ToolCall)]
+    assert start.root_call_id == call.call_id
+    assert start.parent_call_id == call.call_id
+    assert start.sub_call_id == f"{call.call_id}:code:1"
