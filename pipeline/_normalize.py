@@ -16,30 +16,21 @@ UNPRINTABLE = "<unprintable error>"
 def message_of(thrown: Any) -> str:
     """The message of an arbitrary thrown value; never raises.
 
-    An exception's message (``.message`` of a ``HarnessError``, else ``str(exc)``, else the
-    class name when that is empty); else a string ``message`` attribute; else ``str(thrown)``;
-    if all of that fails, ``"<unprintable error>"``.
+    An exception's message (``.message`` of a ``HarnessError``, else ``str(exc)``, else its
+    first string argument, else the class name); for other values a string ``message``
+    attribute or key, else ``str(value)``; if all of that fails, ``"<unprintable error>"``.
     """
+    kind = type(thrown)  # type() never runs user code; isinstance() may (__class__)
+    if issubclass(kind, BaseException):
+        return _exception_message(thrown)
+    if type(thrown) is str:
+        return thrown
     try:
-        if isinstance(thrown, HarnessError):
-            msg = thrown.message
-            if isinstance(msg, str):
-                return msg
-        if isinstance(thrown, BaseException):
-            text = str(thrown)
-            if type(text) is str and text:
-                return text
-            return type(thrown).__name__
-        if isinstance(thrown, str):
-            return str.__str__(thrown)
-        try:
-            msg = getattr(thrown, "message", None)
-        except Exception:
-            msg = None
+        msg = getattr(thrown, "message", None)
         if type(msg) is str:
             return msg
-        if isinstance(thrown, dict):
-            msg = thrown.get("message")
+        if issubclass(kind, dict):
+            msg = dict.get(thrown, "message")
             if type(msg) is str:
                 return msg
         text = str(thrown)
@@ -50,10 +41,34 @@ def message_of(thrown: Any) -> str:
     return UNPRINTABLE
 
 
+def _exception_message(exc: BaseException) -> str:
+    try:
+        if isinstance(exc, HarnessError) and type(exc.message) is str:
+            return exc.message
+    except Exception:
+        pass
+    try:
+        text = str(exc)
+        if type(text) is str and text:
+            return text
+    except Exception:
+        pass
+    try:
+        args = exc.args
+        if args and type(args[0]) is str and args[0]:
+            return args[0]
+    except Exception:
+        pass
+    try:
+        return type(exc).__name__
+    except Exception:
+        return UNPRINTABLE
+
+
 def error_info(thrown: Any) -> ErrorInfo | None:
     """``{name, code}`` for a typed harness error, else ``None``; never raises."""
     try:
-        if isinstance(thrown, HarnessError):
+        if issubclass(type(thrown), HarnessError):
             code, name = thrown.code, thrown.name
             if type(code) is str and code and type(name) is str and name:
                 return ErrorInfo(name=name, code=code)
