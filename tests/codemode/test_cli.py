@@ -1,0 +1,74 @@
+"""The command line, run as a user would (a real subprocess)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def codemode(*args, timeout=120):
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}   # no wrapping of messages
+    return subprocess.run([sys.executable, "-m", "codemode", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_help_lists_the_commands():
+    done = codemode("--help")
+    assert done.returncode == 0
+    assert "run" in done.stdout and "demo" in done.stdout
+
+
+def test_run_help():
+    done = codemode("run", "--help")
+    assert done.returncode == 0
+    assert "--mcp" in done.stdout and "--log" in done.stdout
+
+
+def test_demo_runs_on_the_builtin_toolset(tmp_path):
+    log = tmp_path / "demo.jsonl"
+    done = codemode("demo", "--log", str(log))
+    assert done.returncode == 0, done.stderr
+    assert "open orders total: 155.50" in done.stdout
+    assert "lookup failed as expected" in done.stdout
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    types = [line["type"] for line in lines]
+    assert types.count("tool/call") == types.count("tool/result") == 1
+    assert types.count("tool/code-dispatch-start") == types.count("tool/code-dispatch") == 8
+
+
+def test_run_prints_output_value_and_json(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("print('hi')\n[add(a=1, b=2), add(a=3, b=4)]\n")
+    done = codemode("run", str(program), "--builtin", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["is_error"] is False
+    assert out["value"]["result"] == [3, 7]
+    assert out["value"]["logs"] == ["hi\n"]
+    assert out["value"]["subcalls"]["total"] == 2
+
+
+def test_failing_program_exits_1_with_the_traceback(tmp_path):
+    program = tmp_path / "bad.py"
+    program.write_text("x = 1\nraise ValueError('broken')\n")
+    done = codemode("run", str(program))
+    assert done.returncode == 1
+    assert "code run failed (exception): broken" in done.stdout
+    assert 'File "<program>", line 2' in done.stdout
+
+
+def test_missing_program_is_a_usage_error(tmp_path):
+    done = codemode("run", str(tmp_path / "nope.py"))
+    assert done.returncode == 2
+    assert "does not exist" in done.stderr
+
+
+def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("1\n")
+    done = codemode("run", str(program), "--mcp", "definitely-not-a-command-xyz", timeout=60)
+    assert done.returncode == 2
+    assert "definitely-not-a-command-xyz" in done.stderr
