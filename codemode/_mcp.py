@@ -1,0 +1,502 @@
+"""MCP servers over stdio as pipeline tools (DESIGN.md §1, §2).
+
+`McpServer.connect(command)` starts a server process, performs the MCP handshake, lists its
+tools and turns each into a `ToolDefinition` whose body sends `tools/call` to that server.
+`connect_servers([...])` does the same for several commands and closes them all on exit.
+
+Ownership. The MCP SDK's transport and session are anyio contexts (cancel scopes and task
+groups) that must be entered and exited by one task. Each `McpServer` therefore runs a
+dedicated *owner task* that enters `stdio_client` and `ClientSession`, reports readiness, and
+then waits for `aclose()` to ask it to leave; tool calls from any other task of the same
+event loop go through the `ClientSession` object (requests are correlated by id, so calls
+may overlap). Nothing else enters or exits those contexts.
+
+What a program receives from a call:
+
+    structuredContent present (the result carried the field)   that JSON value, as is
+    otherwise, only text blocks (or none)                      the text blocks joined with
+                                                               "\\n" (a str; text that happens
+                                                               to be JSON is NOT decoded:
+                                                               the text is what the server
+                                                               said, and a tool without an
+                                                               outputSchema promises no shape)
+    otherwise (images, resources, ...)                         the content blocks as JSON
+                                                               objects (MCP wire field names)
+
+The error tree (each is a `HarnessError`, so a failed call keeps `{name, code}` in the log
+and the program sees the code on its `ToolCallError`)::
+
+    McpError                MCP_ERROR
+     ├── McpStartError      MCP_START_FAILED  bad command, early exit, handshake timeout;
+     │                                        the message names the command and ends with
+     │                                        the tail of the server's stderr
+     ├── McpServerDied      MCP_SERVER_DIED   the connection ended while a call was pending
+     │                                        (or before it was sent)
+     ├── McpCallTimeout     TOOL_TIMEOUT      no answer within `call_timeout_s`
+     └── McpToolError       TOOL_ERROR        the server answered `isError: true` (message:
+                                              the server's text) or with a JSON-RPC error
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
+
+from pipeline import HarnessError, RunContext, ToolDefinition
+
+__all__ = [
+    "McpCallTimeout",
+    "McpError",
+    "McpServer",
+    "McpServerDied",
+    "McpStartError",
+    "McpToolError",
+    "connect_servers",
+]
+
+STDERR_TAIL_BYTES = 2000
+"""How much of the end of a server's stderr an error message quotes, in bytes."""
+
+_CLOSE_TIMEOUT_S = 10.0  # the SDK's own shutdown is bounded by ~6 s (stdin close, TERM, KILL)
+
+
+class McpError(HarnessError):
+    """Base of the MCP adapter's errors.
+
+    Attributes:
+        server: the server's display name.
+        code: stable code (see the module docstring).
+    """
+
+    code = "MCP_ERROR"
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class McpStartError(McpError):
+    """The server did not start: the command could not be run, it exited before answering,
+    or the handshake did not complete within `startup_timeout_s`.
+
+    Attributes:
+        command: the argv that was run.
+        stderr_tail: the last `STDERR_TAIL_BYTES` bytes of its stderr, decoded (may be "").
+    """
+
+    code = "MCP_START_FAILED"
+
+    def __init__(self, message: str, *, server: str, command: Sequence[str],
+                 stderr_tail: str) -> None:
+        super().__init__(message, server=server)
+        self.command = tuple(command)
+        self.stderr_tail = stderr_tail
+
+
+class McpServerDied(McpError):
+    """The connection to a running server ended (the process exited or closed stdout)."""
+
+    code = "MCP_SERVER_DIED"
+
+
+class McpCallTimeout(McpError):
+    """A `tools/call` got no answer within the server's `call_timeout_s`."""
+
+    code = "TOOL_TIMEOUT"
+
+
+class McpToolError(McpError):
+    """The server reported a failed call: `isError: true` (message: its text content) or a
+    JSON-RPC error such as an unknown tool or invalid parameters (message: the error's)."""
+
+    code = "TOOL_ERROR"
+
+
+def _argv(command: str | Sequence[str]) -> list[str]:
+    if isinstance(command, str):
+        argv = shlex.split(command)
+    else:
+        argv = [str(part) for part in command]
+    if not argv or not argv[0]:
+        raise ValueError(f"empty MCP server command: {command!r}")
+    return argv
+
+
+def _default_name(argv: Sequence[str]) -> str:
+    """The module after `-m` (`mcp_server_time`), the stem of a script run by a Python
+    interpreter (`server` for `python server.py`), else the program's file name."""
+    if len(argv) >= 3 and argv[1] == "-m":
+        return argv[2]
+    program = Path(argv[0]).name
+    if program.startswith("python") and len(argv) >= 2 and argv[1].endswith(".py"):
+        return Path(argv[1]).stem
+    return program
+
+
+class McpServer:
+    """One connected MCP server and its tools as pipeline `ToolDefinition`s.
+
+    Create with `await McpServer.connect(...)`; close with `await aclose()` (idempotent) or
+    use `async with`. Use it from the event loop it was connected on.
+
+    Attributes:
+        name: display name, used in error messages.
+        command: the argv the server was started with.
+        definitions: one `ToolDefinition` per MCP tool, in the server's listing order;
+            `parameters` is the tool's `inputSchema`, `output_schema` its `outputSchema`
+            (or `None`), `is_concurrency_safe` answers `True` for tools annotated
+            `readOnlyHint: true`.
+        tools: the MCP `Tool` objects as listed.
+        server_info: the server's `Implementation` (name, version) from the handshake.
+        call_timeout_s: seconds a call may wait for its answer.
+    """
+
+    def __init__(self, *, name: str, command: Sequence[str], call_timeout_s: float,
+                 stderr: IO[bytes]) -> None:
+        self.name = name
+        self.command = tuple(command)
+        self.call_timeout_s = call_timeout_s
+        self.definitions: list[ToolDefinition] = []
+        self.tools: list[Any] = []
+        self.server_info: Any = None
+        self._stderr = stderr
+        self._session: ClientSession | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("dead" if not self.alive else "open")
+        return f"<McpServer {self.name!r} {state} tools={len(self.definitions)}>"
+
+    # ---- lifetime ------------------------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls,
+        command: str | Sequence[str],
+        *,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        startup_timeout_s: float = 20.0,
+        call_timeout_s: float = 60.0,
+    ) -> McpServer:
+        """Start a server, complete the MCP handshake and list its tools.
+
+        Args:
+            command: argv, or one string split with `shlex` (`"python -m mcp_server_git
+                --repository /r"`).
+            name: display name (default: the module after `-m`, else the program's name).
+            env: variables added over the SDK's default environment (HOME, PATH, ...);
+                the rest of this process's environment is not passed on.
+            cwd: the server's working directory (default: this process's).
+            startup_timeout_s: seconds for spawn + handshake + tool listing (> 0).
+            call_timeout_s: seconds each `tools/call` may take (> 0).
+        Returns:
+            the connected server; its owner task runs until `aclose()`.
+        Raises:
+            ValueError: an empty command or a non-positive timeout.
+            McpStartError: the command could not be run, the process exited before the
+                handshake completed, the handshake failed, or it took longer than
+                `startup_timeout_s` (the process is then stopped).
+        """
+        if not startup_timeout_s > 0 or not call_timeout_s > 0:
+            raise ValueError("startup_timeout_s and call_timeout_s must be positive")
+        argv = _argv(command)
+        server = cls(name=name or _default_name(argv), command=argv,
+                     call_timeout_s=call_timeout_s, stderr=tempfile.TemporaryFile())
+        params = StdioServerParameters(
+            command=argv[0], args=argv[1:], env=dict(env) if env is not None else None,
+            cwd=os.fspath(cwd) if cwd is not None else None)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        server._owner = asyncio.create_task(server._own(params, ready),
+                                            name=f"mcp-server {server.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), startup_timeout_s)
+        except asyncio.TimeoutError:
+            await server._shutdown(cancel=True)
+            raise server._start_error(
+                f"did not complete the MCP handshake within {startup_timeout_s:g} s") from None
+        except McpStartError:
+            await server._shutdown(cancel=False)
+            raise
+        except BaseException:                    # the caller was cancelled: leave no process
+            await server._shutdown(cancel=True)
+            raise
+        finally:
+            if ready.done() and not ready.cancelled():
+                ready.exception()                  # retrieved: no "never retrieved" warning
+        return server
+
+    async def aclose(self) -> None:
+        """Ask the owner task to leave the session and stop the process; wait for it.
+
+        Idempotent. Bounded: the SDK closes stdin, waits, then terminates the process tree
+        (a few seconds at worst); after `_CLOSE_TIMEOUT_S` the owner task is cancelled.
+        Calls still pending fail with `McpServerDied`.
+        """
+        if self._closed:
+            return
+        await self._shutdown(cancel=False)
+
+    async def __aenter__(self) -> McpServer:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the owner task still holds an open session."""
+        return self._session is not None and self._owner is not None and not self._owner.done()
+
+    def stderr_tail(self, limit_bytes: int = STDERR_TAIL_BYTES) -> str:
+        """The last `limit_bytes` bytes of the server's stderr so far, decoded leniently."""
+        try:
+            fd = self._stderr.fileno()
+            size = os.fstat(fd).st_size
+            start = max(0, size - limit_bytes)
+            data = os.pread(fd, size - start, start)
+        except (OSError, ValueError):
+            return ""
+        return data.decode("utf-8", errors="replace")
+
+    async def _own(self, params: StdioServerParameters, ready: asyncio.Future[None]) -> None:
+        """The owner task: enters and exits every SDK context of this connection."""
+        try:
+            async with stdio_client(params, errlog=self._stderr) as (read, write):  # type: ignore[arg-type]
+                async with ClientSession(read, write) as session:
+                    try:
+                        init = await session.initialize()
+                        tools = await _list_all_tools(session)
+                    except Exception as exc:
+                        _fail(ready, self._start_error(_describe(exc)))
+                        return
+                    self.server_info = init.server_info
+                    self.tools = tools
+                    self.definitions = [self._definition(t) for t in tools]
+                    self._session = session
+                    _settle(ready)
+                    await self._stop.wait()
+        except asyncio.CancelledError:
+            _fail(ready, self._start_error("was cancelled while starting"))
+            raise
+        except BaseException as exc:  # spawn failure (OSError), transport failure
+            _fail(ready, self._start_error(_describe(exc)))
+        finally:
+            self._session = None
+
+    async def _shutdown(self, *, cancel: bool) -> None:
+        self._closed = True
+        self._stop.set()
+        owner = self._owner
+        if owner is not None and not owner.done():
+            if cancel:
+                owner.cancel()
+            done, _ = await asyncio.wait({owner}, timeout=_CLOSE_TIMEOUT_S)
+            if not done:
+                owner.cancel()
+                await asyncio.wait({owner}, timeout=_CLOSE_TIMEOUT_S)
+        if owner is not None and owner.done() and not owner.cancelled():
+            owner.exception()                      # retrieved: never "never retrieved"
+        with contextlib.suppress(OSError):
+            self._stderr.close()
+
+    def _start_error(self, reason: str) -> McpStartError:
+        tail = self.stderr_tail()
+        message = f"MCP server {self.name!r} ({shlex.join(self.command)}) {reason}"
+        message += f"\nstderr:\n{tail.rstrip()}" if tail.strip() else "\n(no stderr output)"
+        return McpStartError(message, server=self.name, command=self.command, stderr_tail=tail)
+
+    def _died(self, detail: str) -> McpServerDied:
+        message = f"MCP server {self.name!r} {detail}"
+        tail = self.stderr_tail()
+        if tail.strip():
+            message += f"\nstderr:\n{tail.rstrip()}"
+        return McpServerDied(message, server=self.name)
+
+    # ---- tools ---------------------------------------------------------------------------
+
+    def _definition(self, mcp_tool: Any) -> ToolDefinition:
+        tool_name: str = mcp_tool.name
+
+        async def execute(args: dict[str, Any], ctx: RunContext) -> Any:
+            return await self.call(tool_name, args, signal=ctx.signal)
+
+        execute.__name__ = f"{tool_name}_execute"
+        annotations = mcp_tool.annotations
+        read_only = bool(annotations is not None and annotations.read_only_hint is True)
+        safe: Callable[[Any], bool] | None = (lambda _args: True) if read_only else None
+        return ToolDefinition(
+            name=tool_name,
+            description=mcp_tool.description or "",
+            parameters=dict(mcp_tool.input_schema),
+            execute=execute,
+            output_schema=(dict(mcp_tool.output_schema)
+                           if mcp_tool.output_schema is not None else None),
+            is_concurrency_safe=safe,
+        )
+
+    async def call(self, tool_name: str, arguments: Mapping[str, Any] | None = None, *,
+                   signal: Any = None) -> Any:
+        """Send one `tools/call` and return the value a program receives (module docstring).
+
+        Args:
+            tool_name: the MCP tool's name.
+            arguments: the arguments object (sent as is; the server validates it).
+            signal: an optional `pipeline.Signal`; aborting it cancels the request and
+                raises its reason (`AbortedError` by default).
+        Raises:
+            McpToolError: `isError: true` or a JSON-RPC error from the server.
+            McpServerDied: the connection is gone or ended before the answer.
+            McpCallTimeout: no answer within `call_timeout_s`.
+            ValueError: the server was closed with `aclose()`.
+        """
+        if self._closed:
+            raise ValueError(f"MCP server {self.name!r} is closed")
+        session, owner = self._session, self._owner
+        if session is None or owner is None or owner.done():
+            raise self._died("is not running (it exited earlier)")
+        if signal is not None:
+            signal.throw_if_aborted()
+        request = asyncio.ensure_future(session.call_tool(tool_name, dict(arguments or {})))
+        waiters: set[asyncio.Future[Any]] = {request, owner}
+        aborted: asyncio.Future[Any] | None = None
+        if signal is not None:
+            aborted = asyncio.ensure_future(signal.wait())
+            waiters.add(aborted)
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=self.call_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if aborted is not None:
+                aborted.cancel()
+            if not request.done():
+                request.cancel()
+                await asyncio.wait({request}, timeout=1.0)
+            if request.done() and not request.cancelled():
+                request.exception()                 # retrieved in every path
+        if request in done:
+            return self._value(tool_name, request)
+        if aborted is not None and aborted in done:
+            signal.throw_if_aborted()
+        if owner in done:
+            raise self._died(f"exited while {tool_name!r} was running")
+        raise McpCallTimeout(
+            f"MCP tool {tool_name!r} on server {self.name!r} did not answer within "
+            f"{self.call_timeout_s:g} s", server=self.name)
+
+    def _value(self, tool_name: str, request: asyncio.Future[Any]) -> Any:
+        exc = request.exception()
+        if exc is None:
+            return self._unwrap(tool_name, request.result())
+        if isinstance(exc, MCPError):
+            if exc.code == CONNECTION_CLOSED:
+                raise self._died(f"closed the connection while {tool_name!r} was running") \
+                    from exc
+            if exc.code == REQUEST_TIMEOUT:
+                raise McpCallTimeout(f"MCP tool {tool_name!r} on server {self.name!r}: "
+                                     f"{exc.message}", server=self.name) from exc
+            raise McpToolError(exc.message, server=self.name) from exc
+        # e.g. the SDK's RuntimeError for structured content that breaks the outputSchema
+        raise McpToolError(f"{tool_name}: {_describe(exc)}", server=self.name) from exc
+
+    def _unwrap(self, tool_name: str, result: Any) -> Any:
+        texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+        if result.is_error:
+            message = "\n".join(texts) or f"MCP tool {tool_name!r} failed (no message)"
+            raise McpToolError(message, server=self.name)
+        if result.structured_content is not None or \
+                "structured_content" in result.model_fields_set:
+            return result.structured_content
+        if len(texts) == len(result.content):
+            return "\n".join(texts)
+        return [block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for block in result.content]
+
+
+async def _list_all_tools(session: ClientSession) -> list[Any]:
+    """Every page of `tools/list`, in order."""
+    listing = await session.list_tools()
+    tools = list(listing.tools)
+    while listing.next_cursor:
+        listing = await session.list_tools(
+            params=PaginatedRequestParams(cursor=listing.next_cursor))
+        tools.extend(listing.tools)
+    return tools
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason for an exception, looking inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        return "exited or closed its stdout before answering"
+    if isinstance(exc, FileNotFoundError):
+        return f"could not be started: command not found ({exc.strerror})"
+    if isinstance(exc, PermissionError):
+        return f"could not be started: permission denied ({exc.strerror})"
+    if isinstance(exc, OSError):
+        return f"could not be started: {exc}"
+    text = str(exc)
+    return f"failed: {type(exc).__name__}: {text}" if text else f"failed: {type(exc).__name__}"
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _fail(future: asyncio.Future[None], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
+@contextlib.asynccontextmanager
+async def connect_servers(
+    commands: Sequence[str | Sequence[str]],
+    *,
+    startup_timeout_s: float = 20.0,
+    call_timeout_s: float = 60.0,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> AsyncIterator[list[McpServer]]:
+    """Connect to several servers at once; close them all on exit (`AsyncExitStack`).
+
+    Args:
+        commands: one command per server (a string is split with `shlex`).
+        startup_timeout_s, call_timeout_s, cwd, env: as for `McpServer.connect`, per server.
+    Yields:
+        the servers, in the order of `commands`; `[d for s in servers for d in
+        s.definitions]` are the tools (names are not prefixed: two servers offering the same
+        name fail when both are registered on one session).
+    Raises:
+        McpStartError: the first command (in order) that failed; the servers that did start
+            are closed before it propagates.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        outcomes = await asyncio.gather(
+            *(McpServer.connect(c, startup_timeout_s=startup_timeout_s,
+                                call_timeout_s=call_timeout_s, cwd=cwd, env=env)
+              for c in commands),
+            return_exceptions=True)
+        servers: list[McpServer] = []
+        for outcome in outcomes:
+            if isinstance(outcome, McpServer):
+                stack.push_async_callback(outcome.aclose)
+                servers.append(outcome)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        yield servers

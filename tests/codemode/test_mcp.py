@@ -1,0 +1,385 @@
+"""MCP servers as pipeline tools (`codemode._mcp`), against real server processes."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from codemode._mcp import (McpCallTimeout, McpServer, McpServerDied, McpStartError,
+                           McpToolError, connect_servers)
+from fixtures.git_repo import AUTHORS, MAIN_COMMITS
+from pipeline import AbortedError, Session, Signal
+
+pytestmark = pytest.mark.mcp
+
+# A stdio server with tools that misbehave on purpose. PID_FILE (env) receives its pid.
+SCRIPT = textwrap.dedent('''
+    import os, sys, time
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+    if os.environ.get("PID_FILE"):
+        with open(os.environ["PID_FILE"], "w") as f:
+            f.write(str(os.getpid()))
+
+    server = MCPServer("scripted")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def echo(text: str) -> str:
+        """Return text."""
+        return text
+
+    @server.tool()
+    def crash() -> str:
+        """Exit the process without answering."""
+        sys.stderr.write("crashing on purpose\\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    @server.tool()
+    def refuse(reason: str) -> CallToolResult:
+        """Answer with isError and the given text."""
+        return CallToolResult(is_error=True, content=[TextContent(type="text", text=reason)])
+
+    @server.tool()
+    def nap(seconds: float) -> float:
+        """Sleep, then return the seconds slept (structured: {"result": seconds})."""
+        time.sleep(seconds)
+        return seconds
+
+    @server.tool()
+    def pid() -> int:
+        return os.getpid()
+
+    server.run()
+''')
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> list[str]:
+    path = tmp_path / "scripted_server.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    return [sys.executable, str(path)]
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """Whether process `pid` no longer exists (reaped) within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+# ---- the time server ---------------------------------------------------------------------
+
+async def test_time_server_tools_become_definitions(time_server_argv):
+    async with await McpServer.connect(time_server_argv) as server:
+        assert server.name == "mcp_server_time"
+        assert server.server_info.name == "mcp-time"
+        assert [d.name for d in server.definitions] == ["get_current_time", "convert_time"]
+        by_name = {d.name: d for d in server.definitions}
+        for tool in server.tools:
+            defn = by_name[tool.name]
+            assert defn.parameters == tool.input_schema
+            assert defn.output_schema == tool.output_schema
+            assert defn.description == tool.description
+            assert defn.is_concurrency_safe is not None        # readOnlyHint: true
+            assert defn.is_concurrency_safe({}) is True
+        assert by_name["convert_time"].parameters["required"] == [
+            "source_timezone", "time", "target_timezone"]
+        assert by_name["get_current_time"].output_schema["required"] == [
+            "timezone", "datetime", "day_of_week", "is_dst"]
+
+
+async def test_convert_time_returns_structured_content(time_server_argv):
+    async with await McpServer.connect(time_server_argv) as server:
+        value = await server.call("convert_time", {
+            "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+    day = value["source"]["datetime"][:10]
+    weekday = dt.date.fromisoformat(day).strftime("%A")
+    assert value == {
+        "source": {"timezone": "UTC", "datetime": f"{day}T12:00:00+00:00",
+                   "day_of_week": weekday, "is_dst": False},
+        "target": {"timezone": "Asia/Tokyo", "datetime": f"{day}T21:00:00+09:00",
+                   "day_of_week": weekday, "is_dst": False},
+        "time_difference": "+9.0h",
+    }
+
+
+async def test_get_current_time_is_now(time_server_argv):
+    async with await McpServer.connect(time_server_argv) as server:
+        before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        value = await server.call("get_current_time", {"timezone": "UTC"})
+        after = dt.datetime.now(dt.timezone.utc)
+    assert sorted(value) == ["datetime", "day_of_week", "is_dst", "timezone"]
+    stamp = dt.datetime.fromisoformat(value["datetime"])
+    assert before <= stamp <= after
+    assert value["timezone"] == "UTC"
+    assert value["day_of_week"] == stamp.strftime("%A")
+    assert value["is_dst"] is False
+
+
+async def test_server_error_result_raises_with_its_text(time_server_argv):
+    async with await McpServer.connect(time_server_argv) as server:
+        with pytest.raises(McpToolError) as caught:
+            await server.call("get_current_time", {"timezone": "Mars/Olympus"})
+        assert str(caught.value) == ("Error executing tool get_current_time: Invalid timezone: "
+                                     "'No time zone found with key Mars/Olympus'")
+        assert caught.value.code == "TOOL_ERROR"
+        assert caught.value.server == "mcp_server_time"
+        with pytest.raises(McpToolError) as unknown:          # a JSON-RPC error
+            await server.call("get_weather", {"city": "Paris"})
+        assert str(unknown.value) == "Unknown tool: get_weather"
+        # the connection is still usable after both failures
+        value = await server.call("get_current_time", {"timezone": "Asia/Tokyo"})
+        assert value["timezone"] == "Asia/Tokyo"
+
+
+# ---- the git server ----------------------------------------------------------------------
+
+async def test_git_status_log_and_branch(git_repo, git_server_argv):
+    repo = str(git_repo)
+    async with await McpServer.connect(git_server_argv) as server:
+        names = [d.name for d in server.definitions]
+        assert {"git_status", "git_log", "git_branch", "git_show", "git_diff"} <= set(names)
+        status = await server.call("git_status", {"repo_path": repo})
+        log = await server.call("git_log", {"repo_path": repo, "max_count": 4})
+        local = await server.call("git_branch", {"repo_path": repo, "branch_type": "local"})
+        login_tip = _git(git_repo, "rev-parse", "feature/login")
+        containing = await server.call("git_branch", {
+            "repo_path": repo, "branch_type": "local", "contains": login_tip})
+
+    assert status == ("Repository status:\nOn branch main\nChanges not staged for commit:\n"
+                      "\tmodified:   README.md\n\nUntracked files:\n\tTODO.txt\n\n"
+                      "no changes added to commit")
+    shas = _git(git_repo, "rev-list", "main").split()
+    authors = ["ada", "alan", "grace", "ada"]
+    dates = ["2024-01-04 16:45:00+00:00", "2024-01-03 14:15:00+00:00",
+             "2024-01-02 10:30:00+00:00", "2024-01-01 09:00:00+00:00"]
+    entries = [f"Commit: {sha}\nAuthor: {AUTHORS[who][0]}\nDate: {when}\nMessage: {subject}\n\n"
+               for sha, who, when, subject in zip(shas, authors, dates, MAIN_COMMITS)]
+    assert log == "Commit history:\n" + "\n".join(entries)
+    assert local == "  feature/login\n  fix/typo\n* main"
+    assert containing == "  feature/login"
+
+
+async def test_git_errors_are_tool_errors(git_repo, git_server_argv, tmp_path):
+    async with await McpServer.connect(git_server_argv) as server:
+        with pytest.raises(McpToolError) as outside:
+            await server.call("git_status", {"repo_path": str(tmp_path)})
+        assert str(outside.value) == (
+            f"Error executing tool git_status: Repository path '{tmp_path}' is outside the "
+            f"allowed repository '{git_repo}'")
+        with pytest.raises(McpToolError) as missing_arg:
+            await server.call("git_log", {})
+        assert "repo_path" in str(missing_arg.value)
+
+
+# ---- starting ----------------------------------------------------------------------------
+
+async def test_missing_command_fails_fast():
+    started = time.monotonic()
+    with pytest.raises(McpStartError) as caught:
+        await McpServer.connect("no-such-mcp-server-xyz --flag")
+    assert time.monotonic() - started < 2.0
+    assert caught.value.command == ("no-such-mcp-server-xyz", "--flag")
+    assert caught.value.code == "MCP_START_FAILED"
+    assert str(caught.value) == (
+        "MCP server 'no-such-mcp-server-xyz' (no-such-mcp-server-xyz --flag) could not be "
+        "started: command not found (No such file or directory)\n(no stderr output)")
+
+
+async def test_server_that_exits_at_once_fails_with_its_stderr():
+    argv = [sys.executable, "-c",
+            "import sys; sys.stderr.write('config file not found\\n'); sys.exit(1)"]
+    started = time.monotonic()
+    with pytest.raises(McpStartError) as caught:
+        await McpServer.connect(argv, name="broken")
+    assert time.monotonic() - started < 5.0
+    assert caught.value.stderr_tail == "config file not found\n"
+    assert str(caught.value).startswith("MCP server 'broken' (")
+    assert str(caught.value).endswith(
+        ") exited or closed its stdout before answering\nstderr:\nconfig file not found")
+
+
+async def test_silent_exit_also_fails():
+    with pytest.raises(McpStartError) as caught:
+        await McpServer.connect([sys.executable, "-c", "import sys; sys.exit(1)"])
+    assert caught.value.stderr_tail == ""
+    assert str(caught.value).endswith("exited or closed its stdout before answering\n"
+                                      "(no stderr output)")
+
+
+async def test_handshake_timeout_stops_the_process(tmp_path):
+    pid_file = tmp_path / "pid"
+    argv = [sys.executable, "-c",
+            f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+            "time.sleep(60)"]
+    started = time.monotonic()
+    with pytest.raises(McpStartError) as caught:
+        await McpServer.connect(argv, name="mute", startup_timeout_s=0.5)
+    assert time.monotonic() - started < 8.0
+    assert str(caught.value).startswith("MCP server 'mute' (")
+    assert ") did not complete the MCP handshake within 0.5 s" in str(caught.value)
+    assert _gone(int(pid_file.read_text()))
+
+
+def test_bad_arguments_are_rejected_before_starting():
+    with pytest.raises(ValueError):
+        asyncio.run(McpServer.connect(""))
+    with pytest.raises(ValueError):
+        asyncio.run(McpServer.connect(["x"], call_timeout_s=0))
+
+
+# ---- failures while running ----------------------------------------------------------------
+
+async def test_server_killed_mid_call_fails_promptly(script):
+    server = await McpServer.connect(script, name="scripted")
+    try:
+        assert await server.call("echo", {"text": "hi"}) == "hi"
+        started = time.monotonic()
+        with pytest.raises(McpServerDied) as caught:
+            await server.call("crash", {})
+        assert time.monotonic() - started < 5.0
+        assert caught.value.code == "MCP_SERVER_DIED"
+        assert str(caught.value) == ("MCP server 'scripted' closed the connection while "
+                                     "'crash' was running\nstderr:\ncrashing on purpose")
+        started = time.monotonic()
+        with pytest.raises(McpServerDied):                # later calls fail at once
+            await server.call("echo", {"text": "again"})
+        assert time.monotonic() - started < 1.0
+    finally:
+        await server.aclose()
+    assert not server.alive
+
+
+async def test_is_error_result_raises_with_the_servers_text(script):
+    async with await McpServer.connect(script, name="scripted") as server:
+        with pytest.raises(McpToolError) as caught:
+            await server.call("refuse", {"reason": "quota exceeded for user 7"})
+        assert str(caught.value) == "quota exceeded for user 7"
+        assert caught.value.message == "quota exceeded for user 7"
+
+
+async def test_call_timeout_leaves_the_server_usable(script):
+    async with await McpServer.connect(script, name="scripted", call_timeout_s=0.3) as server:
+        started = time.monotonic()
+        with pytest.raises(McpCallTimeout) as caught:
+            await server.call("nap", {"seconds": 1.2})
+        assert time.monotonic() - started < 1.0
+        assert caught.value.code == "TOOL_TIMEOUT"
+        assert str(caught.value) == ("MCP tool 'nap' on server 'scripted' did not answer "
+                                     "within 0.3 s")
+        assert await server.call("echo", {"text": "still here"}) == "still here"
+
+
+async def test_aborting_the_signal_cancels_the_call(script):
+    async with await McpServer.connect(script, name="scripted") as server:
+        signal = Signal()
+        asyncio.get_running_loop().call_later(0.2, signal.abort)
+        started = time.monotonic()
+        with pytest.raises(AbortedError):
+            await server.call("nap", {"seconds": 1.2}, signal=signal)
+        assert time.monotonic() - started < 1.0
+        with pytest.raises(AbortedError):                  # already aborted: not sent
+            await server.call("echo", {"text": "x"}, signal=signal)
+
+
+async def test_calls_from_several_tasks_overlap(script):
+    async with await McpServer.connect(script, name="scripted") as server:
+        started = time.monotonic()
+        values = await asyncio.gather(*(server.call("nap", {"seconds": 0.4}) for _ in range(4)))
+        elapsed = time.monotonic() - started
+    assert values == [{"result": 0.4}] * 4
+    assert elapsed < 1.2                                    # serially: 1.6 s
+
+
+# ---- closing -------------------------------------------------------------------------------
+
+async def test_close_from_another_task_stops_the_process(script):
+    server = await asyncio.create_task(McpServer.connect(script, name="scripted"))
+    pid = (await server.call("pid", {}))["result"]
+    assert server.alive
+    await asyncio.create_task(server.aclose())
+    assert not server.alive
+    assert _gone(pid)
+    await server.aclose()                                   # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        await server.call("echo", {"text": "x"})
+
+
+async def test_close_fails_a_pending_call(script):
+    server = await McpServer.connect(script, name="scripted")
+    pending = asyncio.create_task(server.call("nap", {"seconds": 1.5}))
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    await server.aclose()
+    with pytest.raises(McpServerDied):
+        await pending
+    assert time.monotonic() - started < 5.0
+
+
+async def test_connect_servers_closes_everything(script, tmp_path, git_repo):
+    pid_file = tmp_path / "pid"
+    async with connect_servers([script, [sys.executable, "-m", "mcp_server_git",
+                                         "--repository", str(git_repo)]],
+                               env={"PID_FILE": str(pid_file)}) as servers:
+        assert [s.name for s in servers] == ["scripted_server", "mcp_server_git"]
+        assert await servers[0].call("echo", {"text": "a"}) == "a"
+        assert (await servers[1].call("git_branch", {"repo_path": str(git_repo),
+                                                     "branch_type": "local"})).endswith("* main")
+        pid = int(pid_file.read_text())
+    assert [s.alive for s in servers] == [False, False]
+    assert _gone(pid)
+
+
+async def test_connect_servers_closes_the_started_ones_when_one_fails(script, tmp_path):
+    pid_file = tmp_path / "pid"
+    with pytest.raises(McpStartError) as caught:
+        async with connect_servers([script, "no-such-mcp-server-xyz"],
+                                   env={"PID_FILE": str(pid_file)}):
+            pytest.fail("entered despite a failed server")
+    assert caught.value.command == ("no-such-mcp-server-xyz",)
+    assert _gone(int(pid_file.read_text()))
+
+
+def test_connect_servers_splits_string_commands(tmp_path, git_repo):
+    async def main() -> list[str]:
+        command = f"{sys.executable} -m mcp_server_git --repository {git_repo}"
+        async with connect_servers([command]) as [server]:
+            return [server.name, *server.command[1:]]
+    assert asyncio.run(main()) == ["mcp_server_git", "-m", "mcp_server_git", "--repository",
+                                   str(git_repo)]
+
+
+# ---- through the pipeline --------------------------------------------------------------------
+
+async def test_definitions_run_through_a_session(script, tmp_path):
+    async with await McpServer.connect(script, name="scripted") as server:
+        session = Session(tools=server.definitions, log=str(tmp_path / "session.jsonl"))
+        try:
+            ok = await session.call("echo", {"text": "hello"})
+            refused = await session.call("refuse", {"reason": "not on weekends"})
+        finally:
+            session.log.close()
+    assert (ok.is_error, ok.value) == (False, "hello")
+    assert refused.is_error
+    assert refused.error.message == "not on weekends"
+    assert (refused.error.info.name, refused.error.info.code) == ("McpToolError", "TOOL_ERROR")
