@@ -33,7 +33,7 @@ def make_tool(
 
     return ToolDefinition(
         name=name,
-        description=f"{name} tool",
+        description=kwargs.pop("description", f"{name} tool"),
         parameters=kwargs.pop("parameters", {"type": "object"}),
         execute=execute or default,
         **kwargs,
