@@ -622,9 +622,9 @@ class PendingCall:
                 raise TypeError("finalize_content must be synchronous, but it returned an awaitable")
             if out is not None:
                 result = msgspec.structs.replace(result, content=freeze_blocks(out, what="finalized content"))
+            return _materialize(result)
         except Exception as exc:
-            result = failure_from(exc)
-        return result
+            return failure_from(exc)
 
 
 def _materialize(result: Any) -> CallResult:

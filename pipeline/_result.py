@@ -7,14 +7,15 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ._lossless import FrozenDict
 from .events import ErrorInfo
 
 __all__ = ["CallResult", "ToolErrorDetail", "text_block"]
 
 
 def text_block(text: str) -> dict[str, Any]:
-    """``{"type": "text", "text": text}``."""
-    return {"type": "text", "text": text}
+    """``{"type": "text", "text": text}`` (frozen)."""
+    return FrozenDict(type="text", text=text)
 
 
 class ToolErrorDetail(msgspec.Struct, frozen=True, kw_only=True):
