@@ -10,9 +10,11 @@ submission order, and answers with the calls that settled. Each sub-call:
    outer call, and the outer execution's opaque token as `parent` (whatever the program
    sent is ignored: only name and arguments are read from the batch);
 2. waits for the previous call's start (ordered starts) and for a slot in the pool
-   (`max_concurrent_subcalls`), then logs `tool/code-dispatch-start` and runs through
-   `Session.execute` (the whole pipeline: pre-execute, approval, guards, wrappers, body,
-   post-execute, finalize);
+   (`max_concurrent_subcalls`), then logs `tool/code-dispatch-start` and runs the whole
+   pipeline in its phases: `Session.start` (pre-execute, approval, guards) one call at a
+   time, `dispatch` (wrappers and body) overlapping with other calls, `commit`
+   (post-execute, finalize, `tools/result`) in submission order; a call whose tool is not
+   concurrency-safe runs alone;
 3. commits in submission order: logs `tool/code-dispatch` with the final content, forwards
    its `additionalContexts` to the outer call, and only then is reported to the program.
 
@@ -63,6 +65,7 @@ class _SubCall:
         self.result: CallResult | None = None
         self.task: asyncio.Task[None] | None = None
         self.reported = False
+        self.logged_start = False
 
 
 class SubCallDispatcher:
@@ -160,44 +163,59 @@ class SubCallDispatcher:
         return sub
 
     async def _run(self, sub: _SubCall, previous: _SubCall | None) -> None:
+        """Start in submission order (S3-S7, one at a time), dispatch in the pool (S8-S10,
+        overlapping), commit in submission order (S11-S14). An exclusive call (the tool's
+        classifier did not say concurrency-safe) starts only after every earlier call
+        committed and holds the barrier until its own commit (PIPELINE.md §11.4)."""
+        exclusive = self._session.classify(sub.name, self._arguments(sub),
+                                           self._outer.execution.agent) == "exclusive"
         try:
             if previous is not None:
-                await asyncio.shield(previous.started)
+                # An exclusive call settles `started` only after its commit: a barrier.
+                await asyncio.shield(previous.committed if exclusive else previous.started)
             async with self._pool:
                 self._log_start(sub)
-                _settle(sub.started)
-                sub.result = await self._execute(sub)
+                pending = None
+                if sub.name in self._exposed:
+                    pending = await self._session.start(self._input(sub))
+                else:
+                    sub.result = CallResult.failure(f'unknown tool "{sub.name}"',
+                                                    code="UNKNOWN_TOOL", name="UnknownToolError")
+                if not exclusive:
+                    _settle(sub.started)              # the next call may start now
+                if pending is not None:
+                    await pending.dispatch()
             if previous is not None:
                 await asyncio.shield(previous.committed)
+            if pending is not None:
+                sub.result = await pending.commit()
             self._commit(sub)
         except asyncio.CancelledError:             # abandoned before it started
             sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
         except Exception as exc:                   # the pipeline itself failed: still commit
             sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
-            if sub.started.done() and not sub.committed.done():
+            if sub.logged_start and not sub.committed.done():
                 self._commit(sub)
         finally:
             _settle(sub.started)
             _settle(sub.committed)
 
+    def _input(self, sub: _SubCall) -> ExecutionInput:
+        outer = self._outer.execution
+        return ExecutionInput(
+            call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
+            signal=sub.signal, root_call_id=outer.root_call_id, agent=outer.agent,
+            parent=outer.token)
+
     def _arguments(self, sub: _SubCall) -> Any:
         return msgspec.json.decode(sub.raw_args)  # a fresh copy per use
 
     def _log_start(self, sub: _SubCall) -> None:
+        sub.logged_start = True
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatchStart(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub)))
-
-    async def _execute(self, sub: _SubCall) -> CallResult:
-        if sub.name not in self._exposed:
-            return CallResult.failure(f'unknown tool "{sub.name}"', code="UNKNOWN_TOOL",
-                                      name="UnknownToolError")
-        outer = self._outer.execution
-        return await self._session.execute(ExecutionInput(
-            call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            signal=sub.signal, root_call_id=outer.root_call_id, agent=outer.agent,
-            parent=outer.token))
 
     def _commit(self, sub: _SubCall) -> None:
         result = sub.result
