@@ -25,6 +25,7 @@ like any sub-call.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ from pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, ev
 from sandbox import _wire
 
 from ._rejections import rejection_code
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -66,6 +69,7 @@ class _SubCall:
         self.task: asyncio.Task[None] | None = None
         self.reported = False
         self.logged_start = False
+        self.execution: Any = None                # the pipeline's execution, once started
 
 
 class SubCallDispatcher:
@@ -82,13 +86,14 @@ class SubCallDispatcher:
 
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
-                 run_signal: Signal) -> None:
+                 run_signal: Signal, dispatch_log: tuple[Any, ...] = ()) -> None:
         self._session = session
         self._outer = outer
         self._exposed = exposed
         self._loop = loop
         self._pool = asyncio.Semaphore(max_concurrent)
         self._run_signal = run_signal
+        self._dispatch_log = dispatch_log
         self._by_guest_id: dict[int, _SubCall] = {}
         self._order: list[_SubCall] = []
         self._unreported: list[_SubCall] = []     # started by a batch, not yet answered
@@ -178,6 +183,7 @@ class SubCallDispatcher:
                 pending = None
                 if sub.name in self._exposed:
                     pending = await self._session.start(self._input(sub))
+                    sub.execution = pending.execution
                 else:
                     sub.result = CallResult.failure(f'unknown tool "{sub.name}"',
                                                     code="UNKNOWN_TOOL", name="UnknownToolError")
@@ -217,6 +223,18 @@ class SubCallDispatcher:
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub)))
 
+    def _logged_content(self, sub: _SubCall, content: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The `tools/code-dispatch-log` waterfall: listeners may replace the durable copy."""
+        for listener in self._dispatch_log:
+            try:
+                replaced = listener(sub.execution, content)
+                if replaced is not None:
+                    content = tuple(msgspec.json.decode(msgspec.json.encode(list(replaced))))
+            except Exception:
+                _log.warning("code-dispatch-log listener %r raised; logging the content it "
+                             "was given", listener, exc_info=True)
+        return content
+
     def _commit(self, sub: _SubCall) -> None:
         result = sub.result
         assert result is not None
@@ -224,9 +242,12 @@ class SubCallDispatcher:
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            is_error=result.is_error, content=tuple(result.content)))
+            is_error=result.is_error,
+            content=self._logged_content(sub, tuple(result.content))))
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
+        if result.concludes_turn:
+            self._outer.conclude_turn()
         self.summary.total += 1
         self.summary.by_tool[sub.name] = self.summary.by_tool.get(sub.name, 0) + 1
         if result.is_error:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from msgspec import UNSET
 
 from pipeline import HarnessError, RunContext, Session, Signal, ToolDefinition
-from sandbox import (ParamSpec, RunOutcome, RunRequest, Sandbox, SandboxLimits, ToolSpec,
-                     WasmSandbox)
+from sandbox import (ParamSpec, RunOutcome, RunRequest, Sandbox, SandboxLimits,
+                     SandboxUnavailable, ToolSpec, WasmSandbox)
 
 from ._dispatch import SubCallDispatcher
 from ._stubs import ToolStub, build_stubs, describe_tools
@@ -50,9 +50,13 @@ concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed cal
 succeed. To return a value, end the program with an expression; use print() for anything \
 else you want to see. Only a curated standard library is importable (json, re, math, \
 datetime, collections, itertools, asyncio, ...).
-
-Available tools:
 """
+
+_CODE_MODE_RULE = """
+Only `run_code` may be called directly: call every other tool inside a program.
+"""
+
+_LISTING_HEADING = "\nAvailable tools:\n"
 
 
 class CodeRunFailed(HarnessError):
@@ -90,6 +94,12 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": "\n".join(parts)}]
 
 
+def _present_call(args: Any) -> dict[str, Any]:
+    """The pending card: the description as title, the code as raw input (PIPELINE §11.2)."""
+    args = args if isinstance(args, dict) else {}
+    return {"title": args.get("description") or RUN_CODE, "input": args.get("code", "")}
+
+
 class CodeMode:
     """Gives a session the reserved `run_code` tool (DESIGN.md §1).
 
@@ -107,16 +117,41 @@ class CodeMode:
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
         self._expose = None if expose is None else frozenset(expose)
+        self._dispatch_log: list[Callable[[Any, tuple[Any, ...]], Any]] = []
+        self._dispose_reserved = self._reserve()
+        # The description lists the tools: keep it current as tools come and go.
+        self._dispose_listener = session.on("tools/changed", lambda _session: self._refresh())
+
+    def _reserve(self) -> Callable[[], None]:
         self.definition = ToolDefinition(
             name=RUN_CODE, description=self.description(), parameters=RUN_CODE_PARAMETERS,
-            execute=self._execute, render=_render,
-            present_call=lambda args: {"title": (args or {}).get("description") or "run_code",
-                                       "input": (args or {}).get("code", "")})
-        self._dispose = session.reserve(self.definition)
+            execute=self._execute, render=_render, present_call=_present_call)
+        return self.session.reserve(self.definition)
+
+    def _refresh(self) -> None:
+        if self.definition.description != self.description():
+            self._dispose_reserved()
+            self._dispose_reserved = self._reserve()
 
     def close(self) -> None:
         """Remove `run_code` from the session."""
-        self._dispose()
+        self._dispose_listener()
+        self._dispose_reserved()
+
+    def on_dispatch_log(self, listener: Callable[[Any, tuple[Any, ...]], Any]
+                        ) -> Callable[[], None]:
+        """Register a `tools/code-dispatch-log` listener (PIPELINE.md §11.4 step 6):
+        `listener(execution_of_the_subcall, content) -> content | None` may replace the
+        content written to the durable `tool/code-dispatch` event (a spill preview, a
+        redaction); the program and the model are unaffected. Listeners run in
+        registration order; one that raises is contained (the content it got is logged).
+        Returns a disposer."""
+        self._dispatch_log.append(listener)
+
+        def dispose() -> None:
+            if listener in self._dispatch_log:
+                self._dispatch_log.remove(listener)
+        return dispose
 
     # ---- what the model and the program see -------------------------------------------
 
@@ -134,7 +169,8 @@ class CodeMode:
         exposed tool as a typed Python signature with its docstring."""
         stubs = self.stubs(agent)
         listing = describe_tools(stubs) if stubs else "(no tools are available)"
-        return _PREAMBLE + listing
+        rule = _CODE_MODE_RULE if self.session.mode_for(agent) == "code" else ""
+        return _PREAMBLE + rule + _LISTING_HEADING + listing
 
     # ---- the body ------------------------------------------------------------------------
 
@@ -146,7 +182,8 @@ class CodeMode:
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
-                                       self.limits.max_concurrent_subcalls, run_signal)
+                                       self.limits.max_concurrent_subcalls, run_signal,
+                                       dispatch_log=tuple(self._dispatch_log))
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
@@ -154,6 +191,8 @@ class CodeMode:
         try:
             outcome = await asyncio.to_thread(self.sandbox.run, request, dispatcher.dispatch,
                                               cancel)
+        except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash
+            raise CodeRunFailed(f"code run failed (runtime): {exc}") from exc
         finally:
             dispose()
             await dispatcher.drain()
