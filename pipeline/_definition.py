@@ -153,6 +153,26 @@ def _translate(error: msgspec.ValidationError) -> str:
     return text.replace("`", "")
 
 
+@typing.overload
+def tool(fn: Callable[..., Any], /) -> ToolDefinition: ...
+
+
+@typing.overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    timeout_ms: int | None = None,
+    concurrency_safe: bool | Callable[[Any], Any] = False,
+    render: Callable[[Any, Any], Any] | None = None,
+    presentation_meta: Callable[[Any, Any], Any] | None = None,
+    finalize_content: Callable[[Execution, Any], Any] | None = None,
+    present_call: Callable[[Any], Any] | None = None,
+    present_result: Callable[[Any, Any], Any] | None = None,
+) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
+
+
 def tool(
     fn: Callable[..., Any] | None = None,
     *,

@@ -164,7 +164,8 @@ class ToolRegistry:
             return await call.commit()
 
         try:
-            return await shielded(run(), cancel)
+            result: CallResult = await shielded(run(), cancel)
+            return result
         finally:
             if isinstance(fused, Signal):
                 fused.detach()

@@ -221,8 +221,10 @@ class _Validator:
                 self.errors.append(f"{where} must be a multiple of {_json(b)}")
 
     def check_object(self, schema: dict[str, Any], value: dict[str, Any], path: list[Any]) -> None:
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        props_raw = schema.get("properties")
+        props: dict[str, Any] = props_raw if isinstance(props_raw, dict) else {}
+        required_raw = schema.get("required")
+        required: list[Any] = required_raw if isinstance(required_raw, list) else []
         for name in required:
             if isinstance(name, str) and name not in value:
                 self.errors.append(f'missing required property "{self.dotted([*path, name])}"')
@@ -246,7 +248,8 @@ class _Validator:
 
     def check_array(self, schema: dict[str, Any], value: list[Any], path: list[Any]) -> None:
         where = self.where(path)
-        prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
+        prefix_raw = schema.get("prefixItems")
+        prefix: list[Any] = prefix_raw if isinstance(prefix_raw, list) else []
         items = schema.get("items", True)
         for index, child in enumerate(value):
             if index < len(prefix):

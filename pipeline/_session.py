@@ -111,7 +111,7 @@ class Session:
         self.turn_concluded = False
         if approval is not None:
             if isinstance(approval, str):
-                self.mount_approval(approval)  # type: ignore[arg-type]
+                self.mount_approval(approval)
             else:
                 self._approval = approval
         for defn in tools:
@@ -457,10 +457,11 @@ class Session:
         cancel = Signal()
         batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
         try:
-            return await shielded(
+            results: list[CallResult] = await shielded(
                 self._batch(items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls),
                 cancel,
             )
+            return results
         finally:
             batch_signal.detach()
 

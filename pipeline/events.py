@@ -98,26 +98,26 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename=
     time: float = 0.0                 # Unix time, seconds
 
 
-class TurnStart(Event, tag="turn/start"):
+class TurnStart(Event, tag="turn/start", frozen=True):
     turn: int
 
 
-class TurnEnd(Event, tag="turn/end"):
+class TurnEnd(Event, tag="turn/end", frozen=True):
     turn: int
     reason: str = "completed"         # "completed" | "concluded" | "cancelled" | "interrupted"
 
 
-class StepStart(Event, tag="step/start"):
+class StepStart(Event, tag="step/start", frozen=True):
     turn: int
     step: int
 
 
-class StepEnd(Event, tag="step/end"):
+class StepEnd(Event, tag="step/end", frozen=True):
     turn: int
     step: int
 
 
-class ToolCall(Event, tag="tool/call"):
+class ToolCall(Event, tag="tool/call", frozen=True):
     """A top-level call started. ``arguments`` is the model's raw JSON text, unparsed."""
 
     turn: int
@@ -127,7 +127,7 @@ class ToolCall(Event, tag="tool/call"):
     arguments: str
 
 
-class ToolResult(Event, tag="tool/result"):
+class ToolResult(Event, tag="tool/result", frozen=True):
     """The committed outcome of one ``tool/call`` (surface event)."""
 
     turn: int
@@ -151,7 +151,7 @@ class ToolResult(Event, tag="tool/result"):
         return self.message.content[0].content
 
 
-class CodeDispatchStart(Event, tag="tool/code-dispatch-start"):
+class CodeDispatchStart(Event, tag="tool/code-dispatch-start", frozen=True):
     """A Code-Mode sub-call started. ``arguments`` is the normalized JSON value. Log-only."""
 
     root_call_id: str
@@ -161,7 +161,7 @@ class CodeDispatchStart(Event, tag="tool/code-dispatch-start"):
     arguments: Any
 
 
-class CodeDispatch(Event, tag="tool/code-dispatch"):
+class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     """A Code-Mode sub-call settled; ``content`` is its final model-facing blocks. Log-only."""
 
     root_call_id: str
@@ -173,7 +173,7 @@ class CodeDispatch(Event, tag="tool/code-dispatch"):
     content: tuple[Any, ...]
 
 
-class HookInvoked(Event, tag="hook/invoked"):
+class HookInvoked(Event, tag="hook/invoked", frozen=True):
     turn: int
     point: str
     dialect: str
@@ -181,7 +181,7 @@ class HookInvoked(Event, tag="hook/invoked"):
     matcher: str | UnsetType = UNSET
 
 
-class HookResult(Event, tag="hook/result"):
+class HookResult(Event, tag="hook/result", frozen=True):
     turn: int
     point: str
     handler_id: str
@@ -191,7 +191,7 @@ class HookResult(Event, tag="hook/result"):
     stderr_summary: str | UnsetType = UNSET
 
 
-class FsObserved(Event, tag="fs/observed"):
+class FsObserved(Event, tag="fs/observed", frozen=True):
     """The filesystem gate saw a file (PIPELINE.md §9). ``version`` only when present."""
 
     key: str
@@ -200,7 +200,7 @@ class FsObserved(Event, tag="fs/observed"):
     version: str | UnsetType = UNSET
 
 
-class UserMessage(Event, tag="user/message"):
+class UserMessage(Event, tag="user/message", frozen=True):
     """A user-role message entering the transcript (e.g. a delivered additional context)."""
 
     turn: int
@@ -209,19 +209,19 @@ class UserMessage(Event, tag="user/message"):
     source_event_seqs: tuple[int, ...] = ()
 
 
-class ApprovalAsked(Event, tag="approval/asked"):
+class ApprovalAsked(Event, tag="approval/asked", frozen=True):
     id: str
     tool_name: str
     call_id: str | UnsetType = UNSET
     reason: str | UnsetType = UNSET
 
 
-class ApprovalDecided(Event, tag="approval/decided"):
+class ApprovalDecided(Event, tag="approval/decided", frozen=True):
     id: str
     outcome: str
 
 
-class ApprovalPolicyChanged(Event, tag="approval/policy"):
+class ApprovalPolicyChanged(Event, tag="approval/policy", frozen=True):
     policy: str
 
 
@@ -254,4 +254,5 @@ def encode_event(event: Event) -> bytes:
 
 def decode_event(data: bytes | str) -> Event:
     """Decode one event. Raises ``msgspec.ValidationError``/``DecodeError`` saying where."""
-    return _decoder.decode(data)  # type: ignore[no-any-return]
+    event: Event = _decoder.decode(data)
+    return event

@@ -66,7 +66,7 @@ class JsonlLog(AppendOnlyLog):
                 try:
                     events.append(decode_event(line))
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise LogCorruptError(self.path, lineno, str(exc), unit="line") from exc
+                    raise LogCorruptError(str(self._file_path), lineno, str(exc), unit="line") from exc
         return events
 
     def _write(self, event: Event) -> None:
