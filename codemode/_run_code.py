@@ -118,6 +118,7 @@ class CodeMode:
         self.limits = limits or SandboxLimits()
         self._expose = None if expose is None else frozenset(expose)
         self._dispatch_log: list[Callable[[Any, tuple[Any, ...]], Any]] = []
+        self._refreshing = False
         self._dispose_reserved = self._reserve()
         # The description lists the tools: keep it current as tools come and go.
         self._dispose_listener = session.on("tools/changed", lambda _session: self._refresh())
@@ -129,9 +130,14 @@ class CodeMode:
         return self.session.reserve(self.definition)
 
     def _refresh(self) -> None:
-        if self.definition.description != self.description():
+        if self._refreshing or self.definition.description == self.description():
+            return
+        self._refreshing = True                # disposing/reserving notifies again
+        try:
             self._dispose_reserved()
             self._dispose_reserved = self._reserve()
+        finally:
+            self._refreshing = False
 
     def close(self) -> None:
         """Remove `run_code` from the session."""
