@@ -55,6 +55,7 @@ POINTS = (
     "tools/result",          # (execution, result) -> None   (observer; errors contained)
     "tools/changed",         # (session) -> None              (tool set or mode changed)
     "approval/answer",       # (request, next) -> "allowed-once" | "rejected" | ...
+    "tools/code-dispatch-log",  # (execution, result, content, next) -> content blocks
 )
 
 _MODES = ("native", "code", "both")
@@ -97,6 +98,7 @@ class Session:
         self._approval: ApprovalChannel | None = None
         self._answerers: Waterfall[str] = Waterfall("approval/answer")
         self._changed: list[Any] = []
+        self._dispatch_log: Waterfall[Any] = Waterfall("tools/code-dispatch-log")
         self._registry = ToolRegistry(
             scopes=self.scope_chain,
             mode_for=self.mode_for,
@@ -286,6 +288,8 @@ class Session:
             return registry_list(point, self._changed, fn, agent)
         if point == "approval/answer":
             return self._answerers.register(fn, agent=agent)
+        if point == "tools/code-dispatch-log":
+            return self._dispatch_log.register(fn, agent=agent)
         raise ValueError(f"unknown extension point {point!r}; expected one of {POINTS}")
 
     def guard(self, fn: Callable[[Any], str | None], *, agent: str | None = None) -> Callable[[], None]:
@@ -577,6 +581,23 @@ class Session:
             meta=result.meta if result.meta is not None else msgspec.UNSET,
             source_event_seqs=(call_seq,),
         )
+
+    async def code_dispatch_content(self, execution: Any, result: CallResult) -> tuple[Any, ...]:
+        """The content to persist in a ``tool/code-dispatch`` event for a committed sub-call:
+        ``result.content`` run through the ``tools/code-dispatch-log`` waterfall (e.g. a
+        spill preview). A raising listener or malformed content is contained: the original
+        content is logged (PIPELINE.md §11.4 step 6)."""
+        from ._content import freeze_blocks
+
+        try:
+            content = await self._dispatch_log.run(
+                (execution, result, result.content), lambda: result.content,
+                self.scope_chain(getattr(execution, "agent", None)),
+            )
+            return freeze_blocks(content, what="logged content")
+        except Exception:
+            _log.warning("tools/code-dispatch-log listener failed; logging the original content", exc_info=True)
+            return tuple(result.content)
 
     # -- presenters -----------------------------------------------------------------------
     def present_call(self, name: str, arguments: Any, *, agent: str | None = None) -> Any:

@@ -65,3 +65,20 @@ async def test_a_command_hook_json_decision_and_other_exit_codes():
     session.add_hook(command_hook([sys.executable, "-c", fail]), handler_id="fail", matcher="b")
     assert (await session.execute(inp("a"))).error.message == "check"
     assert (await session.execute(inp("b"))).is_error is False
+
+
+async def test_code_dispatch_log_listeners_replace_logged_content_and_raising_ones_are_contained():
+    session = Session(tools=[make_tool("t", lambda a, c: "x" * 100)])
+    result = await session.execute(inp("t", parent=object()))
+    assert await session.code_dispatch_content(None, result) == result.content
+
+    session.on("tools/code-dispatch-log", lambda e, r, content, next: [{"type": "text", "text": "[spilled]"}])
+    assert await session.code_dispatch_content(None, result) == ({"type": "text", "text": "[spilled]"},)
+
+    broken = Session()
+
+    def boom(execution, result, content, next):
+        raise RuntimeError("log listener broke")
+
+    broken.on("tools/code-dispatch-log", boom)
+    assert await broken.code_dispatch_content(None, result) == result.content
