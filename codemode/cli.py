@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -79,8 +80,10 @@ def _render(result: CallResult, log_events: list, title: str) -> None:
         for event in rows:
             start = starts.get(event.sub_call_id)
             ms = f"{(event.time - start.time) * 1000:.0f}" if start else ""
-            text = " ".join(b.get("text", "") for b in event.content if isinstance(b, dict))
-            outcome = f"[red]{text}[/red]" if event.is_error else (text[:80] + ("…" if len(text) > 80 else ""))
+            text = " ".join(" ".join(b.get("text", "").split())
+                            for b in event.content if isinstance(b, dict))
+            text = text[:80] + ("…" if len(text) > 80 else "")
+            outcome = f"[red]{escape(text)}[/red]" if event.is_error else escape(text)
             table.add_row(event.sub_call_id.rsplit(":", 1)[-1], event.name,
                           json.dumps(event.arguments, ensure_ascii=False)[:80], outcome, ms)
         console.print(table)
