@@ -451,7 +451,12 @@ class PendingCall:
             value = defn.execute(self.execution.arguments, ctx)
             if inspect.isawaitable(value):
                 value = await value
-        except (Exception, asyncio.CancelledError) as exc:
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our own task is being cancelled: not the body's outcome
+            return failure_from(exc)
+        except Exception as exc:
             return failure_from(exc)
         finally:
             view.signal = installed

@@ -106,7 +106,7 @@ class Session:
             reserved_name=reserved_name,
         )
         self._ids = itertools.count(1)
-        self._inbox: list[tuple[Any, MessageSource]] = []
+        self._inbox: list[tuple[Any, MessageSource, tuple[int, ...]]] = []
         self._turn = self._last_turn()
         self._turn_open = False
         self._step = 0
@@ -395,18 +395,19 @@ class Session:
         from ._content import freeze_contexts
 
         for item in freeze_contexts([message]):
-            self._inbox.append((item, MessageSource(kind=kind)))
+            self._inbox.append((item, MessageSource(kind=kind), ()))
 
     def _deliver_inbox(self) -> list[Event]:
         delivered: list[Event] = []
         inbox, self._inbox = self._inbox, []
-        for item, source in inbox:
+        for item, source, seqs in inbox:
             content = ({"type": "text", "text": item},) if isinstance(item, str) else tuple(item)
             delivered.append(
                 self.log.append(
                     UserMessage(
                         turn=self._turn,
                         message=UserMessageBody(id=f"msg_{next(self._ids)}", source=source, content=content),
+                        source_event_seqs=seqs,
                     )
                 )
             )
@@ -526,9 +527,10 @@ class Session:
                 await asyncio.gather(before, return_exceptions=True)
             result = await call.commit()
             results[index] = result
-            self.log.append(self._tool_result_event(turn, step, call.execution.call_id, event.seq, result))
+            committed = self.log.append(self._tool_result_event(turn, step, call.execution.call_id, event.seq, result))
             for context in result.additional_contexts:
-                self._inbox.append((context, MessageSource(kind="context", call_id=call.execution.call_id)))
+                source = MessageSource(kind="context", call_id=call.execution.call_id)
+                self._inbox.append((context, source, (committed.seq,)))
             if result.concludes_turn and not result.is_error:
                 concluded = True
 

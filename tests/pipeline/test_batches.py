@@ -102,6 +102,9 @@ async def test_contexts_from_two_parallel_calls_appear_only_after_both_results_i
     messages = [e.message for e in events if isinstance(e, UserMessage)]
     assert [m.content for m in messages] == [({"type": "text", "text": t},) for t in ("slow-1", "slow-2", "fast-1")]
     assert [m.source.call_id for m in messages] == ["a", "a", "b"]
+    result_seqs = {e.call_id: e.seq for e in events if isinstance(e, ToolResult)}
+    assert [e.source_event_seqs for e in events if isinstance(e, UserMessage)] == [
+        (result_seqs["a"],), (result_seqs["a"],), (result_seqs["b"],)]
     assert {m.source.kind for m in messages} == {"context"}
     session.close()
 

@@ -264,3 +264,29 @@ async def test_a_tool_error_after_cancellation_is_not_replaced():
     result = await session.execute(inp("t", signal=signal))
     assert result.content == error_text("backend said 500")
     assert result.value is msgspec.UNSET
+
+
+async def test_a_body_raising_cancelled_error_by_itself_is_a_normal_failure():
+    async def body(args, ctx):
+        raise asyncio.CancelledError()
+
+    session = Session(tools=[make_tool("t", body)])
+    result = await session.execute(inp("t"))
+    assert result.content == error_text("CancelledError")
+
+
+async def test_cancelling_a_task_driving_the_phases_directly_propagates():
+    started = asyncio.Event()
+
+    async def body(args, ctx):
+        started.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    session = Session(tools=[make_tool("t", body)])
+    pending = await session.start(inp("t"))
+    task = asyncio.ensure_future(pending.dispatch())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
