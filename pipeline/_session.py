@@ -22,6 +22,7 @@ from ._definition import ToolDefinition
 from ._errors import DuplicateToolError, ReservedToolError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
+from ._normalize import failure_from
 from ._registry import Mode, PendingCall, ToolRegistry, shielded
 from ._result import CallResult
 from ._signal import Signal
@@ -519,17 +520,20 @@ class Session:
         commits: list[asyncio.Task[None]] = []
         previous: asyncio.Task[None] | None = None
 
-        async def finish(index: int, call: PendingCall, event: Event, dispatch: asyncio.Task[None],
+        async def finish(index: int, call_id: str, event: Event, call: PendingCall | None,
+                         failed: CallResult | None, dispatch: asyncio.Task[None] | None,
                          before: asyncio.Task[None] | None) -> None:
             nonlocal concluded
-            await asyncio.gather(dispatch, return_exceptions=True)
+            if dispatch is not None:
+                await asyncio.gather(dispatch, return_exceptions=True)
             if before is not None:
                 await asyncio.gather(before, return_exceptions=True)
-            result = await call.commit()
+            result = await call.commit() if call is not None else failed
+            assert result is not None
             results[index] = result
-            committed = self.log.append(self._tool_result_event(turn, step, call.execution.call_id, event.seq, result))
+            committed = self.log.append(self._tool_result_event(turn, step, call_id, event.seq, result))
             for context in result.additional_contexts:
-                source = MessageSource(kind="context", call_id=call.execution.call_id)
+                source = MessageSource(kind="context", call_id=call_id)
                 self._inbox.append((context, source, (committed.seq,)))
             if result.concludes_turn and not result.is_error:
                 concluded = True
@@ -543,13 +547,20 @@ class Session:
                     while len(dispatching) >= pool:
                         await asyncio.wait(dispatching, return_when=asyncio.FIRST_COMPLETED)
                 event = self.log.append(ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text))
-                call = await self._registry.start(
-                    ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent)
-                )
-                dispatch = asyncio.ensure_future(call.dispatch())
-                dispatching.add(dispatch)
-                dispatch.add_done_callback(dispatching.discard)
-                previous = asyncio.ensure_future(finish(index, call, event, dispatch, previous))
+                call: PendingCall | None = None
+                failed: CallResult | None = None
+                dispatch: asyncio.Task[None] | None = None
+                try:
+                    call = await self._registry.start(
+                        ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent)
+                    )
+                except Exception as exc:  # e.g. an empty tool name: still answer the call
+                    failed = failure_from(exc)
+                if call is not None:
+                    dispatch = asyncio.ensure_future(call.dispatch())
+                    dispatching.add(dispatch)
+                    dispatch.add_done_callback(dispatching.discard)
+                previous = asyncio.ensure_future(finish(index, call_id, event, call, failed, dispatch, previous))
                 commits.append(previous)
                 if exclusive:
                     await asyncio.gather(previous, return_exceptions=True)
@@ -558,6 +569,7 @@ class Session:
                 if isinstance(outcome, BaseException):
                     raise outcome
         finally:
+            await asyncio.gather(*commits, return_exceptions=True)  # never leave work behind
             self.log.append(StepEnd(turn=turn, step=step))
             self._deliver_inbox()
             if concluded:

@@ -220,3 +220,12 @@ def msgspec_unset():
     import msgspec
 
     return msgspec.UNSET
+
+
+async def test_a_call_with_an_empty_name_still_gets_a_failed_result(log_path):
+    with Session(tools=[make_tool("t")], log=log_path) as session:
+        results = await session.call_batch([("", {}, "c1"), ("t", {}, "c2")])
+        events = session.log.read()
+    assert results[0].content == ({"type": "text", "text": "Error: name must be a non-empty string"},)
+    assert results[1].is_error is False
+    assert [e.call_id for e in events if isinstance(e, ToolResult)] == ["c1", "c2"]
