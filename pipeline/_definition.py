@@ -80,35 +80,36 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------------------
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ENTRY = re.compile(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """(description without the sections, {param: description}) of a Google-style doc."""
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
     body: list[str] = []
     params: dict[str, str] = {}
     section: str | None = None
     current: str | None = None
-    for line in lines:
-        match = _SECTION.match(line.strip()) if not line.startswith((" ", "\t")) else None
-        if match:
-            section = match.group(1)
-            current = None
+    entry_indent: int | None = None
+    for line in inspect.cleandoc(doc).splitlines():
+        header = _SECTION.match(line) if not line[:1].isspace() else None
+        if header:
+            section, current, entry_indent = header.group(1), None, None
             continue
         if section is None:
             body.append(line)
-        elif section in ("Args", "Arguments", "Parameters"):
-            entry = re.match(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-            indent = len(line) - len(line.lstrip())
-            if entry and (current is None or indent <= params.get("__indent__", indent)):  # type: ignore[operator]
-                current = entry.group(1).lstrip("*")
-                params[current] = entry.group(2).strip()
-                params.setdefault("__indent__", indent)  # type: ignore[arg-type]
-            elif current and line.strip():
-                params[current] = (params[current] + " " + line.strip()).strip()
-    params.pop("__indent__", None)
+            continue
+        if section not in ("Args", "Arguments", "Parameters") or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        entry = _ENTRY.match(line)
+        if entry and (entry_indent is None or indent <= entry_indent):
+            entry_indent = indent
+            current = entry.group(1).lstrip("*")
+            params[current] = entry.group(2).strip()
+        elif current is not None:
+            params[current] = f"{params[current]} {line.strip()}".strip()
     return "\n".join(body).strip(), params
 
 
@@ -120,7 +121,7 @@ def _inline_schema(kind: Any) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 1:
         name = ref[len("#/$defs/"):]
-        if not any(ref_uses(defn, name) for key, defn in defs.items() if key != name):
+        if not any(_ref_uses(defn, name) for key, defn in defs.items() if key != name):
             schema = dict(defs.pop(name))
         else:
             schema = dict(defs[name])
@@ -129,7 +130,7 @@ def _inline_schema(kind: Any) -> dict[str, Any]:
     return schema
 
 
-def ref_uses(schema: Any, name: str) -> bool:
+def _ref_uses(schema: Any, name: str) -> bool:
     target = f"#/$defs/{name}"
     stack = [schema]
     while stack:
