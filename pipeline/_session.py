@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
+import uuid
 from typing import Any, AsyncIterator, Callable, Iterable, Literal
 
 import msgspec
@@ -30,6 +30,7 @@ from ._waterfall import Waterfall, registry_list
 from .events import (
     ApprovalPolicyChanged,
     Event,
+    InboxQueued,
     MessageSource,
     StepEnd,
     StepStart,
@@ -106,9 +107,8 @@ class Session:
             approval=lambda: self._approval,
             reserved_name=reserved_name,
         )
-        self._ids = itertools.count(1)
-        self._inbox: list[tuple[Any, MessageSource, tuple[int, ...]]] = []
-        self._turn = self._last_turn()
+        self._inbox: list[tuple[UserMessageBody, tuple[int, ...]]] = []
+        self._turn = self._restore()
         self._turn_open = False
         self._step = 0
         self.turn_concluded = False
@@ -120,11 +120,18 @@ class Session:
         for defn in tools:
             self.register(defn)
 
-    def _last_turn(self) -> int:
+    def _restore(self) -> int:
+        """The last turn number; refills the inbox with queued, undelivered messages."""
         turn = 0
+        pending: dict[str, tuple[UserMessageBody, tuple[int, ...]]] = {}
         for event in self.log.read():
             if isinstance(event, TurnStart):
                 turn = max(turn, event.turn)
+            elif isinstance(event, InboxQueued):
+                pending[event.message.id] = (event.message, event.source_event_seqs)
+            elif isinstance(event, UserMessage):
+                pending.pop(event.message.id, None)
+        self._inbox = list(pending.values())
         return turn
 
     # -- agents and modes ---------------------------------------------------------------
@@ -365,13 +372,17 @@ class Session:
         self._turn_open = True
         self.turn_concluded = False
         self.log.append(TurnStart(turn=self._turn))
+        self._deliver_inbox()  # messages left pending by a cancelled turn come first
         return self._turn
 
     def end_turn(self, reason: str = "completed") -> None:
-        """Close the open turn (``turn/end``); pending contexts are delivered first."""
+        """Close the open turn (``turn/end``). Pending inbox messages are delivered first,
+        except for ``reason="cancelled"``: then they stay pending (durably) and are
+        delivered right after the next ``turn/start``."""
         if not self._turn_open:
             raise RuntimeError("no turn is open")
-        self._deliver_inbox()
+        if reason != "cancelled":
+            self._deliver_inbox()
         self.log.append(TurnEnd(turn=self._turn, reason=reason))
         self._turn_open = False
 
@@ -396,22 +407,28 @@ class Session:
         from ._content import freeze_contexts
 
         for item in freeze_contexts([message]):
-            self._inbox.append((item, MessageSource(kind=kind), ()))
+            self._queue(item, MessageSource(kind=kind), ())
+
+    @property
+    def inbox(self) -> list[UserMessageBody]:
+        """Queued messages not yet delivered, in FIFO order."""
+        return [body for body, _ in self._inbox]
+
+    def clear_inbox(self) -> None:
+        """Drop every pending message (an explicit cancel without "keep inbox")."""
+        self._inbox.clear()
+
+    def _queue(self, item: Any, source: MessageSource, seqs: tuple[int, ...]) -> None:
+        content = ({"type": "text", "text": item},) if isinstance(item, str) else tuple(item)
+        body = UserMessageBody(id=f"msg_{uuid.uuid4().hex[:16]}", source=source, content=content)
+        self.log.append(InboxQueued(turn=self._turn, message=body, source_event_seqs=seqs))
+        self._inbox.append((body, seqs))
 
     def _deliver_inbox(self) -> list[Event]:
         delivered: list[Event] = []
         inbox, self._inbox = self._inbox, []
-        for item, source, seqs in inbox:
-            content = ({"type": "text", "text": item},) if isinstance(item, str) else tuple(item)
-            delivered.append(
-                self.log.append(
-                    UserMessage(
-                        turn=self._turn,
-                        message=UserMessageBody(id=f"msg_{next(self._ids)}", source=source, content=content),
-                        source_event_seqs=seqs,
-                    )
-                )
-            )
+        for body, seqs in inbox:
+            delivered.append(self.log.append(UserMessage(turn=self._turn, message=body, source_event_seqs=seqs)))
         return delivered
 
     # -- calls ----------------------------------------------------------------------------
@@ -474,7 +491,7 @@ class Session:
     def _parse_item(self, raw: Any) -> tuple[str, str, Any, str]:
         if isinstance(raw, (tuple, list)) and len(raw) in (2, 3):
             name, arguments = raw[0], raw[1]
-            call_id = raw[2] if len(raw) == 3 else f"call_{next(self._ids)}"
+            call_id = raw[2] if len(raw) == 3 else f"call_{uuid.uuid4().hex[:16]}"
         else:
             raise TypeError("each call is (name, arguments) or (name, arguments, call_id)")
         if isinstance(arguments, str):
@@ -533,8 +550,7 @@ class Session:
             results[index] = result
             committed = self.log.append(self._tool_result_event(turn, step, call_id, event.seq, result))
             for context in result.additional_contexts:
-                source = MessageSource(kind="context", call_id=call_id)
-                self._inbox.append((context, source, (committed.seq,)))
+                self._queue(context, MessageSource(kind="context", call_id=call_id), (committed.seq,))
             if result.concludes_turn and not result.is_error:
                 concluded = True
 
@@ -571,7 +587,8 @@ class Session:
         finally:
             await asyncio.gather(*commits, return_exceptions=True)  # never leave work behind
             self.log.append(StepEnd(turn=turn, step=step))
-            self._deliver_inbox()
+            if not signal.aborted:
+                self._deliver_inbox()  # on cancellation they stay pending for the next turn
             if concluded:
                 self.turn_concluded = True
             if implicit:

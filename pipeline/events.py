@@ -33,6 +33,7 @@ __all__ = [
     "FsObserved",
     "HookInvoked",
     "HookResult",
+    "InboxQueued",
     "MessageSource",
     "SessionEvent",
     "StepEnd",
@@ -209,6 +210,16 @@ class UserMessage(Event, tag="user/message", frozen=True):
     source_event_seqs: tuple[int, ...] = ()
 
 
+class InboxQueued(Event, tag="inbox/queued", frozen=True):
+    """A message entered the next-step inbox (log-only). It becomes model-visible when a
+    ``user/message`` with the same ``message.id`` is appended at a step boundary; a queued
+    message without one is still pending (it survives a reload)."""
+
+    turn: int
+    message: UserMessageBody
+    source_event_seqs: tuple[int, ...] = ()
+
+
 class ApprovalAsked(Event, tag="approval/asked", frozen=True):
     id: str
     tool_name: str
@@ -238,6 +249,7 @@ SessionEvent = Union[
     HookResult,
     FsObserved,
     UserMessage,
+    InboxQueued,
     ApprovalAsked,
     ApprovalDecided,
     ApprovalPolicyChanged,

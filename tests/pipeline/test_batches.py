@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from pipeline import Session, Signal, tool
-from pipeline.events import StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage
+from pipeline.events import InboxQueued, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage
 
 from conftest import make_tool
 
@@ -26,7 +26,8 @@ def tracked(name, *, safe, delay=0.0, active=None, peak=None, contexts=(), value
 
 
 def kinds(events):
-    return [type(e).__name__ for e in events]
+    """Event kinds, without the log-only inbox bookkeeping."""
+    return [type(e).__name__ for e in events if not isinstance(e, InboxQueued)]
 
 
 async def test_safe_calls_overlap_up_to_the_cap_and_results_keep_model_order(log_path):
@@ -229,3 +230,47 @@ async def test_a_call_with_an_empty_name_still_gets_a_failed_result(log_path):
     assert results[0].content == ({"type": "text", "text": "Error: name must be a non-empty string"},)
     assert results[1].is_error is False
     assert [e.call_id for e in events if isinstance(e, ToolResult)] == ["c1", "c2"]
+
+
+async def test_each_queued_context_is_logged_when_queued_and_delivered_with_the_same_id():
+    async def body(args, ctx):
+        ctx.defer_context("remember this")
+        return "ok"
+
+    session = Session(tools=[make_tool("t", body)])
+    await session.call("t", {}, call_id="c1")
+    events = session.log.read()
+    [queued] = [e for e in events if isinstance(e, InboxQueued)]
+    [delivered] = [e for e in events if isinstance(e, UserMessage)]
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.seq < queued.seq < delivered.seq
+    assert queued.message == delivered.message and session.inbox == []
+
+
+async def test_contexts_of_a_cancelled_batch_stay_pending_and_lead_the_next_turn(log_path):
+    signal = Signal()
+
+    async def body(args, ctx):
+        ctx.defer_context("found while cancelling")
+        signal.abort()
+        raise RuntimeError("stopped")
+
+    with Session(tools=[make_tool("t", body), make_tool("u")], log=log_path) as session:
+        await session.call("t", {}, signal=signal)
+        assert [m.content for m in session.inbox] == [({"type": "text", "text": "found while cancelling"},)]
+        assert not any(isinstance(e, UserMessage) for e in session.log.read())
+    with Session(tools=[make_tool("u")], log=log_path) as session:     # the inbox is durable
+        assert len(session.inbox) == 1
+        await session.call("u", {})
+        events = session.log.read()
+    second_turn = events[[i for i, e in enumerate(events) if isinstance(e, TurnStart)][1]:]
+    assert kinds(second_turn)[:3] == ["TurnStart", "UserMessage", "StepStart"]
+
+
+async def test_clear_inbox_drops_pending_messages():
+    session = Session()
+    session.inject("stale")
+    session.clear_inbox()
+    async with session.turn():
+        pass
+    assert not any(isinstance(e, UserMessage) for e in session.log.read())
