@@ -7,11 +7,12 @@ from ._protocol import (Dispatch, FuelExhausted, GuestCrashed, HostDispatchFaile
                         MemoryLimitExceeded, OutputLimitExceeded, ParamSpec, ProgramError,
                         RunAborted, RunError, RunOutcome, RunRequest, Sandbox,
                         SubcallLimitExceeded, TimeLimitExceeded, ToolSpec)
+from ._restricted import RestrictedSandbox
 from ._wasm import WasmSandbox
 
 __all__ = [
     "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed", "MemoryLimitExceeded",
-    "OutputLimitExceeded", "ParamSpec", "ProgramError", "RunAborted", "RunError",
-    "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
+    "OutputLimitExceeded", "ParamSpec", "ProgramError", "RestrictedSandbox", "RunAborted",
+    "RunError", "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
     "SubcallLimitExceeded", "TimeLimitExceeded", "ToolSpec", "WasmSandbox", "cache_dir",
 ]

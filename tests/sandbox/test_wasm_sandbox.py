@@ -288,6 +288,22 @@ def test_slow_host_call_cannot_hold_the_run_past_its_deadline(sandbox):
     assert time.monotonic() - started < 1.5
 
 
+def test_deeply_nested_arguments_are_refused_before_encoding(sandbox, host):
+    code = "v = []\nfor _ in range(50_000):\n    v = [v]\necho(value=v)"
+    outcome = run(sandbox, host, code, tools=[echo_tool()])
+    assert outcome.error.type == "TypeError"
+    assert "nested more than 500 levels deep" in outcome.error.message
+    assert host.calls == []
+
+
+def test_subcall_budget_cannot_be_caught_and_ignored(sandbox, host):
+    code = ("n = 0\nwhile True:\n    try:\n        echo(value=n)\n"
+            "    except BaseException:\n        n += 1")
+    outcome = run(sandbox, host, code, tools=[echo_tool()], max_subcalls=5)
+    assert isinstance(outcome.error, SubcallLimitExceeded)
+    assert len(host.calls) == 5
+
+
 def test_arguments_over_the_request_limit_are_refused_in_the_guest(sandbox, host):
     outcome = run(sandbox, host, "echo(value='x' * 2000)", tools=[echo_tool()],
                   request_bytes=1000)

@@ -59,7 +59,12 @@ class SandboxEventLoop(asyncio.BaseEventLoop):
         super().close()
 
 
-class _Policy(asyncio.events._BaseDefaultEventLoopPolicy):
+# Python 3.14 (the guest) renamed the base policy; the host side imports this module too.
+_BasePolicy = getattr(asyncio.events, "_BaseDefaultEventLoopPolicy", None) \
+    or asyncio.events.BaseDefaultEventLoopPolicy
+
+
+class _Policy(_BasePolicy):
     _loop_factory = SandboxEventLoop
 
 

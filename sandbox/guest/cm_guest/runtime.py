@@ -34,6 +34,12 @@ ALLOWED_MODULES = frozenset("""
 """.split())
 
 
+# Everything a program created stays referenced until the instance is discarded: freeing
+# a deeply nested structure recurses natively and could exhaust the wasm stack, and
+# nothing needs freeing in an instance that runs one program.
+_RETAINED = []
+
+
 class RunState:
     """What the runtime learns during a run that decides its status."""
 
@@ -195,7 +201,7 @@ def run(request_text, dispatch, sleep):
     err_sink = CappedSink(output_bytes, state, "stderr")
     sys.stdout = text_stream(out_sink)
     sys.stderr = text_stream(err_sink)
-    bridge = Bridge(dispatch, limits, state)
+    bridge = Bridge(dispatch, limits)
     aio.install(bridge, sleep)
     source = request.get("code", "")
     linecache.cache[PROGRAM_FILENAME] = (len(source), None, source.splitlines(True),
@@ -204,6 +210,7 @@ def run(request_text, dispatch, sleep):
     try:
         code, has_value = _compile(source)
         ns = _namespace(bridge, request.get("tools", ()))
+        _RETAINED.append(ns)
         if code.co_flags & 0x80:       # CO_COROUTINE: top-level await
             coroutine = eval(code, ns)
             import asyncio
@@ -215,6 +222,7 @@ def run(request_text, dispatch, sleep):
             if value is not None:
                 outcome.update(_encode_value(value))
     except BaseException as exc:
+        _RETAINED.append(exc)
         outcome = {"status": "error", "error": _error(exc)}
         if isinstance(exc, MemoryError):
             state.trip("memory", "the program ran out of its memory limit")

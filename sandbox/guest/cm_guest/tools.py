@@ -13,7 +13,11 @@ against the schema are the host pipeline's job: one source of truth.
 
 import json
 
-from .errors import LimitReached, rejection
+from .errors import rejection
+
+# Deeper nesting than this is refused before encoding: json.dumps recurses in C, and deep
+# native recursion would exhaust the wasm stack.
+MAX_NESTING = 500
 
 _NO_DEFAULT = object()
 
@@ -48,11 +52,9 @@ class Bridge:
     "message"}]}` with every call that settled since the last answer.
     """
 
-    def __init__(self, dispatch, limits, state):
+    def __init__(self, dispatch, limits):
         self._dispatch = dispatch
-        self._max_calls = int(limits.get("max_subcalls", 1000))
         self._max_request_bytes = int(limits.get("request_bytes", 16 * 2**20))
-        self._state = state
         self._next_id = 0
         self._queued = []          # async calls not yet sent: (Call, future)
         self._in_flight = {}       # id -> (Call, future | None) sent, not yet settled
@@ -64,17 +66,15 @@ class Bridge:
         return not self._queued and not self._in_flight
 
     def _number(self, name, alias, args):
-        """Check JSON-ness and size, then consume one id from the per-run budget."""
+        """Check JSON-ness and size, then give the call the next id. The per-run budget is
+        the host's to enforce: a call past it ends the run there, which the program cannot
+        catch (an error raised here could be)."""
         args_json = encode_args(alias, args)
         if len(args_json) > self._max_request_bytes:
             raise ValueError(
                 f"arguments of {alias}(...) are {len(args_json)} bytes of JSON, over the "
                 f"sandbox's limit of {self._max_request_bytes} bytes per sub-call"
             )
-        if self._next_id >= self._max_calls:
-            message = f"sub-call budget of {self._max_calls} calls per run is spent"
-            self._state.trip("subcalls", message)
-            raise LimitReached("subcalls", message)
         self._next_id += 1
         return Call(self._next_id, name, alias, args_json)
 
@@ -166,6 +166,9 @@ def encode_args(alias, args):
             continue
         if kind is dict or kind is list:
             where = _path(parent, key)
+            if len(active) >= MAX_NESTING:
+                raise TypeError(f"{alias}(): arguments are nested more than {MAX_NESTING} "
+                                "levels deep, too deep to send")
             if id(value) in active:
                 raise TypeError(f"{alias}(): {where} contains itself (a cycle), "
                                 "which JSON cannot express")

@@ -1,0 +1,986 @@
+"""`RestrictedSandbox`: programs run in this process under RestrictedPython (DESIGN.md §3, Tiers).
+
+This tier is WEAKER than `WasmSandbox`. Use it for trusted code and for comparing policies,
+never for untrusted programs:
+
+- It shares the host process: the program runs on a thread of the host's interpreter, beside
+  the host's modules, objects and secrets. What keeps them apart is a compile-time rewrite of
+  the program (RestrictedPython) and runtime guards, not an isolation boundary; a gap in
+  either is an escape into the host.
+- Memory is not isolated. Single operations that would obviously allocate more than
+  `limits.memory_bytes` (`'x' * 10**10`, `s + s`, `10**10**9`, `1 << 10**10`) are refused, and
+  growth of the whole process's resident memory by more than `memory_bytes` during the run
+  ends it; anything else (a huge allocation inside C code, a bomb decompressed by `zlib`)
+  reaches the host's allocator. Concurrent runs share that process-wide measure.
+- CPU limits are best-effort. The wall clock is checked at every loop iteration, function
+  entry, exception handler and `finally` block of the program, and a watchdog then injects
+  an exception into the worker thread (`PyThreadState_SetAsyncExc`). Neither can interrupt
+  one long C call (huge integer arithmetic, a catastrophic regular expression): it holds the
+  GIL, so the host waits for it too. The caller's thread otherwise returns by about twice the
+  wall-clock limit; a worker that is still running then is left behind as a daemon thread.
+- No fuel metering (`limits.fuel` is ignored), no `stack_bytes` (Python's recursion limit
+  applies), no `max_concurrent_subcalls` (the dispatcher applies it).
+
+What matches `WasmSandbox` (the guest runtime's own code is reused: `sandbox/guest/cm_guest`):
+the namespace (tools by alias, `tools`, `call_tool(name, /, **kwargs)`, the `ToolCallError`
+family), call-shape `TypeError`s, the JSON-only argument check, the sub-call wire format and
+budget, the final-expression value, capped output with its marker, tracebacks of program
+lines only, typed outcomes. Top-level `await`, `async def`, `asyncio.run`, `gather`,
+`TaskGroup` and awaited tool calls work (on a per-run event loop on the worker thread whose
+idle step sends pending tool calls as one batch, as in the guest).
+
+What differs, on purpose or because RestrictedPython refuses it:
+
+- Imports: the guest's curated list minus the modules that would hand out the host
+  (`sys`, `os`, `os.path`, `weakref`); every module arrives as a read-only view whose
+  members are filtered (no submodules off the list, no `io.open`, no `string.Formatter`, no
+  `typing.get_type_hints` or `functools.singledispatch` (both `eval` annotations), no setters
+  of process-wide state such as `csv.register_dialect` or `warnings.simplefilter`); `random`
+  is a fresh generator per run; `time.sleep` and the asyncio loop are bounded by the run.
+- Attributes whose name starts with `_` (`__class__`, `__globals__`, `super().__init__`),
+  frame/code/traceback attributes, `str.format`/`format_map`, `type(name, bases, dict)`,
+  `match`, `except*`, `nonlocal`, `eval`/`exec`/`open`, and methods named like dunders other
+  than `__init__`, comparisons and `__contains__` are refused, most at compile time (a
+  `SyntaxError` naming the rule).
+- Writes go only to the program's own objects (instances of classes it defined, its
+  functions) and to plain containers; attribute writes on anything else raise `TypeError`.
+- No `sys.stdout`: `print` writes to the captured stdout; stderr carries `warnings.warn`.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import contextlib
+import copy
+import ctypes
+import functools
+import importlib
+import linecache
+import operator
+import os
+import random
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+from RestrictedPython import RestrictingNodeTransformer, safe_builtins
+from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, copy_locations
+
+from . import _wire
+from ._limits import SandboxLimits
+from ._protocol import (AnyRunError, Dispatch, HostDispatchFailed, MemoryLimitExceeded,
+                        OutputLimitExceeded, ProgramError, RunAborted, RunOutcome, RunRequest,
+                        SubcallLimitExceeded, TimeLimitExceeded)
+from .guest.cm_guest import aio, runtime
+from .guest.cm_guest.errors import LimitReached
+from .guest.cm_guest.output import CappedSink, text_stream
+from .guest.cm_guest.tools import Bridge
+
+PROGRAM = runtime.PROGRAM_FILENAME
+
+# The guest's list minus what would hand the program the host process itself.
+REFUSED_MODULES = frozenset({"os", "os.path", "sys", "weakref"})
+ALLOWED_MODULES = runtime.ALLOWED_MODULES - REFUSED_MODULES
+
+# Modules C code imports lazily while a program frame is running (`datetime.strptime` ->
+# `_strptime`); a program cannot spell them (names starting with `_` do not compile).
+_IMPLICIT_MODULES = frozenset({"_strptime", "_pydatetime", "_pydecimal"})
+
+_POLL_S = 0.02            # watchdog period
+_REINJECT_S = 0.1         # after a stop, how often it is injected again until the worker ends
+_LATE_REAPER_S = 60.0     # how long an abandoned worker keeps being stopped
+_MAX_MESSAGE_CHARS = runtime.MAX_MESSAGE_CHARS
+
+
+# ---- compile ---------------------------------------------------------------------------
+
+class _Policy(RestrictingNodeTransformer):
+    """RestrictedPython's policy, plus: async syntax (checked like its sync forms),
+    annotated assignments, size-guarded `+ * ** <<`, and a `_tick_()` limit check at the
+    start of every loop body, function body, exception handler and `finally` block and in
+    every comprehension."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.first_error: tuple[int, int, str] | None = None
+
+    def error(self, node: ast.AST, info: str) -> None:
+        if self.first_error is None:
+            self.first_error = (getattr(node, "lineno", 1) or 1,
+                                getattr(node, "col_offset", 0) or 0, info)
+        super().error(node, info)
+
+    @staticmethod
+    def _tick(anchor: ast.AST) -> ast.Expr:
+        call = ast.Call(func=ast.Name("_tick_", ast.Load()), args=[], keywords=[])
+        stmt = ast.Expr(value=call)
+        copy_locations(stmt, anchor)  # type: ignore[arg-type]
+        copy_locations(call, anchor)  # type: ignore[arg-type]
+        return stmt
+
+    def _ticked(self, node: Any) -> Any:
+        if node is not None:
+            node.body.insert(0, self._tick(node))
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        if node.name == "__del__":
+            self.error(node, '"__del__" is an invalid method name in the sandbox.')
+        return self._ticked(super().visit_FunctionDef(node))
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> Any:
+        self.check_name(node, node.name, allow_magic_methods=True)
+        self.check_function_argument_names(node)
+        with self.print_info.new_print_scope():
+            node = self.node_contents_visit(node)
+            self.inject_print_collector(node)  # type: ignore[arg-type]
+        return self._ticked(node)
+
+    def visit_Await(self, node: ast.Await) -> Any:
+        return self.node_contents_visit(node)
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> Any:
+        return self._ticked(self.node_contents_visit(node))
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> Any:
+        return self.visit_With(node)  # type: ignore[arg-type]
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        if node.id == "__name__" and isinstance(node.ctx, ast.Load):
+            return node               # `if __name__ == "__main__":` reads a plain str
+        return super().visit_Name(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        return self.node_contents_visit(node)
+
+    def visit_For(self, node: ast.For) -> Any:
+        return self._ticked(super().visit_For(node))
+
+    def visit_While(self, node: ast.While) -> Any:
+        return self._ticked(super().visit_While(node))
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> Any:
+        return self._ticked(super().visit_ExceptHandler(node))
+
+    def visit_Try(self, node: ast.Try) -> Any:
+        node = super().visit_Try(node)
+        if node.finalbody:
+            node.finalbody.insert(0, self._tick(node.finalbody[0]))
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> Any:
+        node = super().visit_comprehension(node)
+        node.ifs.append(self._tick(node.target).value)
+        return node
+
+    _GUARDED_OPS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_",
+                    ast.LShift: "_lshift_"}
+
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        node = self.node_contents_visit(node)
+        guard = self._GUARDED_OPS.get(type(node.op))
+        if guard is None:
+            return node
+        call = ast.Call(func=ast.Name(guard, ast.Load()), args=[node.left, node.right],
+                        keywords=[])
+        copy_locations(call, node)
+        return call
+
+
+def _compile(source: str) -> tuple[types.CodeType, bool]:
+    """RestrictedPython's checks and rewrites, then the guest's final-expression rule, then
+    `compile` with top-level await allowed (`compile_restricted` drops compile flags, so the
+    policy is applied here the way `compile_restricted_exec` applies it)."""
+    tree = ast.parse(source, PROGRAM, "exec")
+    has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
+    errors: list[str] = []
+    policy = _Policy(errors, [], {})
+    tree = policy.visit(tree)
+    if errors:
+        lineno, col, info = policy.first_error or (1, 0, errors[0])
+        lines = source.splitlines()
+        text = lines[lineno - 1] if 0 < lineno <= len(lines) else None
+        raise SyntaxError(info, (PROGRAM, lineno, col + 1, text))
+    if has_value:
+        last = tree.body[-1]
+        tree.body[-1] = ast.copy_location(
+            ast.Assign(targets=[ast.Name(runtime.VALUE_SLOT, ast.Store())], value=last.value),
+            last)
+    ast.fix_missing_locations(tree)
+    code = compile(tree, PROGRAM, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                   dont_inherit=True)
+    return code, has_value
+
+
+# ---- one run's state -------------------------------------------------------------------
+
+class _Stop(BaseException):
+    """Injected into the worker thread by the watchdog once the run is over."""
+
+
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class _Run:
+    """Host-owned state of one run, shared by the worker and the watchdog."""
+
+    def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
+                 cancel: threading.Event | None) -> None:
+        self.limits = limits
+        self.dispatch = dispatch
+        self.cancel = cancel or threading.Event()
+        self.state = runtime.RunState()
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.wall_clock_s
+        self.subcalls = 0
+        self.lock = threading.Lock()
+        self.ident: int | None = None
+        self.done = False          # the program's code has stopped running (worker side)
+        self.over = False          # program code met after this raises at once
+        self.error: BaseException | None = None
+        self.has_value = False
+        self.value: Any = None
+        self.stdout = CappedSink(limits.output_bytes, self.state, "stdout")
+        self.stderr = CappedSink(limits.output_bytes, self.state, "stderr")
+        self.out = text_stream(self.stdout)
+        self.err = text_stream(self.stderr)
+        self.bridge = Bridge(self.host_dispatch, limits.for_guest())
+
+    # -- limits --
+
+    def remaining_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def trip(self, limit: str, message: str) -> LimitReached:
+        self.state.trip(limit, message)
+        return LimitReached(self.state.limit, self.state.limit_message)
+
+    def time_up(self) -> LimitReached:
+        return self.trip("time", "the run exceeded its wall-clock limit of "
+                                 f"{self.limits.wall_clock_s} s")
+
+    def check(self) -> None:
+        """Raise if a limit fired or the run was cancelled (called from the worker)."""
+        if self.cancel.is_set():
+            raise self.trip("abort", "the run was cancelled")
+        if self.remaining_s() <= 0:
+            raise self.time_up()
+        if self.state.limit is not None:
+            raise LimitReached(self.state.limit, self.state.limit_message)
+
+    def tick(self) -> bool:
+        """`_tick_()` in program code: cheap, raises once the run is over."""
+        if self.state.limit is not None or self.over:
+            raise LimitReached(self.state.limit or "time",
+                               self.state.limit_message or "the run is over")
+        return True
+
+    def too_big(self, nbytes: float) -> None:
+        if nbytes > self.limits.memory_bytes:
+            self.state.trip("memory", f"the program tried to allocate about {int(nbytes)} "
+                                      f"bytes, over its limit of {self.limits.memory_bytes}")
+            raise MemoryError(self.state.limit_message)
+
+    # -- worker/watchdog handshake --
+
+    def finish(self) -> None:
+        """The worker leaves program code: no stop is injected after this, and one pending
+        is dropped."""
+        with self.lock:
+            self.done = True
+            if self.ident is not None:
+                _set_async_exc(ctypes.c_ulong(self.ident), None)
+
+    def inject(self) -> None:
+        with self.lock:
+            if not self.done and self.ident is not None:
+                _set_async_exc(ctypes.c_ulong(self.ident), ctypes.py_object(_Stop))
+
+    # -- host services for the program --
+
+    def host_dispatch(self, batch: str) -> str:
+        """The guest Bridge's `dispatch`: the checks `WasmSandbox` makes at its host call."""
+        self.check()
+        limits = self.limits
+        if len(batch) > limits.request_bytes * 4:
+            raise self.trip("dispatch",
+                            f"a sub-call batch of {len(batch)} bytes exceeds the host's limit")
+        request = _wire.request_decoder.decode(batch)
+        self.subcalls += len(request.calls)
+        if self.subcalls > limits.max_subcalls:
+            raise self.trip("subcalls",
+                            f"the program made more than {limits.max_subcalls} sub-calls")
+        remaining = max(self.remaining_s(), 0.0)
+        wait_s = (remaining if request.wait_s is None
+                  else min(max(request.wait_s, 0.0), remaining))
+        bounded = msgspec.structs.replace(request, wait_s=wait_s)
+        try:
+            reply = self.dispatch(_wire.encoder.encode(bounded).decode())
+            _wire.reply_decoder.decode(reply)
+        except msgspec.DecodeError as exc:
+            raise self.trip("dispatch", f"the dispatcher's reply is malformed: {exc}") from None
+        except Exception as exc:
+            raise self.trip("dispatch",
+                            f"the dispatcher raised {type(exc).__name__}: {exc}") from None
+        self.check()
+        return reply
+
+    def sleep(self, seconds: float) -> None:
+        """`time.sleep` and the idle event loop: bounded by the deadline, woken by cancel."""
+        seconds = float(seconds)
+        if seconds != seconds or seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        self.check()
+        remaining = self.remaining_s()
+        if seconds >= remaining:
+            self.cancel.wait(max(remaining, 0.0))
+            self.check()
+            raise self.time_up()
+        if self.cancel.wait(seconds):
+            self.check()
+
+
+# ---- asyncio on the worker thread --------------------------------------------------------
+
+class _RunSelector:
+    """The guest's `_HostSelector`, bound to one run instead of module globals."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    def select(self, timeout: float | None) -> list[Any]:
+        if timeout == 0:
+            return []
+        bridge = self._run.bridge
+        if not bridge.idle:
+            bridge.flush(timeout)
+            return []
+        if timeout is None:
+            raise RuntimeError("deadlock: every task is waiting and nothing (no tool call, "
+                               "no timer) can wake any of them")
+        self._run.sleep(timeout)
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _refused(what: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(f"{what} is not available in the sandbox")
+    return refuse
+
+
+class _RunLoop(aio.SandboxEventLoop):
+    """`aio.SandboxEventLoop` for one run: tool calls batch through the run's Bridge, idle
+    time sleeps through the run; threads, sockets, pipes, signals and subprocesses refused."""
+
+    def __init__(self, run: _Run) -> None:
+        super().__init__()
+        self._selector = _RunSelector(run)
+        self._run = run
+
+    def close(self) -> None:
+        if not self.is_running():
+            self._run.bridge.abandon()
+        asyncio.BaseEventLoop.close(self)
+
+
+
+for _name in ("run_in_executor", "set_default_executor", "subprocess_exec", "subprocess_shell",
+              "create_connection", "create_server", "create_datagram_endpoint",
+              "create_unix_connection", "create_unix_server", "connect_accepted_socket",
+              "connect_read_pipe", "connect_write_pipe", "getaddrinfo", "getnameinfo",
+              "sock_recv", "sock_recv_into", "sock_recvfrom", "sock_recvfrom_into",
+              "sock_sendall", "sock_sendto", "sock_connect", "sock_accept", "sock_sendfile",
+              "sendfile", "start_tls", "add_reader", "add_writer", "add_signal_handler"):
+    setattr(_RunLoop, _name, _refused(f"loop.{_name}()"))
+del _name
+
+
+# ---- modules as the program sees them ----------------------------------------------------
+
+class _ModuleView:
+    """A read-only, filtered view of an allowed module (one per module per run).
+
+    It has no `__name__`, so `from m import x` cannot fall back to `sys.modules`."""
+
+    __slots__ = ("_attrs", "_label")
+
+    def __init__(self, label: str, attrs: dict[str, Any]) -> None:
+        object.__setattr__(self, "_label", label)
+        object.__setattr__(self, "_attrs", attrs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise AttributeError(f"module {self._label!r} has no attribute {name!r} in the "
+                                 "sandbox") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"module {self._label!r} is read-only in the sandbox")
+
+    __delattr__ = __setattr__  # type: ignore[assignment]
+
+    def __dir__(self) -> list[str]:
+        return sorted(self._attrs)
+
+    def __repr__(self) -> str:
+        return f"<module {self._label!r}>"
+
+
+_ASYNCIO_NAMES = frozenset("""
+    ALL_COMPLETED FIRST_COMPLETED FIRST_EXCEPTION Barrier BoundedSemaphore BrokenBarrierError
+    CancelledError Condition Event Future IncompleteReadError InvalidStateError
+    LifoQueue LimitOverrunError Lock PriorityQueue Queue QueueEmpty QueueFull Semaphore Task
+    TaskGroup Timeout TimeoutError all_tasks as_completed create_task current_task
+    ensure_future gather get_running_loop iscoroutine iscoroutinefunction isfuture shield
+    sleep timeout timeout_at wait wait_for
+""".split())
+_IO_NAMES = frozenset("""
+    BufferedIOBase BytesIO DEFAULT_BUFFER_SIZE IOBase RawIOBase SEEK_CUR SEEK_END SEEK_SET
+    StringIO TextIOBase TextIOWrapper UnsupportedOperation
+""".split())
+_TYPES_NAMES = frozenset("""
+    AsyncGeneratorType BuiltinFunctionType BuiltinMethodType CoroutineType
+    DynamicClassAttribute EllipsisType GeneratorType GenericAlias MappingProxyType
+    MethodType NoneType NotImplementedType SimpleNamespace UnionType coroutine
+""".split())
+_DROPPED = {
+    "calendar": {"setfirstweekday", "c", "prcal", "prmonth", "prweek", "main"},
+    "contextlib": {"redirect_stdout", "redirect_stderr", "chdir"},
+    "csv": {"register_dialect", "unregister_dialect", "field_size_limit"},
+    "functools": {"singledispatch", "singledispatchmethod"},
+    "string": {"Formatter"},
+    "time": {"tzset", "clock_settime", "clock_settime_ns", "pthread_getcpuclockid"},
+    "typing": {"get_type_hints"},
+}
+_ONLY = {"asyncio": _ASYNCIO_NAMES, "io": _IO_NAMES, "types": _TYPES_NAMES,
+         "warnings": frozenset()}
+_MUTABLE = (list, dict, set, bytearray)
+
+
+def _check_attr_name(name: Any, target: Any = None) -> str:
+    """The rule every attribute read follows: `RestrictedPython.Guards.safer_getattr`'s,
+    with no `default` pass-through."""
+    if type(name) is not str:
+        raise TypeError("attribute name must be a str")
+    if name.startswith("_"):
+        raise AttributeError(f'"{name}" is an invalid attribute name because it starts '
+                             'with "_"')
+    if name in INSPECT_ATTRIBUTES:
+        raise AttributeError(f'"{name}" is a restricted name, that is forbidden to access '
+                             'in the sandbox')
+    if name in ("format", "format_map") and (
+            isinstance(target, str) or (isinstance(target, type) and issubclass(target, str))):
+        raise NotImplementedError("Using the format*() methods of `str` is not safe")
+    return name
+
+
+def _safe_attrgetter(*names: str) -> Any:
+    for dotted in names:
+        if type(dotted) is not str:
+            raise TypeError("attribute name must be a string")
+        for part in dotted.split("."):
+            _check_attr_name(part)
+            if part in ("format", "format_map"):
+                raise NotImplementedError("Using the format*() methods of `str` is not safe")
+    return operator.attrgetter(*names)
+
+
+def _safe_methodcaller(name: str, /, *args: Any, **kwargs: Any) -> Any:
+    _check_attr_name(name)
+    if name in ("format", "format_map"):
+        raise NotImplementedError("Using the format*() methods of `str` is not safe")
+    return operator.methodcaller(name, *args, **kwargs)
+
+
+def _safe_update_wrapper(wrapper: Any, wrapped: Any) -> Any:
+    """`functools.update_wrapper` with its default attribute lists only."""
+    return functools.update_wrapper(wrapper, wrapped)
+
+
+def _safe_wraps(wrapped: Any) -> Any:
+    return functools.wraps(wrapped)
+
+
+class _Modules:
+    """The program's `__import__` and the per-run views it hands out."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.views: dict[str, _ModuleView] = {}
+        self.rng = random.Random()
+
+    def view(self, module: types.ModuleType) -> _ModuleView | None:
+        name = module.__name__
+        if name not in ALLOWED_MODULES:
+            return None
+        cached = self.views.get(name)
+        if cached is not None:
+            return cached
+        attrs: dict[str, Any] = {}
+        view = _ModuleView(name, attrs)
+        self.views[name] = view       # before filling: modules refer to each other
+        only = _ONLY.get(name)
+        dropped = _DROPPED.get(name, ())
+        for key, value in list(vars(module).items()):
+            if key.startswith("_") or key in dropped or (only is not None and key not in only):
+                continue
+            if isinstance(value, types.ModuleType):
+                sub = self.view(value)
+                if sub is not None:
+                    attrs[key] = sub
+                continue
+            if isinstance(value, _MUTABLE):
+                value = copy.copy(value)
+            attrs[key] = value
+        attrs.update(self._overrides(name, module))
+        return view
+
+    def _overrides(self, name: str, module: types.ModuleType) -> dict[str, Any]:
+        run = self.run
+        if name == "random":
+            shared = getattr(module, "_inst", None)
+            return {k: getattr(self.rng, v.__name__) for k, v in vars(module).items()
+                    if not k.startswith("_") and isinstance(v, types.MethodType)
+                    and v.__self__ is shared}
+        if name == "time":
+            return {"sleep": run.sleep}
+        if name == "asyncio":
+            return {"run": self.asyncio_run, "new_event_loop": lambda: _RunLoop(run),
+                    "get_event_loop": asyncio.get_running_loop}
+        if name == "decimal":
+            return {k: copy.copy(v) for k, v in vars(module).items()
+                    if isinstance(v, module.Context)}
+        if name == "operator":
+            return {"attrgetter": _safe_attrgetter, "methodcaller": _safe_methodcaller}
+        if name == "functools":
+            return {"update_wrapper": _safe_update_wrapper, "wraps": _safe_wraps}
+        if name == "pprint":
+            def pprint(obj: Any, stream: Any = None, *args: Any, **kwargs: Any) -> None:
+                module.pprint(obj, run.out if stream is None else stream, *args, **kwargs)
+            return {"pprint": pprint, "pp": pprint}
+        if name == "warnings":
+            def warn(message: Any, category: Any = None, stacklevel: int = 1,
+                     source: Any = None) -> None:
+                cls = category or (type(message) if isinstance(message, Warning)
+                                   else UserWarning)
+                run.err.write(f"{cls.__name__}: {message}\n")
+            return {"warn": warn}
+        return {}
+
+    def asyncio_run(self, main: Any, *, debug: bool | None = None) -> Any:
+        with asyncio.Runner(debug=debug, loop_factory=lambda: _RunLoop(self.run)) as runner:
+            return runner.run(main)
+
+    def import_(self, name: str, globals: Any = None, locals: Any = None,
+                fromlist: Any = (), level: int = 0) -> Any:
+        if level != 0:
+            raise ImportError("relative imports are not available in the sandbox")
+        if name in _IMPLICIT_MODULES:
+            return builtins.__import__(name, None, None, fromlist, 0)
+        if type(name) is not str or name not in ALLOWED_MODULES:
+            raise ModuleNotFoundError(
+                f"module {name!r} is not available in the sandbox (see docs/security.md, "
+                "'The restricted tier', for the modules that are)", name=name)
+        module = importlib.import_module(name)
+        for item in fromlist or ():
+            sub = getattr(module, item, None)
+            if isinstance(sub, types.ModuleType) and sub.__name__ not in ALLOWED_MODULES:
+                raise ModuleNotFoundError(
+                    f"module {sub.__name__!r} is not available in the sandbox",
+                    name=sub.__name__)
+        if not fromlist:
+            module = importlib.import_module(name.partition(".")[0])
+        return self.view(module)
+
+
+# ---- the program's guards and builtins ---------------------------------------------------
+
+class _Printer:
+    """What RestrictedPython's `print` rewrite calls (`_print._call_print`)."""
+
+    def __init__(self, run: _Run, getattr_: Callable[..., Any]) -> None:
+        self._run = run
+        self._getattr = getattr_
+
+    def _call_print(self, *objects: Any, **kwargs: Any) -> None:
+        if kwargs.get("file") is None:
+            kwargs["file"] = self._run.out
+        else:
+            self._getattr(kwargs["file"], "write")
+        builtins.print(*objects, **kwargs)
+
+    def __call__(self) -> str:
+        raise NameError("name 'printed' is not defined")
+
+
+class _ClassFactory:
+    """`__metaclass__` of every class statement: the metaclass the bases call for, and the
+    class recorded as the program's own (so the program may write to it and its
+    instances)."""
+
+    def __init__(self, owned: set[type]) -> None:
+        self._owned = owned
+
+    @staticmethod
+    def _meta(bases: tuple[Any, ...]) -> type:
+        winner: type = type
+        for base in bases:
+            meta = type(base)
+            if issubclass(winner, meta):
+                continue
+            if issubclass(meta, winner):
+                winner = meta
+                continue
+            raise TypeError("metaclass conflict: the metaclass of a derived class must be a "
+                            "(non-strict) subclass of the metaclasses of all its bases")
+        return winner
+
+    def __prepare__(self, name: str, bases: tuple[Any, ...], **kwds: Any) -> Any:
+        return self._meta(bases).__prepare__(name, bases, **kwds)
+
+    def __call__(self, name: str, bases: tuple[Any, ...], ns: Any, **kwds: Any) -> type:
+        cls = self._meta(bases)(name, bases, ns, **kwds)
+        self._owned.add(cls)
+        return cls
+
+
+class _ReadOnly:
+    """What `_write_` returns for objects the program does not own."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, ob: Any) -> None:
+        object.__setattr__(self, "_what", type(ob).__name__)
+
+    def _refuse(self, *args: Any) -> None:
+        raise TypeError(f"a {self._what} object is read-only in the sandbox (only the "
+                        "program's own objects, dicts, lists and sets can be changed)")
+
+    __setattr__ = __delattr__ = __setitem__ = __delitem__ = _refuse  # type: ignore[assignment]
+
+
+_SEQUENCES = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
+_INPLACE = {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul,
+            "/=": operator.itruediv, "//=": operator.ifloordiv, "%=": operator.imod,
+            "**=": operator.ipow, "<<=": operator.ilshift, ">>=": operator.irshift,
+            "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor,
+            "@=": operator.imatmul}
+_EXCEPTIONS = {k: v for k, v in vars(builtins).items()
+               if isinstance(v, type) and issubclass(v, BaseException)}
+_PLAIN_BUILTINS = """
+    abs aiter all anext any ascii bin bool bytearray bytes callable chr classmethod complex
+    dict dir divmod enumerate filter float format frozenset hash hex id int isinstance
+    issubclass iter len list map max memoryview min next object oct ord property range repr
+    reversed round set slice sorted staticmethod str sum super tuple zip
+""".split()
+
+
+def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[str, Any]:
+    memory = run.limits.memory_bytes
+
+    def getattr_(ob: Any, name: Any, *default: Any) -> Any:
+        _check_attr_name(name, ob)
+        value = getattr(ob, name, *default)
+        if isinstance(value, types.ModuleType):
+            view = modules.view(value)
+            if view is None:
+                raise AttributeError(f"module {value.__name__!r} is not available in the "
+                                     "sandbox")
+            return view
+        return value
+
+    def guarded_getattr(ob: Any, name: Any, *default: Any) -> Any:
+        if len(default) > 1:
+            raise TypeError(f"getattr expected at most 3 arguments, got {2 + len(default)}")
+        return getattr_(ob, name, *default)
+
+    def hasattr_(ob: Any, name: Any) -> bool:
+        try:
+            getattr_(ob, name)
+        except AttributeError:
+            return False
+        return True
+
+    def owns(ob: Any) -> bool:
+        if isinstance(ob, type):
+            return ob in owned
+        if isinstance(ob, types.FunctionType):
+            return ob.__code__.co_filename == PROGRAM
+        return any(cls in owned for cls in type(ob).__mro__)
+
+    def write(ob: Any) -> Any:
+        if isinstance(ob, (dict, list, set, bytearray, types.SimpleNamespace)) or owns(ob):
+            return ob
+        return _ReadOnly(ob)
+
+    def setattr_(ob: Any, name: Any, value: Any) -> None:
+        _check_attr_name(name)
+        setattr(write(ob), name, value)
+
+    def delattr_(ob: Any, name: Any) -> None:
+        _check_attr_name(name)
+        delattr(write(ob), name)
+
+    def size(x: Any) -> int | None:
+        per_item = _SEQUENCES.get(type(x))
+        return None if per_item is None else len(x) * per_item
+
+    def add(a: Any, b: Any) -> Any:
+        sa, sb = size(a), size(b)
+        if sa is not None and sb is not None:
+            run.too_big(sa + sb)
+        return a + b
+
+    def mul(a: Any, b: Any) -> Any:
+        ta, tb = type(a), type(b)
+        if ta is int and tb is int:
+            run.too_big((a.bit_length() + b.bit_length()) / 8)
+        elif ta is int or tb is int:
+            n, seq = (a, b) if ta is int else (b, a)
+            s = size(seq)
+            if s is not None and n > 0:
+                run.too_big(s * n)
+        return a * b
+
+    def pow_check(a: Any, b: Any) -> None:
+        if type(a) is int and type(b) is int and b > 0 and abs(a) > 1:
+            run.too_big(b * a.bit_length() / 8)
+
+    def pow_(a: Any, b: Any, *mod: Any) -> Any:
+        if not mod:
+            pow_check(a, b)
+        return pow(a, b, *mod)
+
+    def lshift(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int and a and b > 0:
+            run.too_big((a.bit_length() + b) / 8)
+        return a << b
+
+    def inplacevar(op: str, x: Any, y: Any) -> Any:
+        if op == "+=":
+            sx, sy = size(x), size(y)
+            if sx is not None and sy is not None:
+                run.too_big(sx + sy)
+        elif op == "*=":
+            mul(x, y)  # the check only: a product of the same size is built below
+        elif op == "**=":
+            pow_check(x, y)
+        elif op == "<<=" and type(x) is int and type(y) is int and x and y > 0:
+            run.too_big((x.bit_length() + y) / 8)
+        return _INPLACE[op](x, y)
+
+    def type_(ob: Any, *more: Any) -> type:
+        if more:
+            raise TypeError("type() takes 1 argument in the sandbox; creating classes with "
+                            "type(name, bases, dict) is not available")
+        return type(ob)
+
+    scope: dict[str, Any] = {n: getattr(builtins, n) for n in _PLAIN_BUILTINS}
+    scope.update(_EXCEPTIONS)
+    scope.update({k: v for k, v in safe_builtins.items()
+                  if k not in ("setattr", "delattr", "_getattr_")})
+    scope.update({
+        "None": None, "True": True, "False": False, "Ellipsis": Ellipsis,
+        "NotImplemented": NotImplemented,
+        "getattr": guarded_getattr, "hasattr": hasattr_, "setattr": setattr_,
+        "delattr": delattr_, "type": type_, "pow": pow_, "__import__": modules.import_,
+        "__metaclass__": _ClassFactory(owned),
+        "_getattr_": getattr_, "_getitem_": operator.getitem, "_getiter_": iter,
+        "_write_": write, "_inplacevar_": inplacevar,
+        "_apply_": lambda f, *a, **kw: f(*a, **kw),
+        "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+        "_unpack_sequence_": guarded_unpack_sequence,
+        "_print_": lambda getattr_=None: _Printer(run, getattr_ or scope["_getattr_"]),
+        "_tick_": run.tick, "_add_": add, "_mul_": mul, "_pow_": pow_, "_lshift_": lshift,
+    })
+    return scope
+
+
+# ---- running ---------------------------------------------------------------------------
+
+_LINECACHE_LOCK = threading.Lock()
+
+
+def _execute(run: _Run, request: RunRequest) -> None:
+    """The worker thread: compile, exec, record error or value on `run`."""
+    run.ident = threading.get_ident()
+    ns: dict[str, Any] = {}
+    try:
+        try:
+            modules = _Modules(run)
+            code, has_value = _compile(request.code)
+            ns = runtime._namespace(run.bridge, [msgspec.to_builtins(t) for t in request.tools])
+            ns["__builtins__"] = _program_builtins(run, modules, set())
+            if code.co_flags & 0x80:       # CO_COROUTINE: top-level await
+                modules.asyncio_run(eval(code, ns))
+            else:
+                exec(code, ns)
+            if has_value:
+                run.has_value = True
+                run.value = ns.get(runtime.VALUE_SLOT)
+        except BaseException as exc:
+            run.error = exc
+        run.finish()
+    except BaseException as exc:           # a stop that landed between the program and finish
+        run.error = run.error or exc
+        run.finish()
+    finally:
+        run.over = True
+        with contextlib.suppress(BaseException):
+            ns.clear()                     # the program's objects go now, on this thread
+
+
+class RestrictedSandbox:
+    """Runs programs in this process, compiled by RestrictedPython (DESIGN.md §3, Tiers).
+
+    WEAKER than `WasmSandbox` (see this module's docstring and docs/security.md, "The
+    restricted tier"): it shares the host process, memory is not isolated, and CPU limits
+    are best-effort. For trusted code and for comparing policies only.
+    """
+
+    def run(self, request: RunRequest, dispatch: Dispatch,
+            cancel: threading.Event | None = None) -> RunOutcome:
+        """Run one program on a fresh worker thread and report how it ended.
+
+        Args:
+            request: source text, tool specs, limits (`fuel`, `stack_bytes` and
+                `max_concurrent_subcalls` are not applied by this tier).
+            dispatch: called on the worker thread per sub-call batch (`sandbox._wire`).
+            cancel: set it from any thread to stop the run (`RunAborted`).
+        Returns:
+            The outcome; a tripped limit is a typed `error`, never an exception. The caller's
+            thread returns within about 2x `limits.wall_clock_s` unless the worker holds the
+            GIL in one long C call.
+        """
+        run = _Run(request.limits, dispatch, cancel)
+        worker = threading.Thread(target=_execute, args=(run, request), daemon=True,
+                                  name="codemode-restricted-run")
+        worker.start()
+        abandoned = self._watch(run, worker)
+        return self._outcome(run, request, abandoned)
+
+    def _watch(self, run: _Run, worker: threading.Thread) -> bool:
+        """Wait for the worker, enforcing time, memory and cancel; True if it was left."""
+        limits = run.limits
+        baseline = _rss_bytes()
+        hard = run.started + max(2 * limits.wall_clock_s, limits.wall_clock_s + 0.5)
+        last_injection = 0.0
+        while True:
+            worker.join(_POLL_S)
+            if not worker.is_alive():
+                return False
+            now = time.monotonic()
+            if run.cancel.is_set():
+                run.state.trip("abort", "the run was cancelled")
+            elif now >= run.deadline:
+                run.time_up()
+            elif baseline is not None:
+                rss = _rss_bytes()
+                if rss is not None and rss - baseline > limits.memory_bytes:
+                    run.state.trip("memory", "the process grew by more than the run's "
+                                             f"memory limit of {limits.memory_bytes} bytes")
+            if run.state.limit in ("time", "abort", "memory") and \
+                    now - last_injection >= _REINJECT_S:
+                run.inject()
+                last_injection = now
+            if now >= hard:
+                threading.Thread(target=self._reap, args=(run, worker), daemon=True,
+                                 name="codemode-restricted-reaper").start()
+                return True
+
+    @staticmethod
+    def _reap(run: _Run, worker: threading.Thread) -> None:
+        until = time.monotonic() + _LATE_REAPER_S
+        while worker.is_alive() and time.monotonic() < until:
+            run.inject()
+            worker.join(_REINJECT_S * 5)
+
+    def _outcome(self, run: _Run, request: RunRequest, abandoned: bool) -> RunOutcome:
+        duration = time.monotonic() - run.started
+        if abandoned:
+            run.time_up()
+            error: AnyRunError = TimeLimitExceeded(
+                message=f"{run.state.limit_message}; the worker thread could not be stopped "
+                        "and was left running")
+            return RunOutcome(status="limit", error=error, duration_s=duration,
+                              subcalls=run.subcalls, stdout=run.stdout.text(),
+                              stderr=run.stderr.text())
+        for stream in (run.out, run.err):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+        exc = run.error
+        if isinstance(exc, MemoryError):
+            run.state.trip("memory", "the program ran out of its memory limit")
+        if isinstance(exc, _Stop) and run.state.limit is None:
+            run.time_up()
+        data: dict[str, Any] = {"status": "ok"}
+        if exc is not None:
+            data = {"status": "error", "error": self._error(exc, request.code)}
+        elif run.has_value and run.value is not None:
+            data.update(runtime._encode_value(run.value))
+        run.value = None
+        if run.state.limit is not None:
+            data["status"] = "limit"
+            data["limit"] = run.state.limit
+            data.setdefault("error", {"type": "LimitReached", "traceback": ""})
+            data["error"]["message"] = run.state.limit_message
+        data["stdout"] = run.stdout.text()
+        data["stderr"] = run.stderr.text()
+        data = msgspec.json.decode(runtime._encode_outcome(data, request.limits.result_bytes))
+        return self._decode(data, run, duration)
+
+    @staticmethod
+    def _error(exc: BaseException, source: str) -> dict[str, str]:
+        """The guest's error shape; its traceback needs the source in linecache, which is
+        process-wide, so formatting is serialized."""
+        with _LINECACHE_LOCK:
+            linecache.cache[PROGRAM] = (len(source), None, source.splitlines(True), PROGRAM)
+            try:
+                return runtime._error(exc)
+            finally:
+                linecache.cache.pop(PROGRAM, None)
+
+    @staticmethod
+    def _decode(data: dict[str, Any], run: _Run, duration: float) -> RunOutcome:
+        error: AnyRunError | None = None
+        raw = data.get("error")
+        status = data["status"]
+        if status == "limit":
+            kinds: dict[str, type[AnyRunError]] = {
+                "time": TimeLimitExceeded, "memory": MemoryLimitExceeded,
+                "output": OutputLimitExceeded, "subcalls": SubcallLimitExceeded,
+                "abort": RunAborted, "dispatch": HostDispatchFailed}
+            kind = kinds.get(data.get("limit", ""), HostDispatchFailed)
+            error = kind(message=raw["message"] if raw else str(data.get("limit")))
+            if not error.limit:
+                status = "error"
+        elif status == "error":
+            error = ProgramError(type=raw["type"], message=raw["message"],
+                                 traceback=raw.get("traceback", ""))
+        return RunOutcome(
+            status=status, stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
+            value=data["value"] if "value" in data else UNSET,
+            value_repr=bool(data.get("value_repr")), error=error, duration_s=duration,
+            subcalls=run.subcalls)
