@@ -1,7 +1,7 @@
 """Lossless-JSON snapshots (PIPELINE.md §1.1).
 
 A value is lossless JSON when a JSON round trip returns it unchanged. Accepted (exact types
-only, no subclasses): ``None``, ``bool``, ``str``, ``int`` within the signed 64-bit range
+only, no subclasses): ``None``, ``bool``, ``str`` (without unpaired surrogates), ``int`` within the signed 64-bit range
 ``[-2**63, 2**63)``, finite ``float`` other than ``-0.0``, ``list`` and ``dict`` with ``str``
 keys, plus the frozen containers made here (``FrozenList``, ``FrozenDict``). Rejected:
 NaN/±inf, ``-0.0``, ints outside the 64-bit range (big integers: many JSON readers turn them
@@ -92,9 +92,22 @@ def _path(parts: list[Any]) -> str:
     return out
 
 
+def _encodable(text: str) -> bool:
+    """``True`` unless ``text`` holds an unpaired surrogate (JSON/UTF-8 cannot carry it)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _scalar_problem(value: Any) -> str | None:
     """None if ``value`` is an acceptable scalar, else why not. Containers return ''."""
     kind = type(value)
+    if kind is str:
+        return None if _encodable(value) else "string with an unpaired surrogate"
     if kind in _SCALARS:
         return None
     if kind is int:
@@ -160,6 +173,9 @@ def snapshot(value: Any, *, what: str = "value") -> Any:
             if is_dict and type(key) is not str:
                 path.append(repr(key) if not isinstance(key, str) else key)
                 fail(f"non-string key of type {_describe(key)}")
+            if is_dict and not _encodable(key):
+                path.append(key.encode("utf-8", "backslashreplace").decode())
+                fail("key with an unpaired surrogate")
             path.append(key)
             problem = _scalar_problem(child)
             if problem is None:

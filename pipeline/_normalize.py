@@ -80,6 +80,8 @@ def error_info(thrown: Any) -> ErrorInfo | None:
 def failure_from(thrown: Any, *, additional_contexts: tuple[Any, ...] = ()) -> CallResult:
     """A registry-made failure for ``thrown``: content ``[text "Error: <message>"]``."""
     message = message_of(thrown)
+    if not message.isascii():
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return CallResult(
         is_error=True,
         content=(text_block(f"Error: {message}"),),

@@ -501,7 +501,7 @@ class Session:
             else:
                 try:
                     parsed = msgspec.json.decode(text)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, UnicodeEncodeError):
                     parsed = text
         else:
             parsed = arguments
@@ -509,6 +509,8 @@ class Session:
                 text = msgspec.json.encode(arguments).decode()
             except Exception:
                 text = repr(arguments)
+        if not text.isascii():  # the log is UTF-8: keep unpaired surrogates visible, not fatal
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
         return str(name), text, parsed, str(call_id)
 
     def classify(self, name: str, arguments: Any, agent: str | None = None) -> Literal["parallel", "exclusive"]:

@@ -85,3 +85,13 @@ def test_frozen_values_snapshot_again_and_thaw_to_plain_builtins():
     assert type(plain) is dict and type(plain["a"]) is list
     plain["a"].append(2)
     assert frozen == {"a": [1]}
+
+
+def test_unpaired_surrogates_are_not_lossless_in_values_or_keys():
+    assert snapshot("héllo ✓") == "héllo ✓"
+    with pytest.raises(NotLosslessError) as info:
+        snapshot({"a": "bad \ud800"})
+    assert str(info.value) == "value must be losslessly JSON-serializable: string with an unpaired surrogate at $.a"
+    with pytest.raises(NotLosslessError) as info:
+        snapshot({"k\udfff": 1})
+    assert str(info.value) == "value must be losslessly JSON-serializable: key with an unpaired surrogate at $.k\\udfff"

@@ -90,3 +90,19 @@ def test_register_returns_a_disposer():
     dispose()
     dispose()
     assert session.visible_tools() == []
+
+
+async def test_unencodable_text_never_breaks_the_log(log_path):
+    def body(args, ctx):
+        raise ValueError("bad byte \udcff")
+
+    from conftest import make_tool
+
+    with Session(tools=[make_tool("t", body), make_tool("echo")], log=log_path) as session:
+        failed = await session.call("t", {})
+        weird = await session.call("echo", '{"x": "\ud800"}')
+        events = session.log.read()
+    assert failed.error.message == "bad byte \\udcff"
+    assert weird.is_error
+    assert weird.error.message == "arguments must be losslessly JSON-serializable: string with an unpaired surrogate at $"
+    assert [e.arguments for e in events if isinstance(e, ToolCall)][1] == '{"x": "\\ud800"}'
