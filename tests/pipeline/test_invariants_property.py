@@ -107,6 +107,29 @@ async def run_scenario(s: dict[str, Any]) -> None:
     published: list[tuple[Any, CallResult]] = []
     session.on("tools/result", lambda e, r: published.append((e, r)))
 
+    # runtime invariant checker: outermost at every point, records stages per execution
+    stages: dict[int, list[str]] = {}
+
+    def record(execution: Any, stage: str) -> None:
+        stages.setdefault(id(execution.token), []).append(stage)
+
+    async def pre_probe(execution: Any, next: Any) -> Any:
+        record(execution, "pre")
+        return await next()
+
+    async def execute_probe(execution: Any, next: Any) -> Any:
+        record(execution, "execute")
+        return await next()
+
+    async def post_probe(execution: Any, result: Any, next: Any) -> Any:
+        record(execution, "post")
+        return await next()
+
+    session.on("tools/pre-execute", pre_probe)
+    session.on("tools/execute", execute_probe)
+    session.on("tools/post-execute", post_probe)
+    session.on("tools/result", lambda e, r: record(e, "result"))
+
     if s["approval"] not in ("unmounted",):
         def answer(request: Any, next: Any) -> Any:
             if s["approval"] == "raise":
@@ -217,6 +240,16 @@ async def run_scenario(s: dict[str, Any]) -> None:
             assert result.concludes_turn is False
         else:
             assert lossless(result.value) and result.error is None
+    # per execution: pre at most once; execute only after pre; post only after pre or
+    # execute, at most once; exactly one tools/result, last
+    assert len(stages) == len(calls)
+    for seen in stages.values():
+        assert seen.count("pre") <= 1 and seen.count("execute") <= 1 and seen.count("post") <= 1
+        assert seen.count("result") == 1 and seen[-1] == "result"
+        if "execute" in seen:
+            assert seen.index("pre") < seen.index("execute")
+        if "post" in seen:
+            assert "pre" in seen and seen.index("pre") < seen.index("post")
     # finalized exactly once per call that kept its finalizer
     if s["final"] != "none":
         assert trace["finalized"] == len(calls)
