@@ -48,6 +48,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
@@ -120,6 +121,14 @@ class McpToolError(McpError):
     JSON-RPC error such as an unknown tool or invalid parameters (message: the error's)."""
 
     code = "TOOL_ERROR"
+
+
+class _StartFailure(Exception):
+    """Owner task -> `connect`: why the start failed (becomes an `McpStartError`)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _argv(command: str | Sequence[str]) -> list[str]:
@@ -222,21 +231,26 @@ class McpServer:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         server._owner = asyncio.create_task(server._own(params, ready),
                                             name=f"mcp-server {server.name}")
+        reason: str | None = None
         try:
             await asyncio.wait_for(asyncio.shield(ready), startup_timeout_s)
         except asyncio.TimeoutError:
+            reason = f"did not complete the MCP handshake within {startup_timeout_s:g} s"
             await server._shutdown(cancel=True)
-            raise server._start_error(
-                f"did not complete the MCP handshake within {startup_timeout_s:g} s") from None
-        except McpStartError:
+        except _StartFailure as failure:
+            reason = failure.reason
             await server._shutdown(cancel=False)
-            raise
         except BaseException:                    # the caller was cancelled: leave no process
             await server._shutdown(cancel=True)
+            server._release()
             raise
         finally:
             if ready.done() and not ready.cancelled():
                 ready.exception()                  # retrieved: no "never retrieved" warning
+        if reason is not None:                     # after the process is gone: full stderr
+            error = server._start_error(reason)
+            server._release()
+            raise error
         return server
 
     async def aclose(self) -> None:
@@ -249,6 +263,7 @@ class McpServer:
         if self._closed:
             return
         await self._shutdown(cancel=False)
+        self._release()
 
     async def __aenter__(self) -> McpServer:
         return self
@@ -273,27 +288,39 @@ class McpServer:
         return data.decode("utf-8", errors="replace")
 
     async def _own(self, params: StdioServerParameters, ready: asyncio.Future[None]) -> None:
-        """The owner task: enters and exits every SDK context of this connection."""
+        """The owner task: enters and exits every SDK context of this connection.
+
+        Messages from the server pass through `_relay`, which notices the end of the
+        server's stdout; the task then leaves at once (the process has exited or is about
+        to), so `alive` turns false without waiting for a call to fail.
+        """
         try:
             async with stdio_client(params, errlog=self._stderr) as (read, write):  # type: ignore[arg-type]
-                async with ClientSession(read, write) as session:
-                    try:
-                        init = await session.initialize()
-                        tools = await _list_all_tools(session)
-                    except Exception as exc:
-                        _fail(ready, self._start_error(_describe(exc)))
-                        return
-                    self.server_info = init.server_info
-                    self.tools = tools
-                    self.definitions = [self._definition(t) for t in tools]
-                    self._session = session
-                    _settle(ready)
-                    await self._stop.wait()
+                relayed, inbox = anyio.create_memory_object_stream[Any](0)
+                ended = asyncio.Event()
+                async with anyio.create_task_group() as relays:
+                    relays.start_soon(_relay, read, relayed, ended)
+                    async with ClientSession(inbox, write) as session:
+                        try:
+                            init = await session.initialize()
+                            tools = await _list_all_tools(session)
+                        except Exception as exc:
+                            _fail(ready, _StartFailure(_describe(exc)))
+                            relays.cancel_scope.cancel()
+                            return
+                        self.server_info = init.server_info
+                        self.tools = tools
+                        self.definitions = [self._definition(t) for t in tools]
+                        self._session = session
+                        _settle(ready)
+                        await _first(self._stop.wait(), ended.wait())
+                        self._session = None
+                    relays.cancel_scope.cancel()
         except asyncio.CancelledError:
-            _fail(ready, self._start_error("was cancelled while starting"))
+            _fail(ready, _StartFailure("was cancelled while starting"))
             raise
-        except BaseException as exc:  # spawn failure (OSError), transport failure
-            _fail(ready, self._start_error(_describe(exc)))
+        except Exception as exc:  # spawn failure (OSError), transport failure
+            _fail(ready, _StartFailure(_describe(exc)))
         finally:
             self._session = None
 
@@ -310,6 +337,9 @@ class McpServer:
                 await asyncio.wait({owner}, timeout=_CLOSE_TIMEOUT_S)
         if owner is not None and owner.done() and not owner.cancelled():
             owner.exception()                      # retrieved: never "never retrieved"
+
+    def _release(self) -> None:
+        """Close the stderr capture file (after the process is gone)."""
         with contextlib.suppress(OSError):
             self._stderr.close()
 
@@ -349,7 +379,7 @@ class McpServer:
         )
 
     async def call(self, tool_name: str, arguments: Mapping[str, Any] | None = None, *,
-                   signal: Any = None) -> Any:
+                   signal: Any = None, timeout_s: float | None = None) -> Any:
         """Send one `tools/call` and return the value a program receives (module docstring).
 
         Args:
@@ -357,10 +387,11 @@ class McpServer:
             arguments: the arguments object (sent as is; the server validates it).
             signal: an optional `pipeline.Signal`; aborting it cancels the request and
                 raises its reason (`AbortedError` by default).
+            timeout_s: seconds to wait for the answer (default: `call_timeout_s`).
         Raises:
             McpToolError: `isError: true` or a JSON-RPC error from the server.
             McpServerDied: the connection is gone or ended before the answer.
-            McpCallTimeout: no answer within `call_timeout_s`.
+            McpCallTimeout: no answer within the timeout.
             ValueError: the server was closed with `aclose()`.
         """
         if self._closed:
@@ -370,6 +401,7 @@ class McpServer:
             raise self._died("is not running (it exited earlier)")
         if signal is not None:
             signal.throw_if_aborted()
+        limit_s = self.call_timeout_s if timeout_s is None else timeout_s
         request = asyncio.ensure_future(session.call_tool(tool_name, dict(arguments or {})))
         waiters: set[asyncio.Future[Any]] = {request, owner}
         aborted: asyncio.Future[Any] | None = None
@@ -377,7 +409,7 @@ class McpServer:
             aborted = asyncio.ensure_future(signal.wait())
             waiters.add(aborted)
         try:
-            done, _ = await asyncio.wait(waiters, timeout=self.call_timeout_s,
+            done, _ = await asyncio.wait(waiters, timeout=limit_s,
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
             if aborted is not None:
@@ -392,10 +424,10 @@ class McpServer:
         if aborted is not None and aborted in done:
             signal.throw_if_aborted()
         if owner in done:
-            raise self._died(f"exited while {tool_name!r} was running")
+            raise self._died(f"closed the connection while {tool_name!r} was running")
         raise McpCallTimeout(
             f"MCP tool {tool_name!r} on server {self.name!r} did not answer within "
-            f"{self.call_timeout_s:g} s", server=self.name)
+            f"{limit_s:g} s", server=self.name)
 
     def _value(self, tool_name: str, request: asyncio.Future[Any]) -> Any:
         exc = request.exception()
@@ -451,6 +483,29 @@ def _describe(exc: BaseException) -> str:
         return f"could not be started: {exc}"
     text = str(exc)
     return f"failed: {type(exc).__name__}: {text}" if text else f"failed: {type(exc).__name__}"
+
+
+async def _relay(source: Any, sink: Any, ended: asyncio.Event) -> None:
+    """Forward the transport's messages to the session; set `ended` when they stop."""
+    try:
+        async with sink:
+            async for message in source:
+                await sink.send(message)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    finally:
+        ended.set()
+
+
+async def _first(*waits: Any) -> None:
+    """Wait until the first of the coroutines `waits` returns; cancel the others."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -12,13 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from codemode._mcp import (McpCallTimeout, McpServer, McpServerDied, McpStartError,
                            McpToolError, connect_servers)
-from fixtures.git_repo import AUTHORS, MAIN_COMMITS
+from fixtures.git_repo import AUTHORS, MAIN_COMMITS, make_repo
 from pipeline import AbortedError, Session, Signal
+from tests.conftest import TIME_SERVER, git_server
 
-pytestmark = pytest.mark.mcp
+# One event loop for the module, so that servers connected once (module fixtures, set up in
+# their own task) serve many tests (each in its own task).
+pytestmark = [pytest.mark.mcp, pytest.mark.asyncio(loop_scope="module")]
 
 # A stdio server with tools that misbehave on purpose. PID_FILE (env) receives its pid.
 SCRIPT = textwrap.dedent('''
@@ -55,6 +59,13 @@ SCRIPT = textwrap.dedent('''
         time.sleep(seconds)
         return seconds
 
+    @server.tool(structured_output=False)
+    def quit_soon() -> str:
+        """Answer, then exit 0.2 s later."""
+        import threading
+        threading.Timer(0.2, os._exit, args=(0,)).start()
+        return "bye"
+
     @server.tool()
     def pid() -> int:
         return os.getpid()
@@ -63,11 +74,36 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def script(tmp_path: Path) -> list[str]:
-    path = tmp_path / "scripted_server.py"
+@pytest.fixture(scope="module")
+def script(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    path = tmp_path_factory.mktemp("script") / "scripted_server.py"
     path.write_text(SCRIPT, encoding="utf-8")
     return [sys.executable, str(path)]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture repository, shared by the tests that only read it."""
+    return make_repo(tmp_path_factory.mktemp("shared") / "repo")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def time_server():
+    async with await McpServer.connect(TIME_SERVER) as server:
+        yield server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def git(repo):
+    async with await McpServer.connect(git_server(repo)) as server:
+        yield server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def scripted(script):
+    """A shared scripted server; tests that kill or close one start their own."""
+    async with await McpServer.connect(script, name="scripted") as server:
+        yield server
 
 
 def _gone(pid: int, within_s: float = 5.0) -> bool:
@@ -82,6 +118,14 @@ def _gone(pid: int, within_s: float = 5.0) -> bool:
     return False
 
 
+async def _until_dead(server: McpServer, within_s: float = 5.0) -> bool:
+    """Whether `server.alive` turns false within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while server.alive and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return not server.alive
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
                           text=True).stdout.strip()
@@ -89,29 +133,28 @@ def _git(repo: Path, *args: str) -> str:
 
 # ---- the time server ---------------------------------------------------------------------
 
-async def test_time_server_tools_become_definitions(time_server_argv):
-    async with await McpServer.connect(time_server_argv) as server:
-        assert server.name == "mcp_server_time"
-        assert server.server_info.name == "mcp-time"
-        assert [d.name for d in server.definitions] == ["get_current_time", "convert_time"]
-        by_name = {d.name: d for d in server.definitions}
-        for tool in server.tools:
-            defn = by_name[tool.name]
-            assert defn.parameters == tool.input_schema
-            assert defn.output_schema == tool.output_schema
-            assert defn.description == tool.description
-            assert defn.is_concurrency_safe is not None        # readOnlyHint: true
-            assert defn.is_concurrency_safe({}) is True
-        assert by_name["convert_time"].parameters["required"] == [
-            "source_timezone", "time", "target_timezone"]
-        assert by_name["get_current_time"].output_schema["required"] == [
-            "timezone", "datetime", "day_of_week", "is_dst"]
+async def test_time_server_tools_become_definitions(time_server):
+    server = time_server
+    assert server.name == "mcp_server_time"
+    assert server.server_info.name == "mcp-time"
+    assert [d.name for d in server.definitions] == ["get_current_time", "convert_time"]
+    by_name = {d.name: d for d in server.definitions}
+    for tool in server.tools:
+        defn = by_name[tool.name]
+        assert defn.parameters == tool.input_schema
+        assert defn.output_schema == tool.output_schema
+        assert defn.description == tool.description
+        assert defn.is_concurrency_safe is not None        # readOnlyHint: true
+        assert defn.is_concurrency_safe({}) is True
+    assert by_name["convert_time"].parameters["required"] == [
+        "source_timezone", "time", "target_timezone"]
+    assert by_name["get_current_time"].output_schema["required"] == [
+        "timezone", "datetime", "day_of_week", "is_dst"]
 
 
-async def test_convert_time_returns_structured_content(time_server_argv):
-    async with await McpServer.connect(time_server_argv) as server:
-        value = await server.call("convert_time", {
-            "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+async def test_convert_time_returns_structured_content(time_server):
+    value = await time_server.call("convert_time", {
+        "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
     day = value["source"]["datetime"][:10]
     weekday = dt.date.fromisoformat(day).strftime("%A")
     assert value == {
@@ -123,11 +166,10 @@ async def test_convert_time_returns_structured_content(time_server_argv):
     }
 
 
-async def test_get_current_time_is_now(time_server_argv):
-    async with await McpServer.connect(time_server_argv) as server:
-        before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-        value = await server.call("get_current_time", {"timezone": "UTC"})
-        after = dt.datetime.now(dt.timezone.utc)
+async def test_get_current_time_is_now(time_server):
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    value = await time_server.call("get_current_time", {"timezone": "UTC"})
+    after = dt.datetime.now(dt.timezone.utc)
     assert sorted(value) == ["datetime", "day_of_week", "is_dst", "timezone"]
     stamp = dt.datetime.fromisoformat(value["datetime"])
     assert before <= stamp <= after
@@ -136,40 +178,39 @@ async def test_get_current_time_is_now(time_server_argv):
     assert value["is_dst"] is False
 
 
-async def test_server_error_result_raises_with_its_text(time_server_argv):
-    async with await McpServer.connect(time_server_argv) as server:
-        with pytest.raises(McpToolError) as caught:
-            await server.call("get_current_time", {"timezone": "Mars/Olympus"})
-        assert str(caught.value) == ("Error executing tool get_current_time: Invalid timezone: "
-                                     "'No time zone found with key Mars/Olympus'")
-        assert caught.value.code == "TOOL_ERROR"
-        assert caught.value.server == "mcp_server_time"
-        with pytest.raises(McpToolError) as unknown:          # a JSON-RPC error
-            await server.call("get_weather", {"city": "Paris"})
-        assert str(unknown.value) == "Unknown tool: get_weather"
-        # the connection is still usable after both failures
-        value = await server.call("get_current_time", {"timezone": "Asia/Tokyo"})
-        assert value["timezone"] == "Asia/Tokyo"
+async def test_server_error_result_raises_with_its_text(time_server):
+    server = time_server
+    with pytest.raises(McpToolError) as caught:
+        await server.call("get_current_time", {"timezone": "Mars/Olympus"})
+    assert str(caught.value) == ("Error executing tool get_current_time: Invalid timezone: "
+                                 "'No time zone found with key Mars/Olympus'")
+    assert caught.value.code == "TOOL_ERROR"
+    assert caught.value.server == "mcp_server_time"
+    with pytest.raises(McpToolError) as unknown:          # a JSON-RPC error
+        await server.call("get_weather", {"city": "Paris"})
+    assert str(unknown.value) == "Unknown tool: get_weather"
+    # the connection is still usable after both failures
+    value = await server.call("get_current_time", {"timezone": "Asia/Tokyo"})
+    assert value["timezone"] == "Asia/Tokyo"
 
 
 # ---- the git server ----------------------------------------------------------------------
 
-async def test_git_status_log_and_branch(git_repo, git_server_argv):
-    repo = str(git_repo)
-    async with await McpServer.connect(git_server_argv) as server:
-        names = [d.name for d in server.definitions]
-        assert {"git_status", "git_log", "git_branch", "git_show", "git_diff"} <= set(names)
-        status = await server.call("git_status", {"repo_path": repo})
-        log = await server.call("git_log", {"repo_path": repo, "max_count": 4})
-        local = await server.call("git_branch", {"repo_path": repo, "branch_type": "local"})
-        login_tip = _git(git_repo, "rev-parse", "feature/login")
-        containing = await server.call("git_branch", {
-            "repo_path": repo, "branch_type": "local", "contains": login_tip})
+async def test_git_status_log_and_branch(git, repo):
+    names = [d.name for d in git.definitions]
+    assert {"git_status", "git_log", "git_branch", "git_show", "git_diff"} <= set(names)
+    path = str(repo)
+    status = await git.call("git_status", {"repo_path": path})
+    log = await git.call("git_log", {"repo_path": path, "max_count": 4})
+    local = await git.call("git_branch", {"repo_path": path, "branch_type": "local"})
+    login_tip = _git(repo, "rev-parse", "feature/login")
+    containing = await git.call("git_branch", {
+        "repo_path": path, "branch_type": "local", "contains": login_tip})
 
     assert status == ("Repository status:\nOn branch main\nChanges not staged for commit:\n"
                       "\tmodified:   README.md\n\nUntracked files:\n\tTODO.txt\n\n"
                       "no changes added to commit")
-    shas = _git(git_repo, "rev-list", "main").split()
+    shas = _git(repo, "rev-list", "main").split()
     authors = ["ada", "alan", "grace", "ada"]
     dates = ["2024-01-04 16:45:00+00:00", "2024-01-03 14:15:00+00:00",
              "2024-01-02 10:30:00+00:00", "2024-01-01 09:00:00+00:00"]
@@ -180,16 +221,19 @@ async def test_git_status_log_and_branch(git_repo, git_server_argv):
     assert containing == "  feature/login"
 
 
-async def test_git_errors_are_tool_errors(git_repo, git_server_argv, tmp_path):
-    async with await McpServer.connect(git_server_argv) as server:
-        with pytest.raises(McpToolError) as outside:
-            await server.call("git_status", {"repo_path": str(tmp_path)})
-        assert str(outside.value) == (
-            f"Error executing tool git_status: Repository path '{tmp_path}' is outside the "
-            f"allowed repository '{git_repo}'")
-        with pytest.raises(McpToolError) as missing_arg:
-            await server.call("git_log", {})
-        assert "repo_path" in str(missing_arg.value)
+async def test_git_errors_are_tool_errors(git, repo, tmp_path):
+    with pytest.raises(McpToolError) as outside:
+        await git.call("git_status", {"repo_path": str(tmp_path)})
+    assert str(outside.value) == (
+        f"Error executing tool git_status: Repository path '{tmp_path}' is outside the "
+        f"allowed repository '{repo}'")
+    with pytest.raises(McpToolError) as missing_arg:
+        await git.call("git_log", {})
+    assert "repo_path" in str(missing_arg.value)
+    with pytest.raises(McpToolError) as bad_revision:
+        await git.call("git_show", {"repo_path": str(repo), "revision": "release/2.0"})
+    assert str(bad_revision.value) == ("Error executing tool git_show: Ref 'release/2.0' did "
+                                       "not resolve to an object")
 
 
 # ---- starting ----------------------------------------------------------------------------
@@ -230,22 +274,25 @@ async def test_silent_exit_also_fails():
 async def test_handshake_timeout_stops_the_process(tmp_path):
     pid_file = tmp_path / "pid"
     argv = [sys.executable, "-c",
-            f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+            f"import os, sys, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+            "print('waiting for a license server', file=sys.stderr, flush=True); "
             "time.sleep(60)"]
     started = time.monotonic()
     with pytest.raises(McpStartError) as caught:
         await McpServer.connect(argv, name="mute", startup_timeout_s=0.5)
     assert time.monotonic() - started < 8.0
     assert str(caught.value).startswith("MCP server 'mute' (")
-    assert ") did not complete the MCP handshake within 0.5 s" in str(caught.value)
+    assert str(caught.value).endswith(") did not complete the MCP handshake within 0.5 s\n"
+                                      "stderr:\nwaiting for a license server")
+    assert caught.value.stderr_tail == "waiting for a license server\n"
     assert _gone(int(pid_file.read_text()))
 
 
-def test_bad_arguments_are_rejected_before_starting():
-    with pytest.raises(ValueError):
-        asyncio.run(McpServer.connect(""))
-    with pytest.raises(ValueError):
-        asyncio.run(McpServer.connect(["x"], call_timeout_s=0))
+async def test_bad_arguments_are_rejected_before_starting():
+    with pytest.raises(ValueError, match="empty MCP server command"):
+        await McpServer.connect("")
+    with pytest.raises(ValueError, match="must be positive"):
+        await McpServer.connect(["x"], call_timeout_s=0)
 
 
 # ---- failures while running ----------------------------------------------------------------
@@ -261,52 +308,68 @@ async def test_server_killed_mid_call_fails_promptly(script):
         assert caught.value.code == "MCP_SERVER_DIED"
         assert str(caught.value) == ("MCP server 'scripted' closed the connection while "
                                      "'crash' was running\nstderr:\ncrashing on purpose")
+        assert await _until_dead(server)
         started = time.monotonic()
-        with pytest.raises(McpServerDied):                # later calls fail at once
+        with pytest.raises(McpServerDied) as later:       # later calls fail at once
             await server.call("echo", {"text": "again"})
         assert time.monotonic() - started < 1.0
+        assert str(later.value) == ("MCP server 'scripted' is not running (it exited "
+                                    "earlier)\nstderr:\ncrashing on purpose")
     finally:
         await server.aclose()
     assert not server.alive
 
 
-async def test_is_error_result_raises_with_the_servers_text(script):
+async def test_server_exiting_between_calls_is_noticed(script):
     async with await McpServer.connect(script, name="scripted") as server:
-        with pytest.raises(McpToolError) as caught:
-            await server.call("refuse", {"reason": "quota exceeded for user 7"})
-        assert str(caught.value) == "quota exceeded for user 7"
-        assert caught.value.message == "quota exceeded for user 7"
+        pid = (await server.call("pid", {}))["result"]
+        assert await server.call("quit_soon", {}) == "bye"
+        assert await _until_dead(server)                  # no call needed to notice
+        assert _gone(pid)
+        with pytest.raises(McpServerDied, match="is not running"):
+            await server.call("echo", {"text": "x"})
 
 
-async def test_call_timeout_leaves_the_server_usable(script):
-    async with await McpServer.connect(script, name="scripted", call_timeout_s=0.3) as server:
-        started = time.monotonic()
-        with pytest.raises(McpCallTimeout) as caught:
-            await server.call("nap", {"seconds": 1.2})
-        assert time.monotonic() - started < 1.0
-        assert caught.value.code == "TOOL_TIMEOUT"
-        assert str(caught.value) == ("MCP tool 'nap' on server 'scripted' did not answer "
-                                     "within 0.3 s")
-        assert await server.call("echo", {"text": "still here"}) == "still here"
+async def test_is_error_result_raises_with_the_servers_text(scripted):
+    with pytest.raises(McpToolError) as caught:
+        await scripted.call("refuse", {"reason": "quota exceeded for user 7"})
+    assert str(caught.value) == "quota exceeded for user 7"
+    assert caught.value.message == "quota exceeded for user 7"
 
 
-async def test_aborting_the_signal_cancels_the_call(script):
-    async with await McpServer.connect(script, name="scripted") as server:
-        signal = Signal()
-        asyncio.get_running_loop().call_later(0.2, signal.abort)
-        started = time.monotonic()
-        with pytest.raises(AbortedError):
-            await server.call("nap", {"seconds": 1.2}, signal=signal)
-        assert time.monotonic() - started < 1.0
-        with pytest.raises(AbortedError):                  # already aborted: not sent
-            await server.call("echo", {"text": "x"}, signal=signal)
+async def test_call_timeout_leaves_the_server_usable(scripted):
+    started = time.monotonic()
+    with pytest.raises(McpCallTimeout) as caught:
+        await scripted.call("nap", {"seconds": 1.2}, timeout_s=0.3)
+    assert time.monotonic() - started < 1.0
+    assert caught.value.code == "TOOL_TIMEOUT"
+    assert str(caught.value) == ("MCP tool 'nap' on server 'scripted' did not answer "
+                                 "within 0.3 s")
+    assert await scripted.call("echo", {"text": "still here"}) == "still here"
 
 
-async def test_calls_from_several_tasks_overlap(script):
-    async with await McpServer.connect(script, name="scripted") as server:
-        started = time.monotonic()
-        values = await asyncio.gather(*(server.call("nap", {"seconds": 0.4}) for _ in range(4)))
-        elapsed = time.monotonic() - started
+async def test_call_timeout_defaults_to_the_servers(script):
+    async with await McpServer.connect(script, name="scripted", call_timeout_s=0.2) as server:
+        assert await server.call("nap", {"seconds": 0}) == {"result": 0.0}
+        with pytest.raises(McpCallTimeout, match="did not answer within 0.2 s"):
+            await server.call("nap", {"seconds": 0.6})
+
+
+async def test_aborting_the_signal_cancels_the_call(scripted):
+    signal = Signal()
+    asyncio.get_running_loop().call_later(0.2, signal.abort)
+    started = time.monotonic()
+    with pytest.raises(AbortedError):
+        await scripted.call("nap", {"seconds": 1.2}, signal=signal)
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(AbortedError):                  # already aborted: not sent
+        await scripted.call("echo", {"text": "x"}, signal=signal)
+
+
+async def test_calls_from_several_tasks_overlap(scripted):
+    started = time.monotonic()
+    values = await asyncio.gather(*(scripted.call("nap", {"seconds": 0.4}) for _ in range(4)))
+    elapsed = time.monotonic() - started
     assert values == [{"result": 0.4}] * 4
     assert elapsed < 1.2                                    # serially: 1.6 s
 
@@ -336,14 +399,16 @@ async def test_close_fails_a_pending_call(script):
     assert time.monotonic() - started < 5.0
 
 
-async def test_connect_servers_closes_everything(script, tmp_path, git_repo):
+async def test_connect_servers_closes_everything(script, tmp_path, repo):
     pid_file = tmp_path / "pid"
-    async with connect_servers([script, [sys.executable, "-m", "mcp_server_git",
-                                         "--repository", str(git_repo)]],
+    git_command = f"{sys.executable} -m mcp_server_git --repository {repo}"   # split by shlex
+    async with connect_servers([script, git_command],
                                env={"PID_FILE": str(pid_file)}) as servers:
         assert [s.name for s in servers] == ["scripted_server", "mcp_server_git"]
+        assert servers[1].command == (sys.executable, "-m", "mcp_server_git",
+                                      "--repository", str(repo))
         assert await servers[0].call("echo", {"text": "a"}) == "a"
-        assert (await servers[1].call("git_branch", {"repo_path": str(git_repo),
+        assert (await servers[1].call("git_branch", {"repo_path": str(repo),
                                                      "branch_type": "local"})).endswith("* main")
         pid = int(pid_file.read_text())
     assert [s.alive for s in servers] == [False, False]
@@ -360,25 +425,15 @@ async def test_connect_servers_closes_the_started_ones_when_one_fails(script, tm
     assert _gone(int(pid_file.read_text()))
 
 
-def test_connect_servers_splits_string_commands(tmp_path, git_repo):
-    async def main() -> list[str]:
-        command = f"{sys.executable} -m mcp_server_git --repository {git_repo}"
-        async with connect_servers([command]) as [server]:
-            return [server.name, *server.command[1:]]
-    assert asyncio.run(main()) == ["mcp_server_git", "-m", "mcp_server_git", "--repository",
-                                   str(git_repo)]
-
-
 # ---- through the pipeline --------------------------------------------------------------------
 
-async def test_definitions_run_through_a_session(script, tmp_path):
-    async with await McpServer.connect(script, name="scripted") as server:
-        session = Session(tools=server.definitions, log=str(tmp_path / "session.jsonl"))
-        try:
-            ok = await session.call("echo", {"text": "hello"})
-            refused = await session.call("refuse", {"reason": "not on weekends"})
-        finally:
-            session.log.close()
+async def test_definitions_run_through_a_session(scripted, tmp_path):
+    session = Session(tools=scripted.definitions, log=str(tmp_path / "session.jsonl"))
+    try:
+        ok = await session.call("echo", {"text": "hello"})
+        refused = await session.call("refuse", {"reason": "not on weekends"})
+    finally:
+        session.log.close()
     assert (ok.is_error, ok.value) == (False, "hello")
     assert refused.is_error
     assert refused.error.message == "not on weekends"
