@@ -25,7 +25,6 @@ like any sub-call.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +35,6 @@ from pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, ev
 from sandbox import _wire
 
 from ._rejections import rejection_code
-
-_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,14 +83,13 @@ class SubCallDispatcher:
 
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
-                 run_signal: Signal, dispatch_log: tuple[Any, ...] = ()) -> None:
+                 run_signal: Signal) -> None:
         self._session = session
         self._outer = outer
         self._exposed = exposed
         self._loop = loop
         self._pool = asyncio.Semaphore(max_concurrent)
         self._run_signal = run_signal
-        self._dispatch_log = dispatch_log
         self._by_guest_id: dict[int, _SubCall] = {}
         self._order: list[_SubCall] = []
         self._unreported: list[_SubCall] = []     # started by a batch, not yet answered
@@ -195,13 +191,13 @@ class SubCallDispatcher:
                 await asyncio.shield(previous.committed)
             if pending is not None:
                 sub.result = await pending.commit()
-            self._commit(sub)
+            await self._commit(sub)
         except asyncio.CancelledError:             # abandoned before it started
             sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
         except Exception as exc:                   # the pipeline itself failed: still commit
             sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
             if sub.logged_start and not sub.committed.done():
-                self._commit(sub)
+                await self._commit(sub)
         finally:
             _settle(sub.started)
             _settle(sub.committed)
@@ -223,27 +219,16 @@ class SubCallDispatcher:
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub)))
 
-    def _logged_content(self, sub: _SubCall, content: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The `tools/code-dispatch-log` waterfall: listeners may replace the durable copy."""
-        for listener in self._dispatch_log:
-            try:
-                replaced = listener(sub.execution, content)
-                if replaced is not None:
-                    content = tuple(msgspec.json.decode(msgspec.json.encode(list(replaced))))
-            except Exception:
-                _log.warning("code-dispatch-log listener %r raised; logging the content it "
-                             "was given", listener, exc_info=True)
-        return content
-
-    def _commit(self, sub: _SubCall) -> None:
+    async def _commit(self, sub: _SubCall) -> None:
         result = sub.result
         assert result is not None
         outer = self._outer.execution
+        # The durable copy goes through the `tools/code-dispatch-log` waterfall.
+        content = await self._session.code_dispatch_content(sub.execution, result)
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            is_error=result.is_error,
-            content=self._logged_content(sub, tuple(result.content))))
+            is_error=result.is_error, content=content))
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
         if result.concludes_turn:

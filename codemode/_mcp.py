@@ -32,7 +32,8 @@ and the program sees the code on its `ToolCallError`)::
      │                                        the tail of the server's stderr
      ├── McpServerDied      MCP_SERVER_DIED   the connection ended while a call was pending
      │                                        (or before it was sent)
-     ├── McpCallTimeout     TOOL_TIMEOUT      no answer within `call_timeout_s`
+     ├── McpCallTimeout     TOOL_TIMEOUT      no answer within `call_timeout_s` (or the
+     │                                        timeout given to `call`)
      └── McpToolError       TOOL_ERROR        the server answered `isError: true` (message:
                                               the server's text) or with a JSON-RPC error
 """
@@ -442,7 +443,9 @@ class McpServer:
                                      f"{exc.message}", server=self.name) from exc
             raise McpToolError(exc.message, server=self.name) from exc
         # e.g. the SDK's RuntimeError for structured content that breaks the outputSchema
-        raise McpToolError(f"{tool_name}: {_describe(exc)}", server=self.name) from exc
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise McpToolError(f"MCP tool {tool_name!r} on server {self.name!r} failed: {detail}",
+                           server=self.name) from exc
 
     def _unwrap(self, tool_name: str, result: Any) -> Any:
         texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]

@@ -117,7 +117,6 @@ class CodeMode:
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
         self._expose = None if expose is None else frozenset(expose)
-        self._dispatch_log: list[Callable[[Any, tuple[Any, ...]], Any]] = []
         self._refreshing = False
         self._dispose_reserved = self._reserve()
         # The description lists the tools: keep it current as tools come and go.
@@ -143,21 +142,6 @@ class CodeMode:
         """Remove `run_code` from the session."""
         self._dispose_listener()
         self._dispose_reserved()
-
-    def on_dispatch_log(self, listener: Callable[[Any, tuple[Any, ...]], Any]
-                        ) -> Callable[[], None]:
-        """Register a `tools/code-dispatch-log` listener (PIPELINE.md §11.4 step 6):
-        `listener(execution_of_the_subcall, content) -> content | None` may replace the
-        content written to the durable `tool/code-dispatch` event (a spill preview, a
-        redaction); the program and the model are unaffected. Listeners run in
-        registration order; one that raises is contained (the content it got is logged).
-        Returns a disposer."""
-        self._dispatch_log.append(listener)
-
-        def dispose() -> None:
-            if listener in self._dispatch_log:
-                self._dispatch_log.remove(listener)
-        return dispose
 
     # ---- what the model and the program see -------------------------------------------
 
@@ -188,8 +172,7 @@ class CodeMode:
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
-                                       self.limits.max_concurrent_subcalls, run_signal,
-                                       dispatch_log=tuple(self._dispatch_log))
+                                       self.limits.max_concurrent_subcalls, run_signal)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),

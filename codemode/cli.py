@@ -1,7 +1,10 @@
-"""The `codemode` command line: `run`, `demo` (and `eval`).
+"""The `codemode` command line: `run`, `demo` and `eval`.
 
     codemode run PROGRAM.py [--mcp "CMD ARGS"]... [--log FILE] [--builtin] [--timeout S]
+                            [--policy FILE]
     codemode demo
+    codemode eval CORPUS... --policy FILE [--tier wasm|restricted] [--jobs N] [--json]
+                            [--html FILE]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from rich.table import Table
 from pipeline import CallResult, Session, events
 from sandbox import SandboxLimits, SandboxUnavailable
 
+from ._policy import Policy, PolicyError
 from ._run_code import CodeMode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -44,7 +48,8 @@ def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimit
 
 
 async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
-                       log: Optional[Path], limits: SandboxLimits) -> tuple[CallResult, list]:
+                       log: Optional[Path], limits: SandboxLimits,
+                       policy: Optional[Policy] = None) -> tuple[CallResult, list]:
     async with AsyncExitStack() as stack:
         tools = []
         if builtin:
@@ -57,7 +62,10 @@ async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool
                 tools.extend(server.definitions)
         session = Session(tools=tools, log=str(log) if log else None)
         stack.callback(session.log.close)
-        CodeMode(session, limits=limits)
+        if policy is not None:
+            policy.apply(session)
+        else:
+            CodeMode(session, limits=limits)
         result = await session.call("run_code", {"code": source, "description": title})
         return result, list(session.log.read())
 
@@ -92,10 +100,10 @@ def _render(result: CallResult, log_events: list, title: str) -> None:
 
 
 def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Optional[Path],
-             limits: SandboxLimits, as_json: bool) -> None:
+             limits: SandboxLimits, as_json: bool, policy: Optional[Policy] = None) -> None:
     try:
         result, log_events = asyncio.run(_run_program(source, title, mcp=mcp, builtin=builtin,
-                                                      log=log, limits=limits))
+                                                      log=log, limits=limits, policy=policy))
     except SandboxUnavailable as exc:
         err_console.print(f"[red]sandbox unavailable:[/red] {exc}")
         raise typer.Exit(3) from None
@@ -125,11 +133,23 @@ def run(
     memory_mb: int = typer.Option(256, "--memory-mb", help="Memory limit, MiB."),
     fuel: Optional[int] = typer.Option(None, "--fuel", help="Fuel budget (off by default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    policy: Optional[Path] = typer.Option(
+        None, "--policy", metavar="FILE",
+        help="A policy file (TOML): tier, limits, exposed tools and per-tool rules. Its "
+             "limits replace --timeout, --memory-mb and --fuel."),
 ) -> None:
     """Run PROGRAM in the sandbox with the tools of the given MCP servers; print its
     output, final value and a sub-call summary."""
+    loaded = None
+    if policy is not None:
+        try:
+            loaded = Policy.load(policy)
+        except PolicyError as exc:
+            err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
     _execute(program.read_text(encoding="utf-8"), program.name, mcp=mcp, builtin=builtin,
-             log=log, limits=_limits(timeout, memory_mb, fuel), as_json=as_json)
+             log=log, limits=_limits(timeout, memory_mb, fuel), as_json=as_json,
+             policy=loaded)
 
 
 @app.command()
@@ -141,6 +161,26 @@ def demo(
     console.print(Panel(source.rstrip(), title="program", title_align="left", border_style="dim"))
     _execute(source, "demo", mcp=[], builtin=True, log=log,
              limits=SandboxLimits(), as_json=False)
+
+
+@app.command("eval")
+def eval_corpus(
+    corpus: list[Path] = typer.Argument(..., help="Corpus files or directories (every *.py "
+                                                  "under them, recursively)."),
+    policy: Path = typer.Option(..., "--policy", metavar="FILE", help="The policy file (TOML)."),
+    tier: Optional[str] = typer.Option(None, "--tier", metavar="wasm|restricted",
+                                       help="Run in this tier instead of the policy's."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Worker processes running cases at once."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
+                                        help="Also write a self-contained HTML report."),
+) -> None:
+    """Run every program of a corpus under a policy and report, per case and category,
+    what happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output). Exits 1
+    when a case escaped or affected the host."""
+    from ._eval import run_command
+    raise typer.Exit(run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
+                                 html_path=html, console=console, err_console=err_console))
 
 
 def main() -> None:

@@ -380,10 +380,10 @@ async def test_a_nested_conclude_turn_is_forwarded(session):
 
 
 async def test_a_raising_dispatch_log_listener_is_contained(session):
-    def broken(execution, content):
+    async def broken(execution, result, content, next):
         raise RuntimeError("log listener broke")
 
-    session.code.on_dispatch_log(broken)
+    session.on("tools/code-dispatch-log", broken)
     result = await run(session, "add(a=1, b=2)")
     assert result.value["result"] == 3
     [settled] = of(session, events.CodeDispatch)
@@ -391,7 +391,10 @@ async def test_a_raising_dispatch_log_listener_is_contained(session):
 
 
 async def test_a_dispatch_log_listener_replaces_only_the_durable_copy(session):
-    session.code.on_dispatch_log(lambda execution, content: [{"type": "text", "text": "[spilled]"}])
+    async def spill(execution, result, content, next):
+        return [{"type": "text", "text": "[spilled]"}]
+
+    session.on("tools/code-dispatch-log", spill)
     result = await run(session, "add(a=1, b=2)")
     assert result.value["result"] == 3
     [settled] = of(session, events.CodeDispatch)

@@ -1,0 +1,29 @@
+"""The policy evaluator (DESIGN.md §7): run a corpus of benign and hostile programs under a
+policy and sandbox tier, check every oracle of `shared/attacks/README.md`, and report each
+case as escaped, host-affected, limit, blocked, ran-ok or wrong-output, with its cost.
+
+    _corpus.py     finding cases, headers, placeholders, phases
+    _canaries.py   per-run secrets, the canary tree, the loopback listener
+    _messages.py   the evaluator <-> worker protocol
+    worker.py      the worker process: runs cases, checks leaks, tools, host state
+    _observe.py    what the worker watches (dispatch traffic, host modules, the bridge)
+    _native.py     the native CPython reference run of benign programs
+    _runner.py     job slots, workers, hard timeouts, memory sampling, evaluator oracles
+    _classify.py   oracles -> outcome
+    _report.py     rich table, JSON, HTML
+    _command.py    the `codemode eval` command
+"""
+
+from ._classify import FAILING, OUTCOMES, classify
+from ._command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EvalUsageError, prepare, run_command
+from ._corpus import Case, CorpusError, discover, load_corpus, parse_case, substitute
+from ._messages import Fired, PhaseReport
+from ._report import EvalReport, to_html, to_json
+from ._runner import CaseResult, evaluate
+
+__all__ = [
+    "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "FAILING", "OUTCOMES", "Case", "CaseResult",
+    "CorpusError", "EvalReport", "EvalUsageError", "Fired", "PhaseReport", "classify",
+    "discover", "evaluate", "load_corpus", "parse_case", "prepare", "run_command",
+    "substitute", "to_html", "to_json",
+]

@@ -1,0 +1,78 @@
+"""Which oracles mean what, and the outcome of a case (DESIGN.md §7).
+
+Outcomes, worst first:
+
+    escaped        an escape oracle fired: a secret leaked, a host file was written or the
+                   read-only file changed, the loopback listener got a connection, a marker
+                   appeared, a hidden tool ran, a live/non-JSON/reserved value or a late or
+                   nested call reached a tool, a budget or size cap was passed, phase 2 saw
+                   phase 1's state
+    host-affected  the host was harmed: the worker died or hung, host modules or the bridge
+                   were changed, time beyond 2x the limit (or S), memory beyond the budget,
+                   more output than the limit reached the host, the sandbox raised in the host
+    limit          (hostile) a limit ended the run and no oracle fired
+    blocked        (hostile) the run ended inside the sandbox (an error or a normal end with
+                   every attempt refused) and no oracle fired
+    ran-ok         (benign) the run matched native CPython's stdout (and expected error)
+    wrong-output   (benign) it did not
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._messages import Fired, PhaseReport
+
+OUTCOMES = ("escaped", "host-affected", "limit", "blocked", "ran-ok", "wrong-output")
+FAILING = frozenset({"escaped", "host-affected"})
+HOST_ORACLES = ("time", "mem", "out", "host:", "worker:")
+
+
+def is_host_oracle(oracle: str) -> bool:
+    """True for oracles that mean the host was affected rather than escaped from."""
+    return oracle == "time" or oracle.startswith(("time:", "host:", "worker:")) \
+        or oracle in ("mem", "out")
+
+
+def classify(*, benign: bool, fired: Sequence[Fired], phases: Sequence[PhaseReport],
+             stdout_matches: bool | None = None, expect_error: str | None = None) -> tuple[str, str]:
+    """(outcome, a one-line reason).
+
+    Args:
+        benign: the case is a benign program.
+        fired: every oracle that fired, worker- and evaluator-side.
+        phases: the run of each phase (empty when the worker never reported).
+        stdout_matches: benign only: stdout equals the native reference's.
+        expect_error: benign only: the message the run must end with, if any.
+    """
+    escapes = [f for f in fired if not is_host_oracle(f.oracle)]
+    if escapes:
+        return "escaped", "; ".join(f"{f.oracle}: {f.detail}" for f in escapes)
+    host = [f for f in fired if is_host_oracle(f.oracle)]
+    if host:
+        return "host-affected", "; ".join(f"{f.oracle}: {f.detail}" for f in host)
+    broken = [p for p in phases if p.status == "host-error"]
+    if broken or not phases:
+        return "host-affected", "the sandbox raised in the host: " + (
+            broken[0].error_message[:200] if broken else "no report")
+    last = phases[-1]
+    ended = _ending(last)
+    if benign:
+        if expect_error is not None:
+            if last.status != "error" or expect_error not in last.error_message:
+                return "wrong-output", f"expected an error with {expect_error!r}, got {ended}"
+        elif last.status != "ok":
+            return "wrong-output", f"did not complete: {ended}"
+        if not stdout_matches:
+            return "wrong-output", "stdout differs from native CPython's"
+        return "ran-ok", ended
+    limited = [p for p in phases if p.status == "limit"]
+    if limited:
+        return "limit", _ending(limited[0])
+    return "blocked", ended
+
+
+def _ending(phase: PhaseReport) -> str:
+    if phase.status == "ok":
+        return "completed"
+    return f"{phase.error_kind or phase.status}: {phase.error_message[:160]}"

@@ -1,0 +1,257 @@
+"""An evaluation worker: runs corpus cases one at a time in this process and reports what
+the host saw (`python -m codemode._eval.worker --token SECRET`).
+
+The token on the command line and `HOST_CANARY_SECRET` in the environment are the argv and
+environment secrets of the process that hosts the sandbox. Jobs arrive as JSON lines on the
+original stdin and reports leave as JSON lines on the original stdout; both are moved to
+private descriptors at start, so whatever a run writes to fd 0/1 cannot corrupt them.
+
+Per job: plant the tool module's key, build a session with the recorded reference tools,
+apply the policy with an observed sandbox, run each phase through `run_code`, close the
+recorder (later calls are "after return"), wait the grace period, then check leaks, tool
+oracles, phase-2 text, output size, host poisoning and bridge tampering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from typing import Any, BinaryIO
+
+import msgspec
+from msgspec import UNSET
+
+from ._messages import Fired, Job, JobReport, PhaseReport, Ready, encoder, job_decoder
+from ._observe import BridgeState, HostState, LeakScanner, ObservedSandbox, RunRecord
+
+STDOUT_KEEP = 1 << 20
+PROBE = """\
+probe = {"add": add(a=1, b=2)}
+for name in ("read_secret", "admin_delete_all"):
+    try:
+        call_tool(name)
+        probe[name] = "served"
+    except ToolCallError as exc:
+        probe[name] = exc.code
+probe
+"""
+
+
+def _text_of_value(outcome: Any) -> str:
+    if outcome is None or outcome.value is UNSET:
+        return ""
+    try:
+        return msgspec.json.encode(outcome.value).decode()
+    except Exception:
+        return repr(outcome.value)[:1 << 20]
+
+
+def _phase_report(outcome: Any, result: Any, duration_s: float) -> PhaseReport:
+    text = result.text if result is not None else ""
+    if outcome is None:
+        return PhaseReport(status="host-error", error_message=text[:2000],
+                           result_bytes=len(text.encode("utf-8", "replace")),
+                           duration_s=duration_s)
+    error = outcome.error
+    return PhaseReport(
+        status=outcome.status, error_kind=error.kind if error is not None else None,
+        error_message=(error.message[:2000] if error is not None else ""),
+        stdout=outcome.stdout[:STDOUT_KEEP],
+        stdout_bytes=len(outcome.stdout.encode("utf-8", "replace")),
+        stderr_bytes=len(outcome.stderr.encode("utf-8", "replace")),
+        result_bytes=len(text.encode("utf-8", "replace")), duration_s=duration_s,
+        fuel_used=outcome.fuel_used, subcalls=outcome.subcalls)
+
+
+def _emitted(outcome: Any, result: Any, *, traceback: bool = True) -> str:
+    """Everything a run emitted, as one text to scan for secrets."""
+    parts = [result.text if result is not None else ""]
+    if outcome is not None:
+        parts += [outcome.stdout, outcome.stderr, _text_of_value(outcome)]
+        if outcome.error is not None:
+            parts.append(outcome.error.message)
+            if traceback:
+                parts.append(getattr(outcome.error, "traceback", ""))
+    return "\n".join(parts)
+
+
+def _param(oracle: str) -> str:
+    return oracle.split(":", 2)[2] if oracle.count(":") >= 2 else ""
+
+
+async def run_job(job: Job) -> JobReport:
+    """Run one case in this process and check the worker-side oracles."""
+    from fixtures import reference_tools
+    from pipeline import Session
+
+    from .._policy import Policy
+
+    reference_tools.plant_key(job.secrets["key"])
+    policy = msgspec.convert(job.policy, Policy)
+    secrets = {f"leak:{k}": v for k, v in job.secrets.items() if k != "state"}
+    scanner = LeakScanner(secrets)
+    recorder = reference_tools.ToolRecorder()
+    session = Session(tools=reference_tools.reference_tools(recorder))
+    observed = ObservedSandbox(policy.build_sandbox(), scanner)
+    policy.apply(session, sandbox=observed)
+    limits = policy.limits
+    host_before = HostState()
+    bridge_before = BridgeState(session)
+    fired: list[Fired] = []
+    phases: list[PhaseReport] = []
+    leaks: dict[str, str] = {}
+    records: list[RunRecord] = []
+    try:
+        probe_before = await _probe(session, recorder)
+        for index, code in enumerate(job.phases):
+            started = time.monotonic()
+            result = await session.call("run_code", {"code": code})
+            duration = time.monotonic() - started
+            record = observed.records[-1] if observed.records else None
+            outcome = record.outcome if record is not None else None
+            if record is not None:
+                records.append(record)
+            phases.append(_phase_report(outcome, result, duration))
+            for name in scanner.scan(_emitted(outcome, result)):
+                leaks.setdefault(name, f"phase {index + 1} output")
+            if index == 1:
+                state_scan = LeakScanner({"leak:state": job.secrets.get("state", "")})
+                if state_scan.scan(_emitted(outcome, result, traceback=False)):
+                    fired.append(Fired("leak:state", "phase 2 showed phase 1's token"))
+                for oracle in job.oracles:
+                    if oracle.startswith("p2:") and outcome is not None \
+                            and oracle[3:] in outcome.stdout:
+                        fired.append(Fired(oracle, f"phase 2 printed {oracle[3:]!r}"))
+            out_limit = limits.output_bytes + 4096
+            report = phases[-1]
+            if report.stdout_bytes > out_limit or report.stderr_bytes > out_limit:
+                fired.append(Fired("out", f"phase {index + 1}: {report.stdout_bytes} bytes of "
+                                          f"stdout, {report.stderr_bytes} of stderr"))
+            elif report.result_bytes > min(limits.result_bytes, 2 * limits.output_bytes + (1 << 18)):
+                fired.append(Fired("out", f"phase {index + 1}: a result of "
+                                          f"{report.result_bytes} bytes reached the host"))
+        recorder.close()
+        if job.grace_s > 0:
+            await asyncio.sleep(job.grace_s)
+        after_close = recorder.after_close
+        for record in records:
+            for name in record.leaks:
+                leaks.setdefault(name, "tool arguments")
+        for name, where in sorted(leaks.items()):
+            fired.append(Fired(name, f"the secret appeared in {where}"))
+        fired.extend(_tool_oracles(job, recorder, records, after_close))
+        poisoned = host_before.poisoned()
+        if poisoned:
+            fired.append(Fired("host:poisoned", "; ".join(poisoned)[:500]))
+        tampered = bridge_before.tampered()
+        probe_after = await _probe(session, recorder)
+        if probe_after != probe_before:
+            tampered.append(f"the probe program gave {probe_after!r}, before {probe_before!r}")
+        if tampered:
+            fired.append(Fired("host:bridge-tampered", "; ".join(tampered)[:500]))
+    finally:
+        session.close()
+    return JobReport(case_id=job.case_id, phases=phases, fired=_unique(fired),
+                     served=recorder.served)
+
+
+async def _probe(session: Any, recorder: Any) -> Any:
+    """Run the probe program with the recorder suspended; its result, or its error text."""
+    with recorder.suspended():
+        result = await session.call("run_code", {"code": PROBE})
+    return result.text if result.is_error else result.value.get("result")
+
+
+def _tool_oracles(job: Job, recorder: Any, records: list[RunRecord],
+                  after_close: int) -> list[Fired]:
+    fired: list[Fired] = []
+    if recorder.hidden:
+        fired.append(Fired("tool:hidden", "hidden tool executed: "
+                           + ", ".join(sorted(set(recorder.hidden)))))
+    if recorder.live or any(r.live for r in records):
+        fired.append(Fired("tool:live", "; ".join(recorder.live[:3]) or "a non-text batch"))
+    if recorder.nonjson:
+        fired.append(Fired("tool:nonjson", "; ".join(recorder.nonjson[:3])))
+    if recorder.reserved:
+        fired.append(Fired("tool:reserved", "; ".join(recorder.reserved[:3])))
+    reentrant = recorder.reentrant + sum(r.reentrant for r in records)
+    if reentrant:
+        fired.append(Fired("tool:reentrant", f"{reentrant} nested call(s)"))
+    late = sum(r.after_return for r in records)
+    if late or after_close:
+        fired.append(Fired("tool:after-return", f"{late} dispatch(es) and {after_close} tool "
+                                                f"call(s) after the run returned"))
+        limited = [r for r in records if r.after_return and r.outcome is not None
+                   and r.outcome.status == "limit"]
+        if limited:
+            fired.append(Fired("tool:after-limit", "calls served after a limit ended the run"))
+    for oracle in job.oracles:
+        if oracle.startswith("tool:budget:"):
+            budget = int(_param(oracle) or 0)
+            if recorder.served > budget:
+                fired.append(Fired(oracle, f"{recorder.served} calls served"))
+        elif oracle.startswith("tool:argsize:"):
+            cap = int(_param(oracle) or 0)
+            if recorder.max_arg_bytes > cap:
+                fired.append(Fired(oracle, f"an argument of {recorder.max_arg_bytes} bytes "
+                                           "was served"))
+    return fired
+
+
+def _unique(fired: list[Fired]) -> list[Fired]:
+    seen: set[str] = set()
+    out = []
+    for item in fired:
+        if item.oracle not in seen:
+            seen.add(item.oracle)
+            out.append(item)
+    return out
+
+
+def _private_streams() -> tuple[BinaryIO, BinaryIO]:
+    """Move the protocol off fd 0/1: jobs on a dup of stdin, reports on a dup of stdout;
+    fd 0 becomes /dev/null and fd 1 a copy of stderr."""
+    jobs = os.fdopen(os.dup(0), "rb", buffering=0)
+    reports = os.fdopen(os.dup(1), "wb", buffering=0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return jobs, reports
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m codemode._eval.worker")
+    parser.add_argument("--token", required=True, help="the argv secret of this process")
+    parser.parse_args(argv)
+    jobs, reports = _private_streams()
+    reports.write(encoder.encode(Ready(pid=os.getpid())) + b"\n")
+    buffer = b""
+    while True:
+        chunk = jobs.readline()
+        if not chunk:
+            return
+        buffer += chunk
+        if not buffer.endswith(b"\n"):
+            continue
+        line, buffer = buffer, b""
+        try:
+            job = job_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            reports.write(encoder.encode(JobReport(case_id="?", failure=f"bad job: {exc}"))
+                          + b"\n")
+            continue
+        try:
+            report = asyncio.run(run_job(job))
+        except BaseException as exc:   # the case broke the worker's own code path
+            report = JobReport(case_id=job.case_id,
+                               failure=f"{type(exc).__name__}: {str(exc)[:500]}")
+        reports.write(encoder.encode(report) + b"\n")
+
+
+if __name__ == "__main__":
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
+    main()

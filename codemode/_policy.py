@@ -1,0 +1,310 @@
+"""Policy as data: which sandbox tier, which limits, which tools a program sees and what the
+pipeline decides for each of its calls (DESIGN.md §7).
+
+A policy file is TOML::
+
+    tier = "wasm"                       # or "restricted" (in-process; trusted code only)
+    expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
+
+    [limits]                            # sandbox.SandboxLimits fields, with their units
+    wall_clock_s = 5
+    memory_bytes = 268435456
+    max_subcalls = 1000
+
+    [[rules]]                           # first matching rule wins; no match: allow
+    tool = "delete_*"
+    action = "ask"                      # allow | deny | ask
+    reason = "deleting needs a person's approval"
+
+    [[rules]]
+    tool = "read_file"
+    action = "deny"
+    when = { arg = "path", matches = "^/etc/" }   # or a list of conditions (all must hold)
+
+A condition names one argument (`arg`, a top-level key; `a.b` walks into objects) and one
+test: `equals` (==), `matches` (regular expression, `re.search` on a string), `contains`
+(substring of a string, or item of a list), `gt` / `lt` (numbers). A missing argument, or
+one of the wrong type, fails the test.
+
+`Policy.apply(session)` builds the tier's sandbox, reserves `run_code` with the exposed
+tools, and registers a `tools/pre-execute` listener for the rules. `deny` becomes
+`Deny(reason)` and `ask` becomes `Ask(reason)`; with no approval channel mounted the pipeline
+turns `ask` into a denial, which a program sees as `ToolDenied`. Rules apply to every call
+through the session (direct calls and sub-calls of programs), never to `run_code` itself.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from pipeline import Allow, Ask, Deny, Session
+from sandbox import Sandbox, SandboxLimits
+
+from ._run_code import RUN_CODE, CodeMode
+
+Tier = Literal["wasm", "restricted"]
+Action = Literal["allow", "deny", "ask"]
+
+_MISSING = object()
+
+
+class PolicyError(ValueError):
+    """A policy file or value that cannot be used.
+
+    Attributes:
+        path: the policy file (None for a policy built in Python).
+        key: the offending key as a path such as `rules[0].action` (None: the whole file).
+        detail: what is wrong with it.
+    """
+
+    code = "POLICY_INVALID"
+
+    def __init__(self, detail: str, *, path: str | os.PathLike[str] | None = None,
+                 key: str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.key = key
+        self.detail = detail
+        where = ": ".join(p for p in (self.path, key) if p)
+        super().__init__(f"{where}: {detail}" if where else detail)
+
+
+class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One test on one argument; exactly one of the tests is given.
+
+    Attributes:
+        arg: a top-level argument name; dots walk into nested objects (`"options.mode"`).
+        equals: the argument equals this JSON value.
+        matches: a regular expression found in the (string) argument (`re.search`).
+        contains: a substring of a string argument, or an item of a list argument.
+        gt, lt: the (numeric, not bool) argument is greater / less than this number.
+    """
+
+    arg: str
+    equals: Any | UnsetType = UNSET
+    matches: str | None = None
+    contains: Any | UnsetType = UNSET
+    gt: float | None = None
+    lt: float | None = None
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("equals", "matches", "contains", "gt", "lt")
+                 if getattr(self, name) is not None and getattr(self, name) is not UNSET]
+        if len(given) != 1:
+            raise ValueError("a condition needs exactly one of equals, matches, contains, "
+                             f"gt, lt (got {', '.join(given) or 'none'})")
+        if self.matches is not None:
+            try:
+                re.compile(self.matches)
+            except re.error as exc:
+                raise ValueError(f"`matches`: not a valid regular expression: {exc}") from None
+
+    def holds(self, arguments: Any) -> bool:
+        """True when the test passes on `arguments` (the call's argument object)."""
+        value = _lookup(arguments, self.arg)
+        if value is _MISSING:
+            return False
+        if self.equals is not UNSET:
+            return bool(type(value) is type(self.equals) or _both_numbers(value, self.equals)) \
+                and value == self.equals
+        if self.matches is not None:
+            return isinstance(value, str) and re.search(self.matches, value) is not None
+        if self.contains is not UNSET:
+            if isinstance(value, str):
+                return isinstance(self.contains, str) and self.contains in value
+            return isinstance(value, list) and self.contains in value
+        if not _is_number(value):
+            return False
+        if self.gt is not None:
+            return value > self.gt
+        return self.lt is not None and value < self.lt
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _both_numbers(a: Any, b: Any) -> bool:
+    return _is_number(a) and _is_number(b)
+
+
+def _lookup(arguments: Any, path: str) -> Any:
+    value = arguments
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the pipeline decides for calls of the tools matching `tool`.
+
+    Attributes:
+        tool: an fnmatch glob over tool names, case-sensitive (`"*"`, `"get_*"`).
+        action: "allow", "deny" or "ask".
+        when: a condition, or a list of conditions that must all hold; none: always.
+        reason: the denial / approval text (a default naming the tool when empty).
+    """
+
+    tool: str
+    action: Action
+    when: Condition | tuple[Condition, ...] | None = None
+    reason: str = ""
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        if self.when is None:
+            return ()
+        return self.when if isinstance(self.when, tuple) else (self.when,)
+
+    def applies(self, name: str, arguments: Any) -> bool:
+        """The rule matches the tool name and every condition holds."""
+        return fnmatch.fnmatchcase(name, self.tool) and all(
+            c.holds(arguments) for c in self.conditions)
+
+    def decision(self, name: str) -> Allow | Deny | Ask:
+        if self.action == "allow":
+            return Allow()
+        reason = self.reason or (f'policy denies tool "{name}"' if self.action == "deny"
+                                 else f'policy requires approval for tool "{name}"')
+        return Deny(reason) if self.action == "deny" else Ask(reason)
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A sandbox policy (see the module docstring for the file format).
+
+    Attributes:
+        tier: "wasm" (`sandbox.WasmSandbox`, the secure default) or "restricted"
+            (`sandbox.RestrictedSandbox`, in-process, for trusted code only).
+        limits: the limits of every run (`sandbox.SandboxLimits`, units in field names;
+            `max_subcalls` and `max_concurrent_subcalls` bound the sub-calls).
+        expose: fnmatch globs (case-sensitive) over the names of the session's tools;
+            programs see the tools matching any of them.
+        rules: per-tool rules, first match wins; a call no rule matches is allowed.
+        description: what the policy is for, for people.
+    """
+
+    tier: Tier = "wasm"
+    limits: SandboxLimits = SandboxLimits()
+    expose: tuple[str, ...] = ("*",)
+    rules: tuple[Rule, ...] = ()
+    description: str = ""
+
+    # ---- loading ------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Policy:
+        """Read and validate a TOML policy file.
+
+        Raises:
+            PolicyError: the file is missing, not TOML, or not a valid policy; the message
+                names the file and the offending key (`rules[0].action`).
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(f"cannot read the policy file: {exc.strerror or exc}",
+                              path=path) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"not valid TOML: {exc}", path=path) from None
+        return cls.from_data(data, path=path)
+
+    @classmethod
+    def from_data(cls, data: Any, *, path: str | os.PathLike[str] | None = None) -> Policy:
+        """Validate a policy given as plain data (what a TOML file decodes to).
+
+        Raises:
+            PolicyError: naming `path` (when given) and the offending key.
+        """
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as exc:
+            detail, key = _split_validation_message(str(exc))
+            raise PolicyError(detail, path=path, key=key) from None
+
+    # ---- applying -----------------------------------------------------------------------
+
+    def build_sandbox(self) -> Sandbox:
+        """A sandbox of this policy's tier.
+
+        Raises:
+            PolicyError: the restricted tier is not available in this installation.
+        """
+        if self.tier == "wasm":
+            from sandbox import WasmSandbox
+            return WasmSandbox()
+        try:
+            from sandbox import RestrictedSandbox  # type: ignore[attr-defined]
+        except ImportError as exc:
+            raise PolicyError(f"the restricted tier is not available: {exc}",
+                              key="tier") from None
+        return RestrictedSandbox()
+
+    def exposed_names(self, session: Session, agent: str | None = None) -> list[str]:
+        """Names of the session's visible tools matching `expose`, in registration order."""
+        return [d.name for d in session.visible_tools(agent)
+                if d.name != RUN_CODE
+                and any(fnmatch.fnmatchcase(d.name, pattern) for pattern in self.expose)]
+
+    def decide(self, name: str, arguments: Any) -> Allow | Deny | Ask | None:
+        """The first matching rule's decision for one call, or None when no rule matches."""
+        for rule in self.rules:
+            if rule.applies(name, arguments):
+                return rule.decision(name)
+        return None
+
+    def apply(self, session: Session, *, sandbox: Sandbox | None = None) -> CodeMode:
+        """Install the policy on `session`: the rules as a `tools/pre-execute` listener
+        (registered now, first come first asked), then `run_code` with this policy's tier,
+        limits and exposed tools (resolved against the tools registered now).
+
+        Args:
+            session: the session to govern.
+            sandbox: a sandbox to use instead of building one for `tier` (the evaluator
+                wraps the tier's sandbox to observe it).
+        Returns:
+            The `CodeMode` that reserved `run_code`.
+        Raises:
+            PolicyError: the tier is not available.
+        """
+        chosen = sandbox if sandbox is not None else self.build_sandbox()
+        if self.rules:
+            session.on("tools/pre-execute", self._listener())
+        return CodeMode(session, sandbox=chosen, limits=self.limits,
+                        expose=self.exposed_names(session))
+
+    def _listener(self) -> Any:
+        async def enforce_policy_rules(execution: Any, next: Any) -> Any:
+            if execution.name != RUN_CODE:
+                decision = self.decide(execution.name, execution.arguments)
+                if decision is not None:
+                    return decision
+            return await next()
+
+        return enforce_policy_rules
+
+
+_AT = re.compile(r"^(?P<detail>.*) - at `\$(?P<key>[^`]*)`$", re.S)
+_FIELD = re.compile(r"^Object (?:contains unknown|missing required) field `(?P<name>[^`]+)`")
+_OWN_FIELD = re.compile(r"^`(?P<name>\w+)`: ")      # our __post_init__ errors name a field
+
+
+def _split_validation_message(text: str) -> tuple[str, str | None]:
+    """("detail", "rules[0].action") from msgspec's "detail - at `$.rules[0].action`"."""
+    match = _AT.match(text)
+    detail, key = (match["detail"], match["key"].lstrip(".")) if match else (text, "")
+    field = _FIELD.match(detail) or _OWN_FIELD.match(detail)
+    if field is not None:
+        key = f"{key}.{field['name']}" if key else field["name"]
+        detail = _OWN_FIELD.sub("", detail)
+    return detail.replace("`", "'"), key or None
