@@ -1,5 +1,10 @@
 """The fixture programs (`fixtures/programs/*.py`) end to end: real MCP servers, the built-in
-toolset, the sandbox and the pipeline, checked by value and by session log."""
+toolset, the sandbox and the pipeline, checked by value and by session log.
+
+Each program's first line names what it needs (`# tools: git, time, builtin`). Programs pass
+`repo_path="."` to the git tools: the servers run with the repository of `fixtures.git_repo`
+as their working directory (and, through the CLI, so does `codemode run`).
+"""
 
 from __future__ import annotations
 
