@@ -28,12 +28,3 @@ def git_repo(tmp_path: Path) -> Path:
     """A fresh copy of the deterministic repository of `fixtures.git_repo` (dirty tree)."""
     return make_repo(tmp_path / "repo")
 
-
-@pytest.fixture
-def time_server_argv() -> tuple[str, ...]:
-    return TIME_SERVER
-
-
-@pytest.fixture
-def git_server_argv(git_repo: Path) -> tuple[str, ...]:
-    return git_server(git_repo)
