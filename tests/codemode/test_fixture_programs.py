@@ -33,6 +33,8 @@ SERVERS = ("time", "git", "builtin")
 
 # program -> (final value, sub-calls by tool name, how many of them failed)
 EXPECTED: dict[str, tuple[Any, dict[str, int], int]] = {
+    "gather_slow_calls": (
+        {"calls": 20, "total_ms": 4000, "well_under_a_second": True}, {"sleep_ms": 20}, 0),
     "branch_overview": (
         {"commits": 4,
          "by_author": {"Ada Lovelace": 2, "Alan Turing": 1, "Grace Hopper": 1},
