@@ -37,14 +37,11 @@ from ._fs_guard import (
     CreateIfAbsent,
     FileStore,
     FsGate,
-    LocalFileStore,
     ReplaceIfVersion,
     Unconditional,
-    fs_tools,
     read_before_edit,
 )
 from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
-from ._hooks import HookOutput, command_hook
 from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
 from ._registry import PendingCall
@@ -87,10 +84,8 @@ __all__ = [
     "FsNotObservedError",
     "FsStaleVersionError",
     "HarnessError",
-    "HookOutput",
     "InvalidArgumentsError",
     "InvalidToolOutputError",
-    "LocalFileStore",
     "LogClosedError",
     "LogCorruptError",
     "LogError",
@@ -108,10 +103,8 @@ __all__ = [
     "ToolTimeoutError",
     "Unconditional",
     "UnknownToolError",
-    "command_hook",
     "default_render",
     "events",
-    "fs_tools",
     "log",
     "message_of",
     "open_log",

@@ -10,39 +10,29 @@ the session that owns the gate, Code-Mode sub-calls included::
 
 ``read_before_edit(gate)`` installs the policy (the single write-intent and edit-intent
 deciders). Without it writes and edits are unconditional. Authorization is version
-freshness, not "saw the whole file". The two guarded failures get a remedy appended while
-keeping their code: ``FS_NOT_OBSERVED`` " — read the file, then retry", ``FS_STALE_VERSION``
-" — re-read the file, then retry".
+freshness, not "saw the whole file". A ``FileStore`` (``pipeline.fs.WorkspaceStore``)
+enforces the decided conditions atomically; the tools (``pipeline.fs.filesystem_tools``)
+append the remedies to the two guarded failures.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
-from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
 import msgspec
 
-from ._definition import tool
-from ._errors import FsNotFoundError, FsNotObservedError, FsStaleVersionError
-from ._execution import RunContext
+from ._errors import FsNotFoundError, FsNotObservedError
 from .events import Event, FsObserved
 
 __all__ = [
     "CreateIfAbsent",
     "FileStore",
     "FsGate",
-    "LocalFileStore",
     "ReplaceIfVersion",
     "Unconditional",
-    "fs_tools",
     "read_before_edit",
 ]
-
-NOT_OBSERVED_REMEDY = " — read the file, then retry"
-STALE_REMEDY = " — re-read the file, then retry"
 
 
 class Unconditional(msgspec.Struct, frozen=True):
@@ -63,68 +53,14 @@ WriteCondition = Unconditional | CreateIfAbsent | ReplaceIfVersion
 
 
 class FileStore(Protocol):
-    """The provider: resolves paths to keys and enforces write conditions atomically."""
+    """The provider: resolves paths to keys and enforces write conditions atomically
+    (implemented by ``pipeline.fs.WorkspaceStore``)."""
 
     def resolve(self, path: str) -> str: ...
 
     def read(self, key: str) -> tuple[str, str]: ...
 
     def write(self, key: str, text: str, condition: WriteCondition) -> str: ...
-
-
-class LocalFileStore:
-    """Files under ``root`` (paths may not escape it). Versions are content hashes, so an
-    external change is always detected. Conditional writes are atomic within the process."""
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).resolve()
-        self._lock = threading.Lock()
-
-    def resolve(self, path: str) -> str:
-        """The resolved absolute path (the gate's key). Raises ``ValueError`` outside root."""
-        target = (self.root / path).resolve()
-        if target != self.root and self.root not in target.parents:
-            raise ValueError(f'"{path}" is outside the workspace')
-        return str(target)
-
-    @staticmethod
-    def _version(data: bytes) -> str:
-        return hashlib.sha256(data).hexdigest()[:16]
-
-    def read(self, key: str) -> tuple[str, str]:
-        """(text, version). Raises ``FsNotFoundError``."""
-        try:
-            data = Path(key).read_bytes()
-        except FileNotFoundError:
-            raise FsNotFoundError(f'file not found: "{self.display(key)}"') from None
-        return data.decode("utf-8", errors="replace"), self._version(data)
-
-    def write(self, key: str, text: str, condition: WriteCondition) -> str:
-        """Write under ``condition``; return the new version."""
-        path = Path(key)
-        data = text.encode("utf-8")
-        with self._lock:
-            current = self._version(path.read_bytes()) if path.exists() else None
-            shown = self.display(key)
-            if isinstance(condition, CreateIfAbsent) and current is not None:
-                raise FsNotObservedError(f'"{shown}" already exists and was not read first')
-            if isinstance(condition, ReplaceIfVersion):
-                if current is None:
-                    raise FsStaleVersionError(f'"{shown}" was removed since it was last read')
-                if current != condition.version:
-                    raise FsStaleVersionError(f'"{shown}" changed since it was last read')
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        return self._version(data)
-
-    def display(self, key: str) -> str:
-        """``key`` relative to the root, for messages."""
-        try:
-            return str(Path(key).relative_to(self.root))
-        except ValueError:
-            return key
 
 
 Observed = tuple[Literal["unseen", "absent", "present"], str | None]
@@ -216,81 +152,3 @@ def read_before_edit(gate: FsGate, *, display: Callable[[str], str] = lambda key
         gate.clear()
 
     return dispose
-
-
-def _with_remedy(exc: Exception) -> Exception:
-    if isinstance(exc, FsStaleVersionError):
-        return FsStaleVersionError(exc.message + STALE_REMEDY)
-    if isinstance(exc, FsNotObservedError):
-        return FsNotObservedError(exc.message + NOT_OBSERVED_REMEDY)
-    return exc
-
-
-def fs_tools(store: FileStore, gate: FsGate) -> list[Any]:
-    """``read``, ``write`` and ``edit`` tools over ``store``, gated by ``gate``."""
-
-    def key_of(path: str) -> str:
-        return store.resolve(path)
-
-    @tool(name="read", concurrency_safe=True)
-    async def read(path: str, ctx: RunContext) -> str:
-        """Read a UTF-8 text file.
-
-        Args:
-            path: path relative to the workspace
-        """
-        key = key_of(path)
-        agent = ctx.execution.agent
-        try:
-            text, version = store.read(key)
-        except FsNotFoundError:
-            gate.observe(agent, key, "absent")
-            raise
-        gate.observe(agent, key, "present", version)
-        return text
-
-    @tool(name="write")
-    async def write(path: str, content: str, ctx: RunContext) -> str:
-        """Create or overwrite a text file.
-
-        Args:
-            path: path relative to the workspace
-            content: the whole new content
-        """
-        key = key_of(path)
-        agent = ctx.execution.agent
-        try:
-            version = store.write(key, content, gate.write_condition(agent, key))
-        except (FsNotObservedError, FsStaleVersionError) as exc:
-            raise _with_remedy(exc) from None
-        gate.observe(agent, key, "present", version)
-        return f"wrote {len(content)} characters to {path}"
-
-    @tool(name="edit")
-    async def edit(path: str, old: str, new: str, ctx: RunContext) -> str:
-        """Replace the one occurrence of ``old`` with ``new`` in a text file.
-
-        Args:
-            path: path relative to the workspace
-            old: text to replace; must occur exactly once
-            new: replacement text
-        """
-        key = key_of(path)
-        agent = ctx.execution.agent
-        try:
-            condition = gate.edit_condition(agent, key)
-            text, current = store.read(key)
-            if isinstance(condition, ReplaceIfVersion) and condition.version != current:
-                raise FsStaleVersionError(f'"{path}" changed since it was last read')
-            count = text.count(old)
-            if count != 1:
-                raise ValueError(f'"old" must occur exactly once in "{path}" (found {count})')
-            if not isinstance(condition, ReplaceIfVersion):
-                condition = ReplaceIfVersion(current)
-            version = store.write(key, text.replace(old, new, 1), condition)
-        except (FsNotObservedError, FsStaleVersionError) as exc:
-            raise _with_remedy(exc) from None
-        gate.observe(agent, key, "present", version)
-        return f"edited {path}"
-
-    return [read, write, edit]

@@ -306,25 +306,6 @@ class Session:
         first reason wins. Does not fire ``tools/changed``. Returns a disposer."""
         return registry_list("guard", self._registry.guards, fn, agent)
 
-    def add_hook(
-        self,
-        handler: Any,
-        *,
-        handler_id: str,
-        matcher: str | None = None,
-        dialect: str = "python",
-        agent: str | None = None,
-    ) -> Callable[[], None]:
-        """Bridge a hook ``handler(execution) -> HookOutput | dict | None`` into
-        ``tools/pre-execute`` (deny -> Deny, ask -> Ask, else delegate), logging
-        ``hook/invoked``/``hook/result``. ``matcher`` is a regular expression that must
-        fully match the tool name. Returns a disposer."""
-        from ._hooks import hook_listener
-
-        listener = hook_listener(handler, handler_id=handler_id, append=self.log.append,
-                                 turn=lambda: self._turn, matcher=matcher, dialect=dialect)
-        return self.on("tools/pre-execute", listener, agent=agent)
-
     # -- approval -------------------------------------------------------------------------
     @property
     def approval(self) -> ApprovalChannel | None:

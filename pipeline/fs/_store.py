@@ -19,8 +19,8 @@ absolute paths (``Target.key``), so aliases through symlinks inside the root sha
 observation. Messages here are bare; the tools append the remedies.
 
 Besides the richer ``load``/``put``/``edit`` used by ``filesystem_tools``, the store also
-satisfies ``pipeline.FileStore`` (``resolve``/``read``/``write``), so ``pipeline.fs_tools``
-can run on it too.
+satisfies ``pipeline.FileStore`` (``resolve``/``read``/``write``) for other tools over the
+same gate.
 """
 
 from __future__ import annotations

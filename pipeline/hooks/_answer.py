@@ -1,4 +1,5 @@
-"""What a finished hook process said, as a waterfall answer.
+"""What a hook said, as a waterfall answer: a finished hook process (``interpret``) or a
+hook's JSON answer object (``decide``: a command's stdout, a Python hook's returned dict).
 
 Exit code and stdout map as follows (``pre``: ``tools/pre-execute``, ``post``:
 ``tools/post-execute``):
@@ -21,18 +22,19 @@ JSON that does not parse, or an       error: delegate + warning    error: delega
 unknown decision
 ====================================  ===========================  =========================
 
+The exit-0 JSON rows are ``decide``; a Python hook's ``None`` is the empty-stdout row.
 A deny or block without a reason gets ``denied by hook "<id>"`` / ``blocked by hook "<id>"``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 import msgspec
 
 from ._process import Completed
 
-__all__ = ["Answer", "interpret", "summarize"]
+__all__ = ["Answer", "decide", "interpret", "summarize"]
 
 Decision = Literal["allow", "deny", "ask", "block", "accept", "delegate", "error"]
 
@@ -91,6 +93,14 @@ def interpret(point: Literal["pre", "post"], done: Completed, handler_id: str) -
         return Answer(decision="error", warning=f'hook "{handler_id}" printed invalid JSON: {exc}')
     if not isinstance(data, dict):
         return Answer(decision="error", warning=f'hook "{handler_id}" printed JSON that is not an object')
+    return decide(point, data, handler_id)
+
+
+def decide(point: Literal["pre", "post"], data: Mapping[str, Any], handler_id: str) -> Answer:
+    """Map a hook's JSON answer object (the exit-0 rows of the module table) onto an
+    ``Answer``; shared by command hooks (their stdout) and Python hooks (their return)."""
+    blocked: Decision = "block" if point == "post" else "deny"
+    default_reason = f'{"blocked" if point == "post" else "denied"} by hook "{handler_id}"'
     specific = data.get("hookSpecificOutput")
     specific = specific if isinstance(specific, dict) else {}
     if point == "pre":
@@ -102,8 +112,8 @@ def interpret(point: Literal["pre", "post"], done: Completed, handler_id: str) -
         decision = _PRE.get(raw) if isinstance(raw, str) else None
         if decision is None:
             return Answer(decision="error", warning=f'hook "{handler_id}" returned an unknown decision {raw!r}')
-        if decision == "deny":
-            return Answer(decision="deny", reason=_text(reason) or default_reason)
+        if decision == blocked:
+            return Answer(decision=blocked, reason=_text(reason) or default_reason)
         return Answer(decision=decision, reason=_text(reason))  # type: ignore[arg-type]
     context = specific.get("additionalContext", data.get("additionalContext"))
     contexts = (context,) if isinstance(context, str) and context.strip() else ()
@@ -111,5 +121,5 @@ def interpret(point: Literal["pre", "post"], done: Completed, handler_id: str) -
     if raw is not None and (not isinstance(raw, str) or raw not in _POST):
         return Answer(decision="error", warning=f'hook "{handler_id}" returned an unknown decision {raw!r}')
     if raw is not None and _POST[raw] == "block":
-        return Answer(decision="block", reason=_text(data.get("reason")) or default_reason)
+        return Answer(decision=blocked, reason=_text(data.get("reason")) or default_reason)
     return Answer(decision="accept", contexts=contexts) if contexts else Answer(decision="delegate")

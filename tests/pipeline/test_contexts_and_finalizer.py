@@ -178,3 +178,20 @@ async def test_deferring_a_malformed_context_raises_in_the_body():
     result = await session.execute(inp("t"))
     assert result.is_error
     assert result.error.message == "additional context must be a string or a list of content blocks"
+
+
+async def test_code_dispatch_log_listeners_replace_logged_content_and_raising_ones_are_contained():
+    session = Session(tools=[make_tool("t", lambda a, c: "x" * 100)])
+    result = await session.execute(inp("t", parent=object()))
+    assert await session.code_dispatch_content(None, result) == result.content
+
+    session.on("tools/code-dispatch-log", lambda e, r, content, next: [{"type": "text", "text": "[spilled]"}])
+    assert await session.code_dispatch_content(None, result) == ({"type": "text", "text": "[spilled]"},)
+
+    broken = Session()
+
+    def boom(execution, result, content, next):
+        raise RuntimeError("log listener broke")
+
+    broken.on("tools/code-dispatch-log", boom)
+    assert await broken.code_dispatch_content(None, result) == result.content

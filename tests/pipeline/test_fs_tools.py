@@ -9,11 +9,22 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline import FsGate, Session, ToolDefinition, fs_tools, read_before_edit
+from pipeline import (
+    CreateIfAbsent,
+    FsGate,
+    FsNotFoundError,
+    FsNotObservedError,
+    FsStaleVersionError,
+    ReplaceIfVersion,
+    Session,
+    ToolDefinition,
+    Unconditional,
+    read_before_edit,
+)
 from pipeline.events import FsObserved
-from pipeline.fs import Version, WorkspaceStore, filesystem_tools, session_gate
+from pipeline.fs import FsOutsideRootError, Version, WorkspaceStore, filesystem_tools, session_gate
 
-from conftest import error_text
+from conftest import error_text, inp
 
 
 def fs_session(root: Path, **kwargs) -> Session:
@@ -287,6 +298,12 @@ async def test_a_file_the_session_wrote_can_be_edited_without_a_read(root, sessi
     assert (root / "a.txt").read_text() == "final\n"
 
 
+async def test_a_file_the_session_wrote_can_be_written_again_without_a_read(root, session):
+    assert (await call(session, "write", {"path": "a.txt", "content": "x"})).value["created"] is True
+    result = await call(session, "write", {"path": "a.txt", "content": "y"})
+    assert result.value == {"path": "a.txt", "bytes": 1, "created": False}
+    assert (root / "a.txt").read_text() == "y"
+
 # -- agents ---------------------------------------------------------------------------------
 
 async def test_observations_belong_to_the_agent_that_made_them(root, session):
@@ -314,6 +331,38 @@ async def test_forgetting_observations_requires_a_new_read(root, session):
     result = await call(session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"})
     assert code(result) == "FS_NOT_OBSERVED"
 
+
+async def test_sub_calls_and_direct_calls_of_an_agent_share_observations(root, session):
+    (root / "a.txt").write_text("one\n")
+    (root / "b.txt").write_text("two\n")
+    token = object()
+
+    async def run(name, arguments, **kw):
+        return await session.execute(inp(name, arguments, agent="main", **kw))
+
+    await run("read", {"path": "a.txt"}, parent=token, call_id="outer:code:1")
+    assert (await run("edit", {"path": "a.txt", "old_string": "one", "new_string": "1"})).is_error is False
+    await run("read", {"path": "b.txt"}, call_id="c2")
+    sub = await run("edit", {"path": "b.txt", "old_string": "two", "new_string": "2"}, parent=token,
+                    call_id="outer:code:2")
+    assert sub.is_error is False
+    assert (root / "a.txt").read_text() == "1\n" and (root / "b.txt").read_text() == "2\n"
+
+
+async def test_a_gate_without_the_policy_makes_writes_and_edits_unconditional(root):
+    (root / "a.txt").write_text("x\n")
+    with Session() as session:
+        gate = FsGate(session.log.append)
+        dispose = read_before_edit(gate)
+        for definition in filesystem_tools(root, session=session, gate=gate):
+            session.register(definition)
+        assert code(await call(session, "write", {"path": "a.txt", "content": "y\n"})) == "FS_NOT_OBSERVED"
+        dispose()
+        assert (await call(session, "write", {"path": "a.txt", "content": "y\n"})).is_error is False
+        result = await call(session, "edit", {"path": "a.txt", "old_string": "y", "new_string": "z"}, agent=None)
+        assert result.is_error is False
+        assert [e.agent for e in observed(session)] == ["main", None]
+    assert (root / "a.txt").read_text() == "z\n"
 
 # -- confinement ----------------------------------------------------------------------------
 
@@ -572,22 +621,31 @@ async def test_an_edit_without_read_inside_a_program_is_a_rejection_with_the_rem
 
 # -- the store as a pipeline.FileStore --------------------------------------------------------
 
-async def test_the_workspace_store_serves_the_pipeline_s_own_file_tools(root, tmp_path):
+def test_the_workspace_store_is_a_file_store_enforcing_the_gate_s_conditions(root, tmp_path):
     store = WorkspaceStore(root)
-    assert all(callable(getattr(store, method)) for method in ("resolve", "read", "write"))  # FileStore
     (tmp_path / "elsewhere").mkdir()
     (root / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     (root / "a.txt").write_text("draft")
-    with Session() as session:
-        gate = FsGate(session.log.append)
-        read_before_edit(gate, display=store.display)
-        for definition in fs_tools(store, gate):
-            session.register(definition)
-        blind = await call(session, "edit", {"path": "a.txt", "old": "draft", "new": "final"})
-        assert blind.error.message == 'edit requires reading "a.txt" first — read the file, then retry'
-        await call(session, "read", {"path": "a.txt"})
-        assert (await call(session, "edit", {"path": "a.txt", "old": "draft", "new": "final"})).is_error is False
-        escape = await call(session, "write", {"path": "link/x.txt", "content": "x"})
-        assert code(escape) == "FS_OUTSIDE_ROOT"
+    key = store.resolve("a.txt")
+    assert key == str((root / "a.txt").resolve()) and store.display(key) == "a.txt"
+    with pytest.raises(FsOutsideRootError):
+        store.resolve("link/x.txt")
+    with pytest.raises(FsOutsideRootError):
+        store.resolve("../x.txt")
+    with pytest.raises(FsNotFoundError):
+        store.read(store.resolve("missing.txt"))
+
+    text, version = store.read(key)
+    assert text == "draft"
+    with pytest.raises(FsNotObservedError, match='"a.txt" already exists and was not read first'):
+        store.write(key, "blind", CreateIfAbsent())
+    with pytest.raises(FsStaleVersionError, match='"a.txt" changed since it was last read'):
+        store.write(key, "stale", ReplaceIfVersion(f"0:5:{'0' * 64}"))
+    new_version = store.write(key, "final", ReplaceIfVersion(version))
+    assert store.read(key) == ("final", new_version)
+    created = store.resolve("new.txt")
+    store.write(created, "fresh", CreateIfAbsent())
+    store.write(created, "anything", Unconditional())
+    assert (root / "new.txt").read_text() == "anything"
     assert (root / "a.txt").read_text() == "final"
     assert list((tmp_path / "elsewhere").iterdir()) == []
