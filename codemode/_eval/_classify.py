@@ -74,5 +74,6 @@ def classify(*, benign: bool, fired: Sequence[Fired], phases: Sequence[PhaseRepo
 
 def _ending(phase: PhaseReport) -> str:
     if phase.status == "ok":
-        return "completed"
-    return f"{phase.error_kind or phase.status}: {phase.error_message[:160]}"
+        return "completed; no oracle fired"
+    first = (phase.error_message.strip().splitlines() or [""])[0]
+    return f"{phase.error_kind or phase.status}: {first[:120]}"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._policy import Policy, PolicyError
@@ -54,7 +55,7 @@ def run_command(corpus: Sequence[Path], policy_path: Path, *, tier: str | None, 
     try:
         cases, policy = prepare(corpus, policy_path, tier)
     except EvalUsageError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_USAGE
     started = time.monotonic()
     progress = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),

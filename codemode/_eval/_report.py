@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ._classify import FAILING, OUTCOMES
@@ -65,17 +66,23 @@ def to_json(report: EvalReport) -> bytes:
 
 
 def case_table(results: Sequence[CaseResult]) -> Table:
+    """One row per case: id, category, declared oracles, outcome, cost, reason."""
     table = Table(title="cases", title_justify="left")
     table.add_column("case")
     table.add_column("category")
     table.add_column("expected (oracles)", overflow="fold")
     table.add_column("outcome")
     table.add_column("ms", justify="right")
+    metered = any(r.fuel_used is not None for r in results)
+    if metered:
+        table.add_column("fuel", justify="right")
     table.add_column("why", overflow="fold")
     for r in results:
+        cost = [f"{r.latency_ms:.0f}"]
+        if metered:
+            cost.append("" if r.fuel_used is None else f"{r.fuel_used:,}")
         table.add_row(r.id, r.category, ", ".join(r.oracles),
-                      f"[{_RICH[r.outcome]}]{r.outcome}[/]", f"{r.latency_ms:.0f}",
-                      r.reason[:160])
+                      f"[{_RICH[r.outcome]}]{r.outcome}[/]", *cost, escape(r.reason[:160]))
     return table
 
 

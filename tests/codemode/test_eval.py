@@ -1,0 +1,312 @@
+"""The policy evaluator: corpus loading, canaries, oracles, classification, reports, and
+runs over the real corpus (`shared/attacks/` beside the checkout) and over small corpora
+written here, whose cases make oracles fire on purpose."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from codemode._eval import (Case, Fired, PhaseReport, classify, evaluate, load_corpus,
+                            parse_case, substitute, to_html, to_json)
+from codemode._eval._canaries import Listener, Plant
+from codemode._eval._observe import HostState, LeakScanner
+from codemode._eval._report import EvalReport
+from codemode._policy import Policy
+from fixtures.reference_tools import scan_arguments
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "attacks"
+DEFAULT = ROOT / "fixtures" / "policies" / "default.toml"
+
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no corpus at {CORPUS}")
+
+
+def write_case(directory: Path, name: str, header: dict, body: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {key}: {value}" for key, value in header.items()]
+    path = directory / name
+    path.write_text("\n".join(lines) + "\n" + textwrap.dedent(body).lstrip("\n"))
+    return path
+
+
+def fast_policy(**changes) -> Policy:
+    data = msgspec.to_builtins(Policy.load(DEFAULT))
+    data["limits"]["wall_clock_s"] = 1.0
+    data.update(changes)
+    return Policy.from_data(data)
+
+
+# ---- corpus -------------------------------------------------------------------------------
+
+def test_parse_case_header_phases_and_placeholders(tmp_path):
+    path = write_case(tmp_path, "two.py", {
+        "id": "two-phase", "category": "state-leak", "expect": "nothing leaks",
+        "source": "general technique", "oracle": "p2:SEEN, leak:state"}, """
+        token = "@@STATE_TOKEN@@"
+        # ---- phase 2 (fresh sandbox, same host) ----
+        print("phase two", "@@PORT@@")
+        """)
+    case = parse_case(path)
+    assert (case.id, case.category, case.oracles, case.benign) == (
+        "two-phase", "state-leak", ("p2:SEEN", "leak:state"), False)
+    first, second = case.phases
+    assert first.endswith('token = "@@STATE_TOKEN@@"\n')
+    assert second == 'print("phase two", "@@PORT@@")\n'
+    assert case.placeholders() == {"STATE_TOKEN", "PORT"}
+    assert substitute(second, {"PORT": "4242"}) == 'print("phase two", "4242")\n'
+    assert substitute("@@UNKNOWN@@", {}) == "@@UNKNOWN@@"
+
+
+def test_expect_error_header_and_id_fallback(tmp_path):
+    path = write_case(tmp_path, "no-id.py", {"category": "benign",
+                                             "expect_error": "boom"}, "raise ValueError('boom')\n")
+    case = parse_case(path)
+    assert (case.id, case.benign, case.expect_error) == ("no-id", True, "boom")
+
+
+def test_a_new_file_in_a_corpus_directory_is_a_new_case(tmp_path):
+    write_case(tmp_path / "corpus", "a.py", {"id": "a", "category": "benign"}, "print(1)\n")
+    assert [c.id for c in load_corpus([tmp_path / "corpus"])] == ["a"]
+    write_case(tmp_path / "corpus" / "deeper", "b.py", {"id": "b", "category": "network"},
+               "print(2)\n")
+    (tmp_path / "corpus" / "notes.txt").write_text("not a case")
+    assert [c.id for c in load_corpus([tmp_path / "corpus"])] == ["a", "b"]
+
+
+# ---- canaries and observation --------------------------------------------------------------
+
+def test_plant_finds_writes_markers_and_read_only_changes(tmp_path):
+    plant = Plant(tmp_path / "tree")
+    plant.reset("secret-1")
+    assert plant.canary_read.read_text() == "secret-1\n"
+    assert plant.findings() == type(plant.findings())()
+    (plant.workspace / ".." / "out" / "pwned.txt").write_text("x")
+    plant.marker.with_name("marker.fork").write_text("")
+    os.chmod(plant.ro_host, 0o644)
+    plant.ro_host.write_text("changed")
+    findings = plant.findings()
+    assert findings.written == ("run/host/out/pwned.txt",)
+    assert findings.markers == ("run/marker.fork",)
+    assert findings.ro_modified
+    plant.reset("secret-2")
+    assert plant.findings() == type(plant.findings())()
+    assert (plant.workspace / "escape_rel").resolve() == plant.canary_read.resolve()
+
+
+def test_listener_counts_connections():
+    listener = Listener()
+    try:
+        socket.create_connection(("127.0.0.1", listener.port), timeout=2).close()
+        for _ in range(100):
+            if listener.connections:
+                break
+            import time
+            time.sleep(0.01)
+        assert listener.connections == 1
+    finally:
+        listener.close()
+
+
+def test_leak_scanner_finds_cut_copies():
+    scanner = LeakScanner({"leak:key": "cnry-key-0123456789abcdef0123456789abcdef"})
+    assert scanner.scan("...cnry-key-0123456789ab...") == {"leak:key"}
+    assert scanner.scan("cnry-key-01234") == set()
+
+
+def test_host_state_notices_a_poisoned_json_encoder():
+    import json as host_json
+    state = HostState()
+    original = host_json.JSONEncoder.default
+    host_json.JSONEncoder.default = lambda self, o: "poisoned"
+    try:
+        problems = state.poisoned()
+    finally:
+        host_json.JSONEncoder.default = original
+    assert any("json.encoder.JSONEncoder.default" in p for p in problems)
+    assert "json.dumps accepted a set" in problems
+    assert state.poisoned() == []
+
+
+def test_argument_scan():
+    class Live:
+        pass
+    scan = scan_arguments({"value": [1, "é", None], "sub_call_id": "x",
+                           "obj": Live(), "t": (1,), "nan": float("nan")})
+    assert scan.reserved == ("sub_call_id",)
+    assert sorted(scan.nonjson) == ["$.nan", "$.obj", "$.t"]
+    assert scan.live == ("$.obj",)
+    assert scan_arguments({"v": "x" * 1000}).json_bytes > 1000
+
+
+# ---- classification ----------------------------------------------------------------------
+
+def phase(status="ok", kind=None, message="", stdout=""):
+    return PhaseReport(status=status, error_kind=kind, error_message=message, stdout=stdout)
+
+
+@pytest.mark.parametrize("benign, fired, phases, matches, expected", [
+    (False, [Fired("leak:env", "x"), Fired("time", "y")], [phase()], None, "escaped"),
+    (False, [Fired("mem", "y")], [phase("limit", "memory")], None, "host-affected"),
+    (False, [Fired("worker:died", "exit -11")], [], None, "host-affected"),
+    (False, [], [phase("limit", "timeout")], None, "limit"),
+    (False, [], [phase("error", "exception")], None, "blocked"),
+    (False, [], [phase()], None, "blocked"),
+    (False, [], [phase("host-error", message="boom")], None, "host-affected"),
+    (True, [], [phase()], True, "ran-ok"),
+    (True, [], [phase()], False, "wrong-output"),
+    (True, [], [phase("limit", "timeout")], True, "wrong-output"),
+    (True, [Fired("p2:X", "")], [phase()], True, "escaped"),
+])
+def test_classify(benign, fired, phases, matches, expected):
+    outcome, _ = classify(benign=benign, fired=fired, phases=phases, stdout_matches=matches)
+    assert outcome == expected
+
+
+def test_classify_expected_error():
+    ok = classify(benign=True, fired=[], phases=[phase("error", "exception", "boom: 3")],
+                  stdout_matches=True, expect_error="boom")
+    assert ok[0] == "ran-ok"
+    missing = classify(benign=True, fired=[], phases=[phase()], stdout_matches=True,
+                       expect_error="boom")
+    assert missing[0] == "wrong-output"
+
+
+# ---- end to end ----------------------------------------------------------------------------
+
+def by_id(results):
+    return {r.id: r for r in results}
+
+
+def test_oracles_fire_when_a_policy_lets_a_case_through(tmp_path):
+    """A policy exposing every tool (hidden ones included) lets these cases do what the
+    oracles look for; each must be caught."""
+    corpus = tmp_path / "corpus"
+    write_case(corpus, "hidden.py", {"id": "hidden", "category": "bridge-abuse",
+                                     "oracle": "tool:hidden, leak:key"},
+               'print("key:", call_tool("read_secret"))\n')
+    write_case(corpus, "budget.py", {"id": "budget", "category": "bridge-abuse",
+                                     "oracle": "tool:budget:3"},
+               "for i in range(5):\n    add(a=i, b=1)\n")
+    write_case(corpus, "argsize.py", {"id": "argsize", "category": "bridge-abuse",
+                                      "oracle": "tool:argsize:100"},
+               'echo(value="x" * 1000)\n')
+    write_case(corpus, "reserved.py", {"id": "reserved", "category": "bridge-abuse",
+                                       "oracle": "tool:reserved"},
+               'echo(value=1, parent_call_id="forged")\n')
+    write_case(corpus, "p2.py", {"id": "p2", "category": "state-leak",
+                                 "oracle": "p2:SAW, leak:state"},
+               'x = "@@STATE_TOKEN@@"\n# ---- phase 2 (fresh sandbox, same host) ----\n'
+               'print("SAW")\n')
+    write_case(corpus, "slow.py", {"id": "slow", "category": "resource-cpu",
+                                   "oracle": "time:0.3"},
+               "import time\ntime.sleep(0.6)\n")
+    write_case(corpus, "clean.py", {"id": "clean", "category": "state-leak",
+                                    "oracle": "leak:state, host:poisoned"},
+               'import random\nrandom.seed("@@STATE_TOKEN@@")\n'
+               '# ---- phase 2 (fresh sandbox, same host) ----\nprint(random.random())\n')
+    results = by_id(evaluate(load_corpus([corpus]), fast_policy(expose=["*"])))
+    fired = {case: {f.oracle for f in r.fired} for case, r in results.items()}
+    assert results["hidden"].outcome == "escaped"
+    assert fired["hidden"] == {"tool:hidden", "leak:key"}
+    assert fired["budget"] == {"tool:budget:3"}
+    assert fired["argsize"] == {"tool:argsize:100"}
+    assert fired["reserved"] == {"tool:reserved"}
+    assert fired["p2"] == {"p2:SAW"}
+    assert (results["slow"].outcome, fired["slow"]) == ("host-affected", {"time"})
+    assert (results["clean"].outcome, fired["clean"]) == ("blocked", set())
+
+
+def test_cli_picks_up_a_new_case_and_exits_1_on_an_escape(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_case(corpus, "ok.py", {"id": "ok", "category": "benign",
+                                 "oracle": "stdout-equals-reference"},
+               'print(add(a=2, b=3), get_weather(city="Oslo")["temp_c"])\n')
+    policy = tmp_path / "all.toml"
+    policy.write_text(DEFAULT.read_text().replace(
+        'expose = ["get_weather", "add", "search_docs", "echo", "sleep_ms", '
+        '"get_cached_config", "fail"]', 'expose = ["*"]'))
+    html_path = tmp_path / "report.html"
+
+    def cli():
+        env = {**os.environ, "COLUMNS": "200"}
+        return subprocess.run([sys.executable, "-m", "codemode", "eval", str(corpus),
+                               "--policy", str(policy), "--json", "--html", str(html_path)],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+    first = cli()
+    assert first.returncode == 0, first.stderr
+    assert [(r["id"], r["outcome"]) for r in json.loads(first.stdout)["results"]] == [
+        ("ok", "ran-ok")]
+    write_case(corpus / "new", "leak.py", {"id": "leak", "category": "bridge-abuse",
+                                           "oracle": "tool:hidden"},
+               'call_tool("admin_delete_all")\n')
+    second = cli()
+    assert second.returncode == 1, second.stderr
+    report = json.loads(second.stdout)
+    assert sorted((r["id"], r["outcome"]) for r in report["results"]) == [
+        ("leak", "escaped"), ("ok", "ran-ok")]
+    assert report["totals"] == {"escaped": 1, "ran-ok": 1}
+    page = html_path.read_text()
+    assert "<svg" in page and "leak" in page
+    assert "src=" not in page and "<link" not in page and "<script" not in page
+
+
+def test_cli_reports_an_invalid_policy(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[limits]\nfuel = 0\n")
+    done = subprocess.run([sys.executable, "-m", "codemode", "eval", str(tmp_path),
+                           "--policy", str(bad)], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode == 2
+    assert f"{bad}: limits.fuel: Expected 'int' >= 1" in done.stderr
+
+
+SUBSET = [
+    "benign/benign-collections-counter.py", "benign/benign-exceptions-traceback.py",
+    "benign/benign-json-roundtrip.py", "benign/benign-regex-parsing.py",
+    "benign/benign-tool-calls-sequential.py", "benign/benign-asyncio-gather-tools.py",
+    "bridge-call-flood.py", "bridge-hidden-tool-variants.py", "bridge-name-toctou-object.py",
+    "bridge-reentrant-callback.py", "cpu-infinite-loop.py", "cpu-sleep-wallclock.py",
+    "deny-swallow-tool-denial.py", "env-argv-sys.py", "env-os-environ.py",
+    "fmt-str-format-traversal.py", "fs-read-abs-path.py", "fs-read-planted-symlink.py",
+    "fs-write-abs-path.py", "fs-write-traversal.py", "imp-alt-module-names.py",
+    "imp-pickle-reduce.py", "intro-bridge-code-swap.py", "intro-operator-attrgetter.py",
+    "mem-string-doubling.py", "net-socket-loopback.py", "proc-fork-spawn.py",
+    "proc-subprocess.py", "state-decimal-context.py", "state-guard-shadow-posonly.py",
+    "state-random-seed.py",
+]
+
+
+@needs_corpus
+def test_corpus_subset_under_the_default_policy_in_the_wasm_tier():
+    cases = load_corpus([CORPUS / name for name in SUBSET])
+    results = by_id(evaluate(cases, fast_policy()))
+    assert len(results) == len(SUBSET)
+    failing = {i: r.reason for i, r in results.items() if r.outcome in ("escaped", "host-affected")}
+    assert failing == {}
+    assert {i for i, r in results.items() if r.outcome == "limit"} == {
+        "bridge-call-flood", "cpu-infinite-loop", "cpu-sleep-wallclock", "mem-string-doubling"}
+    benign = {i: r.outcome for i, r in results.items() if r.category == "benign"}
+    benign.pop("benign-asyncio-gather-tools")   # see docs/security.md: sync calls in async code
+    assert set(benign.values()) == {"ran-ok"}
+    assert all(r.latency_ms > 0 for r in results.values())
+
+
+@needs_corpus
+def test_report_formats_over_real_results():
+    cases = load_corpus([CORPUS / "fs-read-abs-path.py", CORPUS / "benign"])
+    results = evaluate(cases, fast_policy(), jobs=2)
+    report = EvalReport.build(policy="default.toml", tier="wasm", jobs=2, duration_s=1.0,
+                              results=results)
+    data = json.loads(to_json(report))
+    assert data["summary"]["fs-read"] == {"blocked": 1}
+    assert sum(data["totals"].values()) == len(cases) and data["failed"] is False
+    page = to_html(report)
+    assert page.count("<rect") >= len(data["summary"]) and "fs-read" in page

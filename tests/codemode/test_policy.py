@@ -1,0 +1,236 @@
+"""Policies as data: loading and validating TOML, exposing tools by glob, per-tool rules
+enforced in the pipeline (deny, ask without an approval channel), `codemode run --policy`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemode import Session
+from codemode._policy import Condition, Policy, PolicyError, Rule
+from fixtures.reference_tools import ToolRecorder, reference_tools
+from sandbox import SandboxLimits
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICIES = ROOT / "fixtures" / "policies"
+
+
+def session_with(policy: Policy) -> tuple[Session, ToolRecorder]:
+    recorder = ToolRecorder()
+    session = Session(tools=reference_tools(recorder))
+    policy.apply(session)
+    return session, recorder
+
+
+async def run(session: Session, code: str):
+    result = await session.call("run_code", {"code": code})
+    assert not result.is_error, result.text
+    return result.value.get("result")
+
+
+# ---- loading --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["default", "strict", "example"])
+def test_bundled_policies_load(name):
+    policy = Policy.load(POLICIES / f"{name}.toml")
+    assert policy.tier == "wasm"
+    assert policy.description
+
+
+def test_default_policy_limits_and_exposed_tools():
+    policy = Policy.load(POLICIES / "default.toml")
+    assert policy.limits == SandboxLimits(wall_clock_s=5.0, memory_bytes=256 << 20,
+                                          output_bytes=1 << 20, max_subcalls=1000,
+                                          max_concurrent_subcalls=10, request_bytes=16 << 20)
+    session = Session(tools=reference_tools())
+    assert policy.exposed_names(session) == ["get_weather", "add", "search_docs", "echo",
+                                             "sleep_ms", "get_cached_config", "fail"]
+
+
+@pytest.mark.parametrize("text, key, detail", [
+    ('[[rules]]\ntool = "x"\naction = "maybe"\n', "rules[0].action", "Invalid enum value 'maybe'"),
+    ('[limits]\nwall_clock_s = 5\nbogus = 1\n', "limits.bogus", "Object contains unknown field 'bogus'"),
+    ('[limits]\nwall_clock_s = -1\n', "limits.wall_clock_s", "Expected 'float' > 0.0"),
+    ('tier = "docker"\n', "tier", "Invalid enum value 'docker'"),
+    ('[[rules]]\naction = "deny"\n', "rules[0].tool", "Object missing required field 'tool'"),
+    ('[[rules]]\ntool = "a"\naction = "deny"\n[[rules]]\ntool = "b"\naction = "deny"\n'
+     'when = { arg = "p", matches = "(" }\n', "rules[1].when.matches",
+     "not a valid regular expression: missing ), unterminated subpattern at position 0"),
+    ('[[rules]]\ntool = "a"\naction = "deny"\nwhen = { arg = "p" }\n', "rules[0].when",
+     "a condition needs exactly one of equals, matches, contains, gt, lt (got none)"),
+    ('expose = "get_*"\n', "expose", "Expected 'array', got 'str'"),
+])
+def test_invalid_policy_file_names_path_and_key(tmp_path, text, key, detail):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(PolicyError) as caught:
+        Policy.load(path)
+    error = caught.value
+    assert (error.path, error.key, error.detail) == (str(path), key, detail)
+    assert str(error) == f"{path}: {key}: {detail}"
+
+
+def test_policy_file_that_is_not_toml(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("tier = \n")
+    with pytest.raises(PolicyError) as caught:
+        Policy.load(path)
+    assert caught.value.path == str(path) and caught.value.key is None
+    assert str(caught.value).startswith(f"{path}: not valid TOML: ")
+
+
+def test_missing_policy_file(tmp_path):
+    with pytest.raises(PolicyError) as caught:
+        Policy.load(tmp_path / "absent.toml")
+    assert str(caught.value) == f"{tmp_path / 'absent.toml'}: cannot read the policy file: " \
+                                "No such file or directory"
+
+
+# ---- rules and conditions ---------------------------------------------------------------
+
+@pytest.mark.parametrize("condition, arguments, holds", [
+    (Condition(arg="path", matches="^/etc/"), {"path": "/etc/passwd"}, True),
+    (Condition(arg="path", matches="^/etc/"), {"path": "/home/etc/x"}, False),
+    (Condition(arg="path", matches="^/etc/"), {"path": 5}, False),
+    (Condition(arg="path", matches="^/etc/"), {}, False),
+    (Condition(arg="n", gt=10), {"n": 11}, True),
+    (Condition(arg="n", gt=10), {"n": 10}, False),
+    (Condition(arg="n", gt=0), {"n": True}, False),          # bools are not numbers here
+    (Condition(arg="n", lt=0.5), {"n": 0.25}, True),
+    (Condition(arg="n", lt=0.5), {"n": "0.1"}, False),
+    (Condition(arg="mode", equals="rw"), {"mode": "rw"}, True),
+    (Condition(arg="mode", equals=1), {"mode": True}, False),
+    (Condition(arg="n", equals=2), {"n": 2.0}, True),
+    (Condition(arg="tags", contains="x"), {"tags": ["a", "x"]}, True),
+    (Condition(arg="text", contains="pass"), {"text": "a password"}, True),
+    (Condition(arg="text", contains="pass"), {"text": 7}, False),
+    (Condition(arg="opts.level", gt=3), {"opts": {"level": 4}}, True),
+    (Condition(arg="opts.level", gt=3), {"opts": 4}, False),
+])
+def test_condition(condition, arguments, holds):
+    assert condition.holds(arguments) is holds
+
+
+def test_first_matching_rule_wins_and_no_match_is_no_decision():
+    policy = Policy(rules=(
+        Rule(tool="get_*", action="deny", when=Condition(arg="city", equals="Atlantis"),
+             reason="fictional"),
+        Rule(tool="get_*", action="allow"),
+        Rule(tool="*", action="ask"),
+    ))
+    assert policy.decide("get_weather", {"city": "Atlantis"}).reason == "fictional"
+    assert type(policy.decide("get_weather", {"city": "Oslo"})).__name__ == "Allow"
+    assert policy.decide("echo", {}).reason == 'policy requires approval for tool "echo"'
+    assert Policy().decide("echo", {}) is None
+
+
+def test_rule_globs_are_case_sensitive():
+    rule = Rule(tool="read_*", action="deny")
+    assert rule.applies("read_secret", {}) and not rule.applies("READ_SECRET", {})
+
+
+# ---- applied to a session ---------------------------------------------------------------
+
+ASK_PROGRAM = """
+try:
+    sleep_ms(ms=1)
+    outcome = "served"
+except ToolDenied as exc:
+    outcome = [type(exc).__name__, exc.code, exc.message]
+outcome
+"""
+
+
+async def test_ask_without_an_approval_channel_is_a_denial_the_program_sees():
+    policy = Policy(rules=(Rule(tool="sleep_ms", action="ask",
+                                reason="sleeping on the host needs approval"),))
+    session, recorder = session_with(policy)
+    assert session.approval is None
+    assert await run(session, ASK_PROGRAM) == ["ToolDenied", "DENIED",
+                                               "sleeping on the host needs approval"]
+    assert recorder.served == 0
+
+
+DENY_BY_ARGUMENT = """
+seen = []
+for city in ["Oslo", "Atlantis"]:
+    try:
+        seen.append(get_weather(city=city)["city"])
+    except ToolDenied as exc:
+        seen.append([exc.code, exc.message])
+seen
+"""
+
+
+async def test_deny_by_argument_condition():
+    policy = Policy(rules=(Rule(tool="get_weather", action="deny",
+                                when=Condition(arg="city", matches="^(?i:atlantis)$"),
+                                reason="no weather for fictional cities"),))
+    session, recorder = session_with(policy)
+    assert await run(session, DENY_BY_ARGUMENT) == [
+        "Oslo", ["DENIED", "no weather for fictional cities"]]
+    assert recorder.by_tool == {"get_weather": 1}
+
+
+async def test_expose_globs_decide_what_programs_see():
+    policy = Policy(expose=("get_*", "add"))
+    recorder = ToolRecorder()
+    session = Session(tools=reference_tools(recorder))
+    mode = policy.apply(session)
+    assert [d.name for d in mode.exposed_tools()] == ["get_weather", "add", "get_cached_config"]
+    code = ("out = []\nfor name in ['add', 'echo', 'read_secret']:\n    try:\n"
+            "        out.append(call_tool(name, a=1, b=2))\n    except ToolCallError as e:\n"
+            "        out.append(e.code)\nout")
+    assert await run(session, code) == [3, "UNKNOWN_TOOL", "UNKNOWN_TOOL"]
+    assert recorder.hidden == []
+
+
+async def test_limits_come_from_the_policy():
+    policy = Policy(limits=SandboxLimits(wall_clock_s=0.5, max_subcalls=3))
+    session, _ = session_with(policy)
+    result = await session.call("run_code", {"code": "for i in range(5):\n    add(a=i, b=1)"})
+    assert result.is_error
+    assert result.error.message.startswith("code run failed (subcalls): ")
+
+
+async def test_rules_do_not_apply_to_run_code_itself():
+    session, _ = session_with(Policy(rules=(Rule(tool="*", action="deny"),)))
+    result = await session.call("run_code", {"code": "try:\n    add(a=1, b=2)\n"
+                                                     "except ToolDenied as e:\n    r = e.code\nr"})
+    assert result.value["result"] == "DENIED"
+
+
+def test_restricted_tier_builds_its_sandbox():
+    from sandbox import RestrictedSandbox, WasmSandbox
+    assert isinstance(Policy(tier="restricted").build_sandbox(), RestrictedSandbox)
+    assert isinstance(Policy().build_sandbox(), WasmSandbox)
+
+
+# ---- the command line -------------------------------------------------------------------
+
+def codemode(*args, timeout=120):
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "codemode", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_run_with_a_policy_file(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("try:\n    sleep_ms(ms=1)\nexcept ToolDenied as e:\n    r = e.message\n"
+                       "[r, add(a=1, b=2)]\n")
+    done = codemode("run", str(program), "--builtin", "--json",
+                    "--policy", str(POLICIES / "example.toml"))
+    assert done.returncode == 0, done.stderr
+    assert '"sleeping on the host needs approval",\n      3' in done.stdout
+
+
+def test_run_with_an_invalid_policy_exits_2_naming_path_and_key(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("1\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rules]]\ntool = "x"\naction = "maybe"\n')
+    done = codemode("run", str(program), "--policy", str(bad))
+    assert done.returncode == 2
+    assert f"{bad}: rules[0].action: Invalid enum value 'maybe'" in done.stderr
