@@ -49,7 +49,7 @@ def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimit
 
 async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
                        log: Optional[Path], limits: SandboxLimits,
-                       policy: Optional[Policy] = None) -> tuple[CallResult, list]:
+                       policy: Optional[Policy] = None) -> tuple[CallResult, list, Session]:
     async with AsyncExitStack() as stack:
         tools = []
         if builtin:
@@ -67,15 +67,30 @@ async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool
         else:
             CodeMode(session, limits=limits)
         result = await session.call("run_code", {"code": source, "description": title})
-        return result, list(session.log.read())
+        return result, list(session.log.read()), session
 
 
-def _render(result: CallResult, log_events: list, title: str) -> None:
-    """One card for the run_code call, with its sub-calls as rows nested under it."""
-    body = result.text
+def _card_text(payload: Any) -> str | None:
+    """Text of a presenter's card payload: a string, or a mapping's title/summary."""
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict):
+        parts = [str(payload[k]) for k in ("title", "summary", "text") if payload.get(k)]
+        return " — ".join(parts) or None
+    return None
+
+
+def _render(result: CallResult, log_events: list, session: Session) -> None:
+    """The top-level card for the run_code call (its presenter gives the title), with its
+    sub-calls as rows nested under it, each rendered by its tool's presenters when it has
+    them (PIPELINE.md §11.8), else generically."""
+    [call] = [e for e in log_events if isinstance(e, events.ToolCall)]
+    arguments = json.loads(call.arguments)
+    card = session.present_call(call.name, arguments) or {}
+    title = card.get("title", call.name) if isinstance(card, dict) else call.name
     style = "red" if result.is_error else "green"
-    console.print(Panel(body or "(no output)", title=f"run_code: {title}", border_style=style,
-                        title_align="left"))
+    console.print(Panel(escape(result.text) or "(no output)", title=f"run_code: {escape(title)}",
+                        border_style=style, title_align="left"))
     starts = {e.sub_call_id: e for e in log_events if isinstance(e, events.CodeDispatchStart)}
     rows = [e for e in log_events if isinstance(e, events.CodeDispatch)]
     if rows:
@@ -88,12 +103,18 @@ def _render(result: CallResult, log_events: list, title: str) -> None:
         for event in rows:
             start = starts.get(event.sub_call_id)
             ms = f"{(event.time - start.time) * 1000:.0f}" if start else ""
-            text = " ".join(" ".join(b.get("text", "").split())
-                            for b in event.content if isinstance(b, dict))
+            projection = {"content": list(event.content), "isError": event.is_error,
+                          "meta": None}
+            text = _card_text(session.present_result(event.name, event.arguments, projection))
+            if text is None:
+                text = " ".join(" ".join(b.get("text", "").split())
+                                for b in event.content if isinstance(b, dict))
             text = text[:80] + ("…" if len(text) > 80 else "")
             outcome = f"[red]{escape(text)}[/red]" if event.is_error else escape(text)
+            shown = _card_text(session.present_call(event.name, event.arguments))
             table.add_row(event.sub_call_id.rsplit(":", 1)[-1], event.name,
-                          json.dumps(event.arguments, ensure_ascii=False)[:80], outcome, ms)
+                          escape(shown or json.dumps(event.arguments, ensure_ascii=False)[:80]),
+                          outcome, ms)
         console.print(table)
     failed = sum(1 for e in rows if e.is_error)
     console.print(f"[dim]{len(rows)} sub-call(s), {failed} failed[/dim]")
@@ -102,8 +123,8 @@ def _render(result: CallResult, log_events: list, title: str) -> None:
 def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Optional[Path],
              limits: SandboxLimits, as_json: bool, policy: Optional[Policy] = None) -> None:
     try:
-        result, log_events = asyncio.run(_run_program(source, title, mcp=mcp, builtin=builtin,
-                                                      log=log, limits=limits, policy=policy))
+        result, log_events, session = asyncio.run(_run_program(
+            source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=policy))
     except SandboxUnavailable as exc:
         err_console.print(f"[red]sandbox unavailable:[/red] {exc}")
         raise typer.Exit(3) from None
@@ -115,7 +136,7 @@ def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Opt
         print(json.dumps({"is_error": result.is_error, "text": result.text, "value": value},
                          ensure_ascii=False, indent=2))
     else:
-        _render(result, log_events, title)
+        _render(result, log_events, session)
     raise typer.Exit(1 if result.is_error else 0)
 
 
