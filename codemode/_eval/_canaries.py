@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets as _random
 import shutil
 import socket
 import threading
 from pathlib import Path
+from secrets import token_hex
 
 import msgspec
 
@@ -42,7 +42,7 @@ SECRET_ENV = "HOST_CANARY_SECRET"
 
 def fresh_token(prefix: str) -> str:
     """A random token with a readable prefix, e.g. `cnry-file-3f9a...` (32 hex digits)."""
-    return f"cnry-{prefix}-{_random.token_hex(16)}"
+    return f"cnry-{prefix}-{token_hex(16)}"
 
 
 class Secrets(msgspec.Struct, frozen=True, kw_only=True):

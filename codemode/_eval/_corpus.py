@@ -39,6 +39,7 @@ class Case(msgspec.Struct, frozen=True, kw_only=True):
         id: the header's id (the file's stem when the header has none).
         category: the header's category ("benign" for benign programs).
         expect: prose: what a correct sandbox does.
+        origin: the header's `source` (the report or technique the case is based on).
         oracles: the header's oracle checks, in order (e.g. "leak:file", "tool:budget:1000").
         expect_error: a benign program must end with an error whose message contains this.
         path: the file.

@@ -135,7 +135,7 @@ def _chart(report: EvalReport) -> str:
                              f'font-size="11" fill="#fff">{count}</text>')
             x += width
     legend_y = 10 + len(rows) * row_h + 14
-    x = float(label_w)
+    x = 10.0
     for outcome in OUTCOMES:
         parts.append(f'<rect x="{x:.0f}" y="{legend_y - 10}" width="12" height="12" '
                      f'fill="{COLORS[outcome]}"/><text x="{x + 16:.0f}" y="{legend_y}" '

@@ -7,7 +7,8 @@ report under a hard timeout while sampling the worker's resident memory. Then it
 evaluator-side oracles (files, markers, the listener, time, memory) and classifies the case.
 
 A worker that dies or overruns the hard timeout is killed and replaced (`host-affected`);
-so is one whose host state a case changed, so the next case starts clean.
+so is the worker after any host-affected case, a late tool call, or (outside the wasm tier,
+where the program shares the worker's interpreter) an escape: the next case starts clean.
 """
 
 from __future__ import annotations
@@ -262,13 +263,14 @@ class Slot:
         if waited.baseline_rss and growth > limits.memory_bytes + self.mem_slack_bytes:
             fired.append(Fired("mem", f"worker memory grew by {growth >> 20} MiB (budget "
                                       f"{(limits.memory_bytes + self.mem_slack_bytes) >> 20} MiB)"))
-        if any(f.oracle.startswith(("host:", "worker:", "tool:after")) for f in fired):
-            self._retire()                       # the next case gets a clean host
         matches = None
         if case.benign and reference is not None and phases:
             matches = phases[-1].stdout == reference.stdout
         outcome, reason = classify(benign=case.benign, fired=_dedupe(fired), phases=phases,
                                    stdout_matches=matches, expect_error=case.expect_error)
+        if outcome == "host-affected" or any(f.oracle.startswith("tool:after") for f in fired) \
+                or (outcome == "escaped" and self.policy.tier != "wasm"):
+            self._retire()                       # the next case gets a clean host
         fuel = [p.fuel_used for p in phases if p.fuel_used is not None]
         return CaseResult(
             id=case.id, category=case.category, path=case.path, oracles=case.oracles,

@@ -4,6 +4,7 @@ written here, whose cases make oracles fire on purpose."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -301,7 +302,9 @@ def test_corpus_subset_under_the_default_policy_in_the_wasm_tier():
 
 @needs_corpus
 def test_report_formats_over_real_results():
-    cases = load_corpus([CORPUS / "fs-read-abs-path.py", CORPUS / "benign"])
+    cases = load_corpus([CORPUS / "fs-read-abs-path.py",
+                         CORPUS / "benign" / "benign-regex-parsing.py",
+                         CORPUS / "benign" / "benign-json-roundtrip.py"])
     results = evaluate(cases, fast_policy(), jobs=2)
     report = EvalReport.build(policy="default.toml", tier="wasm", jobs=2, duration_s=1.0,
                               results=results)
@@ -310,3 +313,26 @@ def test_report_formats_over_real_results():
     assert sum(data["totals"].values()) == len(cases) and data["failed"] is False
     page = to_html(report)
     assert page.count("<rect") >= len(data["summary"]) and "fs-read" in page
+
+
+def test_a_worker_that_dies_is_host_affected_and_replaced(tmp_path, monkeypatch):
+    """The worker is killed (SIGSEGV) while it serves the first case: that case is
+    host-affected and the next one runs in a fresh worker."""
+    from codemode._eval import _runner
+    corpus = tmp_path / "corpus"
+    for name in ("a", "b"):
+        write_case(corpus, f"{name}.py", {"id": name, "category": "benign"}, f"print({name!r})\n")
+    send = _runner._Worker.send
+    killed: list[str] = []
+
+    def send_then_crash(self, job):
+        send(self, job)
+        if not killed:
+            killed.append(job.case_id)
+            os.kill(self.proc.pid, signal.SIGSEGV)
+
+    monkeypatch.setattr(_runner._Worker, "send", send_then_crash)
+    first, second = evaluate(load_corpus([corpus]), fast_policy())
+    assert (first.outcome, [(f.oracle, f.detail) for f in first.fired]) == (
+        "host-affected", [("worker:died", "the worker died (exit status -11)")])
+    assert second.outcome == "ran-ok"
