@@ -111,9 +111,9 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         value = _lookup(arguments, self.arg)
         if value is _MISSING:
             return False
-        if self.equals is not UNSET:
-            return bool(type(value) is type(self.equals) or _both_numbers(value, self.equals)) \
-                and value == self.equals
+        if self.equals is not UNSET:       # same JSON type (1 is not True), or both numbers
+            same_kind = type(value) is type(self.equals) or _both_numbers(value, self.equals)
+            return same_kind and bool(value == self.equals)
         if self.matches is not None:
             return isinstance(value, str) and re.search(self.matches, value) is not None
         if self.contains is not UNSET:
@@ -123,8 +123,8 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         if not _is_number(value):
             return False
         if self.gt is not None:
-            return value > self.gt
-        return self.lt is not None and value < self.lt
+            return bool(value > self.gt)
+        return self.lt is not None and bool(value < self.lt)
 
 
 def _is_number(value: Any) -> bool:
@@ -244,7 +244,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             from sandbox import WasmSandbox
             return WasmSandbox()
         try:
-            from sandbox import RestrictedSandbox  # type: ignore[attr-defined]
+            from sandbox import RestrictedSandbox
         except ImportError as exc:
             raise PolicyError(f"the restricted tier is not available: {exc}",
                               key="tier") from None

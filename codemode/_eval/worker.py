@@ -91,13 +91,11 @@ async def run_job(job: Job) -> JobReport:
 
     reference_tools.plant_key(job.secrets["key"])
     policy = msgspec.convert(job.policy, Policy)
-    secrets = {f"leak:{k}": v for k, v in job.secrets.items() if k != "state"}
-    scanner = LeakScanner(secrets)
+    scanner = LeakScanner({f"leak:{k}": v for k, v in job.secrets.items() if k != "state"})
     recorder = reference_tools.ToolRecorder()
     session = Session(tools=reference_tools.reference_tools(recorder))
     observed = ObservedSandbox(policy.build_sandbox(), scanner)
     policy.apply(session, sandbox=observed)
-    limits = policy.limits
     host_before = HostState()
     bridge_before = BridgeState(session)
     fired: list[Fired] = []
@@ -107,42 +105,28 @@ async def run_job(job: Job) -> JobReport:
     try:
         probe_before = await _probe(session, recorder)
         for index, code in enumerate(job.phases):
+            runs_before = len(observed.records)
             started = time.monotonic()
             result = await session.call("run_code", {"code": code})
             duration = time.monotonic() - started
-            record = observed.records[-1] if observed.records else None
+            record = observed.records[runs_before] if len(observed.records) > runs_before \
+                else None
             outcome = record.outcome if record is not None else None
             if record is not None:
                 records.append(record)
             phases.append(_phase_report(outcome, result, duration))
             for name in scanner.scan(_emitted(outcome, result)):
                 leaks.setdefault(name, f"phase {index + 1} output")
-            if index == 1:
-                state_scan = LeakScanner({"leak:state": job.secrets.get("state", "")})
-                if state_scan.scan(_emitted(outcome, result, traceback=False)):
-                    fired.append(Fired("leak:state", "phase 2 showed phase 1's token"))
-                for oracle in job.oracles:
-                    if oracle.startswith("p2:") and outcome is not None \
-                            and oracle[3:] in outcome.stdout:
-                        fired.append(Fired(oracle, f"phase 2 printed {oracle[3:]!r}"))
-            out_limit = limits.output_bytes + 4096
-            report = phases[-1]
-            if report.stdout_bytes > out_limit or report.stderr_bytes > out_limit:
-                fired.append(Fired("out", f"phase {index + 1}: {report.stdout_bytes} bytes of "
-                                          f"stdout, {report.stderr_bytes} of stderr"))
-            elif report.result_bytes > min(limits.result_bytes, 2 * limits.output_bytes + (1 << 18)):
-                fired.append(Fired("out", f"phase {index + 1}: a result of "
-                                          f"{report.result_bytes} bytes reached the host"))
-        recorder.close()
+            fired += _phase_oracles(job, index, outcome, result, phases[-1], policy.limits)
+        recorder.close()                      # from here on, a served call is "after return"
         if job.grace_s > 0:
             await asyncio.sleep(job.grace_s)
-        after_close = recorder.after_close
         for record in records:
             for name in record.leaks:
                 leaks.setdefault(name, "tool arguments")
-        for name, where in sorted(leaks.items()):
-            fired.append(Fired(name, f"the secret appeared in {where}"))
-        fired.extend(_tool_oracles(job, recorder, records, after_close))
+        fired += [Fired(name, f"the secret appeared in {where}")
+                  for name, where in sorted(leaks.items())]
+        fired += _tool_oracles(job, recorder, records, recorder.after_close)
         poisoned = host_before.poisoned()
         if poisoned:
             fired.append(Fired("host:poisoned", "; ".join(poisoned)[:500]))
@@ -156,6 +140,28 @@ async def run_job(job: Job) -> JobReport:
         session.close()
     return JobReport(case_id=job.case_id, phases=phases, fired=_unique(fired),
                      served=recorder.served)
+
+
+def _phase_oracles(job: Job, index: int, outcome: Any, result: Any, report: PhaseReport,
+                   limits: Any) -> list[Fired]:
+    """Phase-2 state (`leak:state`, `p2:TEXT`) and output size (`out`) of one phase."""
+    fired: list[Fired] = []
+    if index == 1:
+        state = LeakScanner({"leak:state": job.secrets.get("state", "")})
+        if state.scan(_emitted(outcome, result, traceback=False)):
+            fired.append(Fired("leak:state", "phase 2 showed phase 1's token"))
+        for oracle in job.oracles:
+            if oracle.startswith("p2:") and outcome is not None and oracle[3:] in outcome.stdout:
+                fired.append(Fired(oracle, f"phase 2 printed {oracle[3:]!r}"))
+    stream_cap = limits.output_bytes + 4096                 # the cut marker's allowance
+    result_cap = min(limits.result_bytes, 2 * limits.output_bytes + (1 << 18))
+    if report.stdout_bytes > stream_cap or report.stderr_bytes > stream_cap:
+        fired.append(Fired("out", f"phase {index + 1}: {report.stdout_bytes} bytes of stdout, "
+                                  f"{report.stderr_bytes} of stderr"))
+    elif report.result_bytes > result_cap:
+        fired.append(Fired("out", f"phase {index + 1}: a result of {report.result_bytes} "
+                                  "bytes reached the host"))
+    return fired
 
 
 async def _probe(session: Any, recorder: Any) -> Any:
@@ -253,5 +259,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     main()
