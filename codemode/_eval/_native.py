@@ -3,7 +3,8 @@ functions behind a bridge with the sandbox's surface (`call_tool(name, **kwargs)
 function per tool, `ToolCallError` and its subclasses, JSON round trips of arguments and
 values).
 
-`python -m codemode._eval._native` reads the program on stdin, runs it, and writes what it
+Run as a script (`python codemode/_eval/_native.py`, which imports only the reference tools
+and the pipeline, not the sandbox) it reads the program on stdin, runs it, and writes what it
 printed to stdout; an uncaught exception exits with status 1 and `Type: message` as the
 last line of stderr. `reference_run(code)` does that in a subprocess.
 """
@@ -103,7 +104,7 @@ def reference_run(code: str, timeout_s: float = 30.0) -> ReferenceRun:
     Raises:
         subprocess.TimeoutExpired: it ran longer than `timeout_s` seconds.
     """
-    done = subprocess.run([sys.executable, "-m", "codemode._eval._native"], input=code,
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve())], input=code,
                           capture_output=True, text=True, timeout=timeout_s, cwd=_ROOT)
     error = None
     if done.returncode != 0:
