@@ -49,12 +49,15 @@ What differs, on purpose or because RestrictedPython refuses it:
 
 from __future__ import annotations
 
+import array
 import ast
 import asyncio
 import builtins
+import collections
 import contextlib
 import copy
 import ctypes
+import decimal
 import functools
 import importlib
 import linecache
@@ -96,7 +99,6 @@ _IMPLICIT_MODULES = frozenset({"_strptime", "_pydatetime", "_pydecimal"})
 _POLL_S = 0.02            # watchdog period
 _REINJECT_S = 0.1         # after a stop, how often it is injected again until the worker ends
 _LATE_REAPER_S = 60.0     # how long an abandoned worker keeps being stopped
-_MAX_MESSAGE_CHARS = runtime.MAX_MESSAGE_CHARS
 
 
 # ---- compile ---------------------------------------------------------------------------
@@ -152,6 +154,16 @@ class _Policy(RestrictingNodeTransformer):
     def visit_AsyncWith(self, node: ast.AsyncWith) -> Any:
         return self.visit_With(node)  # type: ignore[arg-type]
 
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if node.attr in _CONTEXT_ATTRS and isinstance(node.ctx, ast.Load):
+            # Checked at run time by `_getattr_` against the object (see _CONTEXT_ATTRS).
+            value = self.visit(node.value)
+            call = ast.Call(func=ast.Name("_getattr_", ast.Load()),
+                            args=[value, ast.Constant(node.attr)], keywords=[])
+            copy_locations(call, node)
+            return call
+        return super().visit_Attribute(node)
+
     def visit_Name(self, node: ast.Name) -> Any:
         if node.id == "__name__" and isinstance(node.ctx, ast.Load):
             return node               # `if __name__ == "__main__":` reads a plain str
@@ -169,13 +181,13 @@ class _Policy(RestrictingNodeTransformer):
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> Any:
         return self._ticked(super().visit_ExceptHandler(node))
 
-    def visit_Try(self, node: ast.Try) -> Any:
+    def visit_Try(self, node: Any) -> Any:
         node = super().visit_Try(node)
         if node.finalbody:
             node.finalbody.insert(0, self._tick(node.finalbody[0]))
         return node
 
-    def visit_comprehension(self, node: ast.comprehension) -> Any:
+    def visit_comprehension(self, node: Any) -> Any:
         node = super().visit_comprehension(node)
         node.ifs.append(self._tick(node.target).value)
         return node
@@ -228,15 +240,16 @@ class _Stop(BaseException):
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def _rss_bytes() -> int | None:
+    """Resident memory of the whole process (Linux), or None where it cannot be read."""
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return None
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Run:
@@ -258,6 +271,7 @@ class _Run:
         self.error: BaseException | None = None
         self.has_value = False
         self.value: Any = None
+        self.result: dict[str, Any] | None = None      # plain data, built by the worker
         self.stdout = CappedSink(limits.output_bytes, self.state, "stdout")
         self.stderr = CappedSink(limits.output_bytes, self.state, "stderr")
         self.out = text_stream(self.stdout)
@@ -465,25 +479,53 @@ _TYPES_NAMES = frozenset("""
     DynamicClassAttribute EllipsisType GeneratorType GenericAlias MappingProxyType
     MethodType NoneType NotImplementedType SimpleNamespace UnionType coroutine
 """.split())
+# Members left out of the views: setters of process-wide state, printers to the host's
+# streams, and functions that evaluate strings or read the host.
 _DROPPED = {
     "calendar": {"setfirstweekday", "c", "prcal", "prmonth", "prweek", "main"},
     "contextlib": {"redirect_stdout", "redirect_stderr", "chdir"},
     "csv": {"register_dialect", "unregister_dialect", "field_size_limit"},
+    "enum": {"global_enum"},                       # writes into sys.modules[cls.__module__]
     "functools": {"singledispatch", "singledispatchmethod"},
+    "pprint": {"PrettyPrinter"},                   # prints to the host's sys.stdout
     "string": {"Formatter"},
     "time": {"tzset", "clock_settime", "clock_settime_ns", "pthread_getcpuclockid"},
     "typing": {"get_type_hints"},
+    "uuid": {"getnode", "uuid1"},                  # the host's MAC address, maybe via `ip`
 }
 _ONLY = {"asyncio": _ASYNCIO_NAMES, "io": _IO_NAMES, "types": _TYPES_NAMES,
          "warnings": frozenset()}
 _MUTABLE = (list, dict, set, bytearray)
 
 
-def _check_attr_name(name: Any, target: Any = None) -> str:
+# Names starting with "_" that compile, each readable only where named here: `__name__`
+# when it is a str, `super().__init__` in a class the program defined, an exception's
+# chaining attributes, a namedtuple's API.
+_NAMEDTUPLE_ATTRS = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
+_EXCEPTION_ATTRS = frozenset({"__cause__", "__context__", "__suppress_context__"})
+_CONTEXT_ATTRS = _NAMEDTUPLE_ATTRS | _EXCEPTION_ATTRS | {"__init__", "__name__"}
+
+
+def _context_allows(name: str, target: Any, owned: set[type] | None) -> bool:
+    if name == "__name__":
+        return True                   # `_getattr_` hands it out only if it is a str
+    if name in _EXCEPTION_ATTRS:
+        return isinstance(target, BaseException)
+    if name == "__init__":
+        return (owned is not None and type(target) is super
+                and getattr(target, "__thisclass__", None) in owned)
+    cls = target if isinstance(target, type) else type(target)
+    return issubclass(cls, tuple) and any(
+        "_fields" in vars(base) for base in cls.__mro__ if base is not tuple)
+
+
+def _check_attr_name(name: Any, target: Any = None, owned: set[type] | None = None) -> str:
     """The rule every attribute read follows: `RestrictedPython.Guards.safer_getattr`'s,
-    with no `default` pass-through."""
+    with no `default` pass-through, plus the context-bound names of `_CONTEXT_ATTRS`."""
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
+    if name in _CONTEXT_ATTRS and _context_allows(name, target, owned):
+        return name
     if name.startswith("_"):
         raise AttributeError(f'"{name}" is an invalid attribute name because it starts '
                              'with "_"')
@@ -562,8 +604,8 @@ class _Modules:
         if name == "random":
             shared = getattr(module, "_inst", None)
             return {k: getattr(self.rng, v.__name__) for k, v in vars(module).items()
-                    if not k.startswith("_") and isinstance(v, types.MethodType)
-                    and v.__self__ is shared}
+                    if not k.startswith("_") and callable(v)
+                    and getattr(v, "__self__", None) is shared}
         if name == "time":
             return {"sleep": run.sleep}
         if name == "asyncio":
@@ -670,23 +712,50 @@ class _ReadOnly:
     """What `_write_` returns for objects the program does not own."""
 
     __slots__ = ("_what",)
+    _what: str
 
     def __init__(self, ob: Any) -> None:
         object.__setattr__(self, "_what", type(ob).__name__)
 
     def _refuse(self, *args: Any) -> None:
         raise TypeError(f"a {self._what} object is read-only in the sandbox (only the "
-                        "program's own objects, dicts, lists and sets can be changed)")
+                        "program's own objects and plain containers can be changed)")
 
     __setattr__ = __delattr__ = __setitem__ = __delitem__ = _refuse  # type: ignore[assignment]
 
 
-_SEQUENCES = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
+# Types whose instances a program can only reach as its own (or as per-run copies): the
+# decimal context of the worker thread is fresh per run, module-level ones are copied.
+_WRITABLE = (dict, list, set, bytearray, types.SimpleNamespace, collections.deque,
+             array.array, decimal.Context)
+_SEQUENCES: dict[type, int] = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
 _INPLACE = {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul,
             "/=": operator.itruediv, "//=": operator.ifloordiv, "%=": operator.imod,
             "**=": operator.ipow, "<<=": operator.ilshift, ">>=": operator.irshift,
             "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor,
             "@=": operator.imatmul}
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
+_SHORT_RANGE = 1_000_000
+
+
+# Multiplying integers runs in C, superlinear in their size, and cannot be interrupted: a
+# product of 2**22 bits (512 KiB) takes about a second, so larger ones are refused up front.
+MAX_PRODUCT_BITS = 1 << 22
+
+
+def _int_cost(op: str, bits: int) -> None:
+    if bits > MAX_PRODUCT_BITS:
+        raise ValueError(f"the result of {op} would be an integer of about {bits} bits, over "
+                         f"the sandbox's limit of {MAX_PRODUCT_BITS} bits for products (C "
+                         "arithmetic cannot be interrupted by the wall-clock limit)")
+
+
+def _tick_each(iterator: Any, tick: Callable[[], bool]) -> Any:
+    for item in iterator:
+        tick()
+        yield item
+
+
 _EXCEPTIONS = {k: v for k, v in vars(builtins).items()
                if isinstance(v, type) and issubclass(v, BaseException)}
 _PLAIN_BUILTINS = """
@@ -701,8 +770,10 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
     memory = run.limits.memory_bytes
 
     def getattr_(ob: Any, name: Any, *default: Any) -> Any:
-        _check_attr_name(name, ob)
+        _check_attr_name(name, ob, owned)
         value = getattr(ob, name, *default)
+        if name == "__name__" and type(value) is not str:
+            raise AttributeError('"__name__" is readable in the sandbox only as a str')
         if isinstance(value, types.ModuleType):
             view = modules.view(value)
             if view is None:
@@ -731,7 +802,7 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
         return any(cls in owned for cls in type(ob).__mro__)
 
     def write(ob: Any) -> Any:
-        if isinstance(ob, (dict, list, set, bytearray, types.SimpleNamespace)) or owns(ob):
+        if isinstance(ob, _WRITABLE) or owns(ob):
             return ob
         return _ReadOnly(ob)
 
@@ -756,7 +827,7 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
     def mul(a: Any, b: Any) -> Any:
         ta, tb = type(a), type(b)
         if ta is int and tb is int:
-            run.too_big((a.bit_length() + b.bit_length()) / 8)
+            _int_cost("*", a.bit_length() + b.bit_length())
         elif ta is int or tb is int:
             n, seq = (a, b) if ta is int else (b, a)
             s = size(seq)
@@ -766,7 +837,7 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
 
     def pow_check(a: Any, b: Any) -> None:
         if type(a) is int and type(b) is int and b > 0 and abs(a) > 1:
-            run.too_big(b * a.bit_length() / 8)
+            _int_cost("**", b * (a.bit_length() - 1) + 1)
 
     def pow_(a: Any, b: Any, *mod: Any) -> Any:
         if not mod:
@@ -797,7 +868,47 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
                             "type(name, bases, dict) is not available")
         return type(ob)
 
+    def ticking(iterable: Any) -> Any:
+        """`iterable`, or a generator that checks the limits per item when it may be long
+        (C code consuming it would otherwise not stop at the deadline)."""
+        kind = type(iterable)
+        if kind in _CONTAINERS:
+            return iterable
+        if kind is range:
+            try:
+                if len(iterable) <= _SHORT_RANGE:
+                    return iterable
+            except OverflowError:
+                pass
+        return _tick_each(iter(iterable), run.tick)
+
+    def consuming(fn: Callable[..., Any], all_args: bool = False) -> Callable[..., Any]:
+        """`fn` with its iterable argument(s) made `ticking`."""
+        if all_args:
+            def wrapped(*args: Any, **kwargs: Any) -> Any:
+                return fn(*map(ticking, args), **kwargs)
+        else:
+            def wrapped(*args: Any, **kwargs: Any) -> Any:
+                if len(args) == 1:
+                    args = (ticking(args[0]),)
+                return fn(*args, **kwargs)
+        wrapped.__name__ = wrapped.__qualname__ = fn.__name__
+        wrapped.__doc__ = fn.__doc__
+        return wrapped
+
+    def map_(function: Any, *iterables: Any) -> Any:
+        return map(function, *map(ticking, iterables))
+
+    def filter_(function: Any, iterable: Any) -> Any:
+        return filter(function, ticking(iterable))
+
     scope: dict[str, Any] = {n: getattr(builtins, n) for n in _PLAIN_BUILTINS}
+    # Functions only: the container types stay the real classes (isinstance, subclassing,
+    # the exact-type JSON check), so `list(endless_iterator)` is not stopped.
+    for name in ("sum", "min", "max", "sorted", "any", "all", "enumerate"):
+        scope[name] = consuming(getattr(builtins, name))
+    scope["zip"] = consuming(zip, all_args=True)
+    scope["map"], scope["filter"] = map_, filter_
     scope.update(_EXCEPTIONS)
     scope.update({k: v for k, v in safe_builtins.items()
                   if k not in ("setattr", "delattr", "_getattr_")})
@@ -821,10 +932,17 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
 # ---- running ---------------------------------------------------------------------------
 
 _LINECACHE_LOCK = threading.Lock()
+_STACK_SIZE_LOCK = threading.Lock()
+# Nested C iterators (`itertools.chain(itertools.chain(...))`) recurse on the native stack
+# without Python's recursion check; a worker stack this large (address space, not memory)
+# outlasts what the memory limits let a program build, instead of overflowing the process.
+_THREAD_STACK_BYTES = 1 << 30
 
 
 def _execute(run: _Run, request: RunRequest) -> None:
-    """The worker thread: compile, exec, record error or value on `run`."""
+    """The worker thread: compile and run the program, then turn its error or value into
+    plain data (`run.result`) and drop the program's objects, all here: freeing a deeply
+    nested structure recurses on this thread's large stack, not on the caller's."""
     run.ident = threading.get_ident()
     ns: dict[str, Any] = {}
     try:
@@ -848,8 +966,35 @@ def _execute(run: _Run, request: RunRequest) -> None:
         run.finish()
     finally:
         run.over = True
-        with contextlib.suppress(BaseException):
-            ns.clear()                     # the program's objects go now, on this thread
+        try:
+            for stream in (run.out, run.err):
+                with contextlib.suppress(BaseException):
+                    stream.flush()
+            run.result = _result(run, request.code)
+        finally:
+            run.error = run.value = None
+            with contextlib.suppress(BaseException):
+                ns.clear()
+
+
+def _result(run: _Run, source: str) -> dict[str, Any]:
+    """The guest's outcome shape for the program's own ending (limits are added later)."""
+    exc = run.error
+    if isinstance(exc, MemoryError):
+        run.state.trip("memory", "the program ran out of its memory limit")
+    if isinstance(exc, _Stop):
+        run.time_up()
+    if exc is not None:
+        with _LINECACHE_LOCK:              # process-wide; the traceback reads it
+            linecache.cache[PROGRAM] = (len(source), None, source.splitlines(True), PROGRAM)
+            try:
+                error = runtime._error(exc)
+            finally:
+                linecache.cache.pop(PROGRAM, None)
+        return {"status": "error", "error": error}
+    if run.has_value and run.value is not None:
+        return {"status": "ok", **runtime._encode_value(run.value)}
+    return {"status": "ok"}
 
 
 class RestrictedSandbox:
@@ -877,7 +1022,12 @@ class RestrictedSandbox:
         run = _Run(request.limits, dispatch, cancel)
         worker = threading.Thread(target=_execute, args=(run, request), daemon=True,
                                   name="codemode-restricted-run")
-        worker.start()
+        with _STACK_SIZE_LOCK:
+            previous = threading.stack_size(_THREAD_STACK_BYTES)
+            try:
+                worker.start()
+            finally:
+                threading.stack_size(previous)
         abandoned = self._watch(run, worker)
         return self._outcome(run, request, abandoned)
 
@@ -887,6 +1037,10 @@ class RestrictedSandbox:
         baseline = _rss_bytes()
         hard = run.started + max(2 * limits.wall_clock_s, limits.wall_clock_s + 0.5)
         last_injection = 0.0
+        # Program code notices a stop at its next `_tick_()`; injecting at once would land
+        # in host code it calls (the event loop, the bridge) more often than needed.
+        grace = min(0.25 * limits.wall_clock_s, 0.5)
+        stopped_at: float | None = None
         while True:
             worker.join(_POLL_S)
             if not worker.is_alive():
@@ -901,8 +1055,10 @@ class RestrictedSandbox:
                 if rss is not None and rss - baseline > limits.memory_bytes:
                     run.state.trip("memory", "the process grew by more than the run's "
                                              f"memory limit of {limits.memory_bytes} bytes")
-            if run.state.limit in ("time", "abort", "memory") and \
-                    now - last_injection >= _REINJECT_S:
+            if stopped_at is None and run.state.limit is not None:
+                stopped_at = now
+            if run.state.limit in ("time", "abort", "memory") and stopped_at is not None \
+                    and now - stopped_at >= grace and now - last_injection >= _REINJECT_S:
                 run.inject()
                 last_injection = now
             if now >= hard:
@@ -927,20 +1083,9 @@ class RestrictedSandbox:
             return RunOutcome(status="limit", error=error, duration_s=duration,
                               subcalls=run.subcalls, stdout=run.stdout.text(),
                               stderr=run.stderr.text())
-        for stream in (run.out, run.err):
-            with contextlib.suppress(BaseException):
-                stream.flush()
-        exc = run.error
-        if isinstance(exc, MemoryError):
-            run.state.trip("memory", "the program ran out of its memory limit")
-        if isinstance(exc, _Stop) and run.state.limit is None:
-            run.time_up()
-        data: dict[str, Any] = {"status": "ok"}
-        if exc is not None:
-            data = {"status": "error", "error": self._error(exc, request.code)}
-        elif run.has_value and run.value is not None:
-            data.update(runtime._encode_value(run.value))
-        run.value = None
+        data: dict[str, Any] = dict(run.result or {
+            "status": "error", "error": {"type": "RuntimeError", "traceback": "",
+                                         "message": "the run ended without a result"}})
         if run.state.limit is not None:
             data["status"] = "limit"
             data["limit"] = run.state.limit
@@ -952,28 +1097,17 @@ class RestrictedSandbox:
         return self._decode(data, run, duration)
 
     @staticmethod
-    def _error(exc: BaseException, source: str) -> dict[str, str]:
-        """The guest's error shape; its traceback needs the source in linecache, which is
-        process-wide, so formatting is serialized."""
-        with _LINECACHE_LOCK:
-            linecache.cache[PROGRAM] = (len(source), None, source.splitlines(True), PROGRAM)
-            try:
-                return runtime._error(exc)
-            finally:
-                linecache.cache.pop(PROGRAM, None)
-
-    @staticmethod
     def _decode(data: dict[str, Any], run: _Run, duration: float) -> RunOutcome:
         error: AnyRunError | None = None
-        raw = data.get("error")
+        raw: dict[str, str] = data.get("error") or {}
         status = data["status"]
         if status == "limit":
-            kinds: dict[str, type[AnyRunError]] = {
+            kinds: dict[str, Callable[..., AnyRunError]] = {
                 "time": TimeLimitExceeded, "memory": MemoryLimitExceeded,
                 "output": OutputLimitExceeded, "subcalls": SubcallLimitExceeded,
                 "abort": RunAborted, "dispatch": HostDispatchFailed}
             kind = kinds.get(data.get("limit", ""), HostDispatchFailed)
-            error = kind(message=raw["message"] if raw else str(data.get("limit")))
+            error = kind(message=raw.get("message") or str(data.get("limit")))
             if not error.limit:
                 status = "error"
         elif status == "error":

@@ -1,0 +1,576 @@
+"""RestrictedSandbox: the contract it shares with WasmSandbox (parametrized over both tiers),
+then what this in-process tier does on its own: refused introspection, imports and writes,
+host secrets out of reach, best-effort limits."""
+
+import json
+import random
+import threading
+import time
+
+import pytest
+from msgspec import UNSET
+
+import sandbox._restricted as restricted_module
+from sandbox import (HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
+                     ProgramError, RestrictedSandbox, RunAborted, RunRequest, SandboxLimits,
+                     SubcallLimitExceeded, TimeLimitExceeded, WasmSandbox)
+from sandbox.guest.cm_guest import runtime as guest_runtime
+
+from .conftest import EchoHost, echo_tool
+
+
+def run(sandbox, host, code, tools=(), cancel=None, **limits):
+    request = RunRequest(code=code, tools=tuple(tools),
+                         limits=SandboxLimits(**{"wall_clock_s": 3.0, **limits}))
+    if cancel is None:
+        return sandbox.run(request, host)
+    return sandbox.run(request, host, cancel)
+
+
+@pytest.fixture(scope="module")
+def restricted():
+    return RestrictedSandbox()
+
+
+@pytest.fixture(scope="module", params=["wasm", "restricted"])
+def tier(request):
+    """Each shared behaviour runs once per tier."""
+    return WasmSandbox() if request.param == "wasm" else RestrictedSandbox()
+
+
+# ---- the shared contract (both tiers) -----------------------------------------------------
+
+def test_final_expression_is_the_value_and_stdout_is_captured(tier, host):
+    outcome = run(tier, host, "print('hello')\nx = 20\nx + 22")
+    assert (outcome.status, outcome.stdout, outcome.value) == ("ok", "hello\n", 42)
+
+
+def test_no_final_expression_leaves_value_unset(tier, host):
+    assert run(tier, host, "x = 1").value is UNSET
+    assert run(tier, host, "print('x')").value is UNSET
+
+
+def test_non_json_final_value_arrives_as_repr(tier, host):
+    outcome = run(tier, host, "{1, 2}")
+    assert (outcome.value, outcome.value_repr) == ("{1, 2}", True)
+
+
+def test_exception_traceback_shows_only_program_lines(tier, host):
+    outcome = run(tier, host, "def f(x):\n    return 1 / x\n\nf(0)")
+    assert outcome.status == "error"
+    assert isinstance(outcome.error, ProgramError)
+    assert (outcome.error.type, outcome.error.message) == ("ZeroDivisionError",
+                                                           "division by zero")
+    lines = [line for line in outcome.error.traceback.splitlines()
+             if set(line.strip()) - set("~^")]     # caret lines differ between versions
+    assert lines == [
+        "Traceback (most recent call last):",
+        '  File "<program>", line 4, in <module>',
+        "    f(0)",
+        '  File "<program>", line 2, in f',
+        "    return 1 / x",
+        "ZeroDivisionError: division by zero"]
+
+
+def test_syntax_error_is_a_program_error(tier, host):
+    outcome = run(tier, host, "def f(:\n  pass")
+    assert outcome.error.type == "SyntaxError"
+    assert 'File "<program>", line 1' in outcome.error.traceback
+
+
+@pytest.mark.parametrize("code, kind, message", [
+    ("raise SystemExit(3)", "SystemExit", "the program called sys.exit(3)"),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt", ""),
+    ("def f(): return f()\nf()", "RecursionError", "maximum recursion depth exceeded"),
+])
+def test_base_exceptions_become_structured_errors(tier, host, code, kind, message):
+    outcome = run(tier, host, code)
+    assert (outcome.status, outcome.error.type, outcome.error.message) == ("error", kind,
+                                                                          message)
+
+
+def test_infinite_loop_hits_the_wall_clock_limit(tier, host):
+    started = time.monotonic()
+    outcome = run(tier, host, "while True:\n    pass", wall_clock_s=0.5)
+    assert isinstance(outcome.error, TimeLimitExceeded)
+    assert outcome.status == "limit"
+    assert time.monotonic() - started < 2 * 0.5 + 0.5
+
+
+def test_sleep_counts_against_the_wall_clock(tier, host):
+    started = time.monotonic()
+    outcome = run(tier, host, "import time\nwhile True:\n    time.sleep(10)", wall_clock_s=0.5)
+    assert isinstance(outcome.error, TimeLimitExceeded)
+    assert time.monotonic() - started < 1.5
+
+
+def test_finally_cannot_extend_the_run(tier, host):
+    code = "try:\n    while True: pass\nfinally:\n    while True: pass"
+    outcome = run(tier, host, code, wall_clock_s=0.5)
+    assert isinstance(outcome.error, TimeLimitExceeded)
+
+
+def test_output_is_truncated_with_a_marker(tier, host):
+    outcome = run(tier, host, "print('x' * 5000)", output_bytes=1000)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert outcome.stdout == "x" * 1000 + "\n[... stdout truncated at 1000 bytes]\n"
+
+
+def test_catching_the_output_limit_does_not_undo_it(tier, host):
+    code = ("for i in range(10**6):\n    try:\n        print('y' * 100)\n"
+            "    except BaseException:\n        pass\n'done'")
+    outcome = run(tier, host, code, output_bytes=1000)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+
+
+def test_nothing_leaks_between_runs(tier, host):
+    run(tier, host, "import decimal\ndecimal.getcontext().prec = 7\nleaked = 1")
+    outcome = run(tier, host, "import decimal\n[decimal.getcontext().prec, 'leaked' in dir()]")
+    assert outcome.value == [28, False]
+
+
+def test_random_state_differs_between_runs(tier, host):
+    code = "import random\nrandom.seed(5)\nrandom.random()"
+    seeded = run(tier, host, code).value
+    first = run(tier, host, "import random\nrandom.random()").value
+    second = run(tier, host, "import random\nrandom.random()").value
+    assert first != second
+    assert seeded == random.Random(5).random()
+
+
+def test_name_is_main(tier, host):
+    assert run(tier, host, "__name__").value == "__main__"
+
+
+def test_sync_tool_call_returns_the_value(tier, host):
+    outcome = run(tier, host, "echo(value=[1, 2])", tools=[echo_tool()])
+    assert outcome.value == {"value": [1, 2]}
+    assert [c["name"] for c in host.calls] == ["echo"]
+    assert outcome.subcalls == 1
+
+
+def test_positional_arguments_map_to_parameter_names(tier, host):
+    assert run(tier, host, "echo(5)", tools=[echo_tool()]).value == {"value": 5}
+
+
+@pytest.mark.parametrize("code, message", [
+    ("echo(1, 2)", "echo() takes 1 positional argument but 2 were given"),
+    ("echo(1, value=2)", "echo() got multiple values for argument 'value'"),
+    ("need()", "need() missing 1 required argument: 'a'"),
+    ("need(a=1, b=2)", "need() got an unexpected keyword argument 'b'"),
+])
+def test_call_shape_errors_read_like_python(tier, host, code, message):
+    tools = [echo_tool(), echo_tool("need", params=(("a", True),), extra=False)]
+    outcome = run(tier, host, code, tools=tools)
+    assert (outcome.error.type, outcome.error.message) == ("TypeError", message)
+    assert host.calls == []
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("{1, 2}", "echo(): arguments['value'] is a set, which is not a JSON value "
+               "(use dict, list, str, int, float, bool or None)"),
+    ("float('nan')", "echo(): arguments['value'] is nan, which is not a JSON value"),
+    ("(1, 2)", "echo(): arguments['value'] is a tuple, which is not a JSON value "
+               "(use dict, list, str, int, float, bool or None)"),
+    ("{1: 'a'}", "echo(): arguments['value'] has a key 1 of type int; JSON object keys "
+                 "must be str"),
+])
+def test_non_json_arguments_fail_before_dispatch(tier, host, arg, message):
+    outcome = run(tier, host, f"echo(value={arg})", tools=[echo_tool()])
+    assert (outcome.error.type, outcome.error.message) == ("TypeError", message)
+    assert host.calls == []
+
+
+def test_cyclic_arguments_fail_before_dispatch(tier, host):
+    outcome = run(tier, host, "a = []\na.append(a)\necho(value=a)", tools=[echo_tool()])
+    assert outcome.error.type == "TypeError"
+    assert outcome.error.message == ("echo(): arguments['value'][0] contains itself (a cycle), "
+                                     "which JSON cannot express")
+    assert host.calls == []
+
+
+def test_rejection_raises_the_typed_binding_error(tier):
+    host = EchoHost(fail={"secret"})
+    code = ("try:\n    secret()\nexcept ToolDenied as e:\n"
+            "    r = [type(e).__name__, e.tool_name, e.code, e.message,"
+            " isinstance(e, ToolCallError)]\nr")
+    outcome = run(tier, host, code, tools=[echo_tool("secret", params=())])
+    assert outcome.value == ["ToolDenied", "secret", "DENIED", "secret is not allowed", True]
+
+
+def test_call_tool_reaches_any_name_and_the_host_decides(tier, host):
+    outcome = run(tier, host, "call_tool('whatever', x=1)")
+    assert outcome.value == {"x": 1}
+    assert host.calls[0]["name"] == "whatever"
+
+
+def test_tools_namespace(tier, host):
+    assert run(tier, host, "tools.echo(value=3)", tools=[echo_tool()]).value == {"value": 3}
+
+
+def test_gathered_calls_go_out_as_one_batch(tier, host):
+    code = ("import asyncio\nasync def main():\n"
+            "    return await asyncio.gather(*(echo(value=i) for i in range(5)))\n"
+            "asyncio.run(main())")
+    outcome = run(tier, host, code, tools=[echo_tool()])
+    assert outcome.value == [{"value": i} for i in range(5)]
+    assert [len(b["calls"]) for b in host.batches] == [5]
+
+
+def test_task_group_and_timers(tier, host):
+    code = ("import asyncio\nasync def one(i):\n    await asyncio.sleep(0.01 * i)\n"
+            "    return await echo(value=i)\n"
+            "async def main():\n    async with asyncio.TaskGroup() as tg:\n"
+            "        tasks = [tg.create_task(one(i)) for i in range(3)]\n"
+            "    return [t.result()['value'] for t in tasks]\nawait main()")
+    assert run(tier, host, code, tools=[echo_tool()]).value == [0, 1, 2]
+
+
+def test_top_level_await(tier, host):
+    assert run(tier, host, "await echo(value='hi')", tools=[echo_tool()]).value == \
+        {"value": "hi"}
+
+
+def test_call_in_async_code_is_a_coroutine_to_await(tier, host):
+    code = "async def main():\n    r = echo(value=1)\n    return r['value']\nawait main()"
+    outcome = run(tier, host, code, tools=[echo_tool()])
+    assert outcome.error.type == "TypeError"
+    assert outcome.error.message == "'coroutine' object is not subscriptable"
+
+
+def test_subcall_budget_cannot_be_caught_and_ignored(tier, host):
+    code = ("n = 0\nwhile True:\n    try:\n        echo(value=n)\n"
+            "    except BaseException:\n        n += 1")
+    outcome = run(tier, host, code, tools=[echo_tool()], max_subcalls=5)
+    assert isinstance(outcome.error, SubcallLimitExceeded)
+    assert len(host.calls) == 5
+
+
+def test_slow_host_call_cannot_hold_the_run_past_its_deadline(tier):
+    def slow(batch):
+        request = json.loads(batch)
+        time.sleep(min(request["wait_s"] or 0, 5))   # honours the bounded wait
+        return json.dumps({"results": []})
+
+    started = time.monotonic()
+    outcome = run(tier, slow, "echo(value=1)", tools=[echo_tool()], wall_clock_s=0.5)
+    assert isinstance(outcome.error, TimeLimitExceeded)
+    assert time.monotonic() - started < 1.5
+
+
+def test_arguments_over_the_request_limit_are_refused_in_the_program(tier, host):
+    outcome = run(tier, host, "echo(value='x' * 2000)", tools=[echo_tool()],
+                  request_bytes=1000)
+    assert outcome.error.type == "ValueError"
+    assert outcome.error.message == ("arguments of echo(...) are 2012 bytes of JSON, over the "
+                                     "sandbox's limit of 1000 bytes per sub-call")
+    assert host.calls == []
+
+
+@pytest.mark.parametrize("code, message", [
+    ("import socket", "module 'socket' is not available in the sandbox"),
+    ("import subprocess", "module 'subprocess' is not available in the sandbox"),
+    ("from asyncio import subprocess", "module 'asyncio.subprocess' is not available"),
+])
+def test_unavailable_imports_raise_module_not_found(tier, host, code, message):
+    outcome = run(tier, host, code)
+    assert outcome.error.type == "ModuleNotFoundError"
+    assert outcome.error.message.startswith(message)
+
+
+def test_curated_stdlib_is_importable(tier, host):
+    code = ("import json, re, math, statistics, decimal, fractions, datetime, collections, "
+            "itertools, functools, operator, heapq, bisect, string, textwrap, difflib, random, "
+            "hashlib, base64, csv, io, dataclasses, typing, enum, copy, pprint, urllib.parse, "
+            "html, unicodedata, calendar, time, asyncio\n"
+            "datetime.datetime.strptime('2024-02-03', '%Y-%m-%d').day + statistics.mean([1, 3])")
+    outcome = run(tier, host, code)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.value == 5
+
+
+# ---- the restricted tier on its own --------------------------------------------------------
+
+@pytest.mark.parametrize("code, line, message", [
+    ("().__class__.__bases__[0].__subclasses__()", 1,
+     '"__subclasses__" is an invalid attribute name because it starts with "_".'),
+    ("().__class__", 1, '"__class__" is an invalid attribute name because it starts with "_".'),
+    ("def f(): pass\nf.__globals__", 2,
+     '"__globals__" is an invalid attribute name because it starts with "_".'),
+    ("try:\n    1/0\nexcept Exception as e:\n    e.__traceback__", 4,
+     '"__traceback__" is an invalid attribute name because it starts with "_".'),
+    ("def g():\n    yield 1\ng().gi_frame.f_globals", 3,
+     '"f_globals" is a restricted name, that is forbidden to access in RestrictedPython.'),
+    ("import sys", None, None),
+])
+def test_dunder_traversal_does_not_compile(restricted, host, code, line, message):
+    outcome = run(restricted, host, code)
+    if message is None:                       # imports of `sys` fail at run time instead
+        assert outcome.error.type == "ModuleNotFoundError"
+        return
+    assert (outcome.error.type, outcome.error.message) == (
+        "SyntaxError", f"{message} (<program>, line {line})")
+    assert f'File "<program>", line {line}' in outcome.error.traceback
+
+
+@pytest.mark.parametrize("code", [
+    "'{0.__class__}'.format(1)",
+    "str.format('{0.__class__}', 1)",
+    "'{x.__class__}'.format_map({'x': 1})",
+    "f = '{0}'.format\nf(call_tool)",
+    "getattr('{0.__class__}', 'format')(1)",
+    "import operator\noperator.methodcaller('format', 1)('{0.__class__}')",
+])
+def test_string_formatting_with_traversal_is_refused(restricted, host, code):
+    outcome = run(restricted, host, code)
+    assert (outcome.error.type, outcome.error.message) == (
+        "NotImplementedError", "Using the format*() methods of `str` is not safe")
+
+
+@pytest.mark.parametrize("code, kind, message", [
+    ("getattr(call_tool, '__globals__')", "AttributeError",
+     '"__globals__" is an invalid attribute name because it starts with "_"'),
+    ("import operator\noperator.attrgetter('__globals__')(call_tool)", "AttributeError",
+     '"__globals__" is an invalid attribute name because it starts with "_"'),
+    ("def f(): pass\nimport operator\noperator.attrgetter('gi_frame')(f)", "AttributeError",
+     '"gi_frame" is a restricted name, that is forbidden to access in the sandbox'),
+    ("import string\nstring.Formatter", "AttributeError",
+     "module 'string' has no attribute 'Formatter' in the sandbox"),
+    ("import typing\ntyping.sys", "AttributeError",
+     "module 'typing' has no attribute 'sys' in the sandbox"),
+    ("import dataclasses\ndataclasses.inspect", "AttributeError",
+     "module 'dataclasses' has no attribute 'inspect' in the sandbox"),
+    ("import asyncio\nasyncio.base_events", "AttributeError",
+     "module 'asyncio' has no attribute 'base_events' in the sandbox"),
+    ("import typing\ntyping.get_type_hints", "AttributeError",
+     "module 'typing' has no attribute 'get_type_hints' in the sandbox"),
+    ("import io\nio.open('/etc/passwd')", "AttributeError",
+     "module 'io' has no attribute 'open' in the sandbox"),
+    ("open('/etc/passwd')", "NameError", "name 'open' is not defined"),
+    ("type('X', (), {})", "TypeError",
+     "type() takes 1 argument in the sandbox; creating classes with type(name, bases, dict) "
+     "is not available"),
+])
+def test_introspection_routes_are_refused_at_run_time(restricted, host, code, kind, message):
+    outcome = run(restricted, host, code)
+    assert (outcome.error.type, outcome.error.message) == (kind, message)
+
+
+@pytest.mark.parametrize("module", ["os", "sys", "os.path", "inspect", "weakref", "threading",
+                                    "ctypes", "importlib", "gc", "pickle", "socket"])
+def test_host_modules_are_not_importable(restricted, host, module):
+    outcome = run(restricted, host, f"import {module}")
+    assert outcome.error.type == "ModuleNotFoundError"
+    assert outcome.error.message.startswith(
+        f"module {module!r} is not available in the sandbox")
+
+
+def test_from_import_of_a_refused_module_is_refused(restricted, host):
+    outcome = run(restricted, host, "from os import environ")
+    assert outcome.error.message.startswith("module 'os' is not available in the sandbox")
+
+
+def test_a_secret_in_host_module_globals_is_not_reachable(restricted, host, monkeypatch):
+    secret = "HOST-SECRET-" + "7" * 12
+    for module in (guest_runtime, restricted_module):   # call_tool's globals; this tier's
+        monkeypatch.setattr(module, "HOST_API_KEY", secret, raising=False)
+    attempts = [
+        "call_tool.__globals__['HOST_API_KEY']",
+        "getattr(call_tool, '__glo' + 'bals__')['HOST_API_KEY']",
+        "'{0.__globals__[HOST_API_KEY]}'.format(call_tool)",
+        "'{t.__globals__[HOST_API_KEY]}'.format_map({'t': call_tool})",
+        "import operator\noperator.attrgetter('__globals__')(call_tool)['HOST_API_KEY']",
+        "import functools\nclass W:\n    pass\nw = W()\n"
+        "functools.update_wrapper(w, call_tool, assigned=('__globals__',))",
+        "import dataclasses\ndataclasses.inspect.getmodule(call_tool).HOST_API_KEY",
+        "[m for m in dir(tools)]",
+        "import asyncio\nasyncio.get_running_loop()",
+        "try:\n    echo(value=set())\nexcept TypeError as e:\n    r = str(e)\nr",
+    ]
+    for code in attempts:
+        outcome = run(restricted, host, code, tools=[echo_tool()])
+        dumped = json.dumps([outcome.stdout, outcome.stderr, outcome.value is not UNSET
+                             and outcome.value, str(outcome.error), host.calls])
+        assert secret not in dumped, code
+
+
+@pytest.mark.parametrize("code, message", [
+    ("import json\njson.JSONEncoder.default = lambda self, o: 'poisoned'",
+     "a type object is read-only in the sandbox (only the program's own objects and plain "
+     "containers can be changed)"),
+    ("import json\nsetattr(json, 'dumps', len)",
+     "a _ModuleView object is read-only in the sandbox (only the program's own objects and "
+     "plain containers can be changed)"),
+    ("echo.name = 'read_secret'",
+     "a Binding object is read-only in the sandbox (only the program's own objects and "
+     "plain containers can be changed)"),
+])
+def test_host_objects_are_read_only(restricted, host, code, message):
+    outcome = run(restricted, host, code, tools=[echo_tool()])
+    assert (outcome.error.type, outcome.error.message) == ("TypeError", message)
+
+
+def test_process_wide_state_is_left_alone(restricted, host):
+    import csv
+    import decimal
+    before = (random.getstate(), decimal.DefaultContext.prec, csv.list_dialects())
+    code = ("import random, decimal, csv\nrandom.seed(1)\ndecimal.DefaultContext.prec = 3\n"
+            "r = [hasattr(csv, 'register_dialect')]\nr")
+    outcome = run(restricted, host, code)
+    assert outcome.value == [False]
+    assert (random.getstate(), decimal.DefaultContext.prec, csv.list_dialects()) == before
+
+
+def test_the_programs_own_objects_are_writable(restricted, host):
+    code = ("import dataclasses, collections, types\n"
+            "class E(Exception):\n    def __init__(self, message, code):\n"
+            "        super().__init__(message)\n        self.code = code\n"
+            "@dataclasses.dataclass\nclass P:\n    x: int\n    y: int = 0\n"
+            "p = P(1)\np.y = 2\nP.label = 'point'\n"
+            "ns = types.SimpleNamespace()\nns.a = 1\n"
+            "N = collections.namedtuple('N', 'a b')\n"
+            "try:\n    try:\n        {}['k']\n    except KeyError as k:\n"
+            "        raise E('boom', 7) from k\n"
+            "except E as e:\n    err = [str(e), e.code, type(e.__cause__).__name__]\n"
+            "[err, dataclasses.asdict(p), P.label, ns.a, N(1, 2)._replace(b=5)._asdict()]")
+    outcome = run(restricted, host, code)
+    assert outcome.value == [["boom", 7, "KeyError"], {"x": 1, "y": 2}, "point", 1,
+                             {"a": 1, "b": 5}]
+
+
+@pytest.mark.parametrize("code, message", [
+    ("class A:\n    def __repr__(self):\n        return 'x'",
+     '"__repr__" is an invalid variable name because it starts with "_" (<program>, line 2)'),
+    ("class A:\n    def __del__(self):\n        pass",
+     '"__del__" is an invalid method name in the sandbox. (<program>, line 2)'),
+    ("match 1:\n    case 1:\n        pass", "Match statements are not allowed. (<program>, "
+                                            "line 1)"),
+])
+def test_unsupported_syntax_is_a_syntax_error(restricted, host, code, message):
+    outcome = run(restricted, host, code)
+    assert (outcome.error.type, outcome.error.message) == ("SyntaxError", message)
+
+
+def test_print_pprint_and_warnings_go_to_the_captured_streams(restricted, host):
+    code = ("import io, pprint, warnings\nbuf = io.StringIO()\nprint('to buf', file=buf)\n"
+            "print('out', end='!')\npprint.pprint({'a': 1})\nwarnings.warn('careful')\n"
+            "buf.getvalue()")
+    outcome = run(restricted, host, code)
+    assert (outcome.stdout, outcome.stderr, outcome.value) == (
+        "out!{'a': 1}\n", "UserWarning: careful\n", "to buf\n")
+
+
+@pytest.mark.parametrize("code", [
+    "import asyncio\nawait asyncio.get_running_loop().run_in_executor(None, len, [])",
+    "import asyncio\nawait asyncio.get_running_loop().create_connection(None, '127.0.0.1', 9)",
+    "import asyncio\nawait asyncio.get_running_loop().subprocess_exec(None, 'true')",
+])
+def test_threads_sockets_and_processes_are_refused_on_the_loop(restricted, host, code):
+    outcome = run(restricted, host, code)
+    assert outcome.error.type == "PermissionError"
+    assert outcome.error.message.endswith("is not available in the sandbox")
+
+
+@pytest.mark.parametrize("code, limit", [
+    ("'x' * 10**10", 10**10),
+    ("[0] * 10**9", 8 * 10**9),
+    ("s = 'x' * (40 * 10**6)\nwhile True:\n    s = s + s", 80_000_000),
+    ("s = 'x' * (40 * 10**6)\nwhile True:\n    s += s", 80_000_000),
+    ("x = 1 << (10**9)", 125_000_000),
+])
+def test_obviously_huge_allocations_are_a_memory_limit(restricted, host, code, limit):
+    outcome = run(restricted, host, code, memory_bytes=64 << 20)
+    assert isinstance(outcome.error, MemoryLimitExceeded)
+    assert outcome.error.message == (f"the program tried to allocate about {limit} bytes, "
+                                     f"over its limit of {64 << 20}")
+
+
+def test_growth_of_the_process_is_a_memory_limit(restricted, host):
+    code = "chunks = []\nwhile True:\n    chunks.append('x' * 10**6)"
+    outcome = run(restricted, host, code, memory_bytes=64 << 20)
+    assert isinstance(outcome.error, MemoryLimitExceeded)
+    assert outcome.error.message == ("the process grew by more than the run's memory limit "
+                                     f"of {64 << 20} bytes")
+
+
+def test_a_caught_limit_ends_the_program_at_its_next_handler(restricted, host):
+    code = ("n = 0\nfor i in range(10**6):\n    try:\n        print('y' * 100)\n"
+            "    except BaseException:\n        n += 1\n'done'")
+    outcome = run(restricted, host, code, output_bytes=1000)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert outcome.value is UNSET            # the handler re-raised: 'done' was never reached
+
+
+def test_catching_memory_error_does_not_undo_the_limit(restricted, host):
+    code = "try:\n    'x' * 10**10\nexcept MemoryError:\n    pass\n'survived'"
+    outcome = run(restricted, host, code, memory_bytes=64 << 20)
+    assert isinstance(outcome.error, MemoryLimitExceeded)
+    assert outcome.value is UNSET
+
+
+def test_huge_integer_products_are_refused_up_front(restricted, host):
+    started = time.monotonic()
+    outcome = run(restricted, host, "x = 3 ** (10 ** 8)")
+    assert outcome.error.type == "ValueError"
+    assert outcome.error.message.startswith("the result of ** would be an integer of about "
+                                            "100000001 bits")
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("code", [
+    "sum(range(10**12))",
+    "import itertools\nmax(itertools.count())",
+    "x = [0 for _ in iter(int, 1)]",
+    "import contextlib\nwhile True:\n    with contextlib.suppress(BaseException):\n"
+    "        while True:\n            pass",
+    "import asyncio\nasync def spin():\n    while True:\n        await asyncio.sleep(0)\n"
+    "asyncio.run(spin())",
+])
+def test_loops_in_c_and_swallowed_stops_still_end_at_the_deadline(restricted, host, code):
+    started = time.monotonic()
+    outcome = run(restricted, host, code, wall_clock_s=0.5)
+    assert isinstance(outcome.error, TimeLimitExceeded)
+    assert time.monotonic() - started < 2 * 0.5 + 0.3
+
+
+def test_cancel_stops_a_running_program(restricted, host):
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    outcome = run(restricted, host, "while True:\n    pass", cancel=cancel, wall_clock_s=5.0)
+    assert isinstance(outcome.error, RunAborted)
+    assert outcome.status == "error"
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_failing_dispatcher_is_host_dispatch_failed(restricted):
+    def broken(batch):
+        raise RuntimeError("pipeline down")
+
+    outcome = run(restricted, broken, "try:\n    echo(value=1)\nexcept BaseException:\n"
+                                      "    pass\n'ignored'", tools=[echo_tool()])
+    assert isinstance(outcome.error, HostDispatchFailed)
+    assert outcome.error.message == "the dispatcher raised RuntimeError: pipeline down"
+
+
+def test_runs_on_concurrent_threads_keep_their_own_output(restricted):
+    results = {}
+
+    def one(i):
+        results[i] = run(restricted, EchoHost(), f"for _ in range(3):\n    print({i})\n{i}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {i: (o.stdout, o.value) for i, o in results.items()} == {
+        i: (f"{i}\n" * 3, i) for i in range(4)}
+
+
+def test_deeply_nested_c_iterators_do_not_overflow_the_native_stack(restricted, host):
+    # 600,000 levels overflow a default 8 MiB thread stack: the whole process would crash.
+    code = ("import itertools\nit = iter([7])\nfor _ in range(600_000):\n"
+            "    it = itertools.chain(it)\nnext(it)")
+    outcome = run(restricted, host, code, wall_clock_s=10.0)
+    assert (outcome.status, outcome.value) == ("ok", 7)
