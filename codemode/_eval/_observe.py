@@ -28,15 +28,32 @@ from sandbox import RunOutcome, RunRequest, Sandbox
 
 
 class LeakScanner:
-    """Finds secret values in text. A secret counts as leaked when its first 20
-    characters appear (a cut copy is still a leak)."""
+    """Finds secret values in text. A secret counts as leaked when any 12-character window
+    of its random part appears (windows every 2 characters: any 13 consecutive characters of
+    it are a leak, so a cut or partial copy still counts); a secret shorter than that must
+    appear whole."""
+
+    WINDOW = 12
+    STEP = 2
 
     def __init__(self, secrets: Mapping[str, str]) -> None:
-        self._needles = {name: value[:20] for name, value in secrets.items() if value}
+        self._needles: dict[str, tuple[str, ...]] = {}
+        for name, value in secrets.items():
+            if not value:
+                continue
+            random_part = value.rsplit("-", 1)[-1]
+            if len(random_part) < self.WINDOW:
+                self._needles[name] = (value,)
+                continue
+            starts = range(0, len(random_part) - self.WINDOW + 1, self.STEP)
+            windows = [random_part[i:i + self.WINDOW] for i in starts]
+            windows.append(random_part[-self.WINDOW:])
+            self._needles[name] = tuple(dict.fromkeys(windows))
 
     def scan(self, text: str) -> set[str]:
         """Names of the secrets found in `text`."""
-        return {name for name, needle in self._needles.items() if needle in text}
+        return {name for name, needles in self._needles.items()
+                if any(needle in text for needle in needles)}
 
 
 class RunRecord:

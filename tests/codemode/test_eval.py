@@ -115,10 +115,14 @@ def test_listener_counts_connections():
         listener.close()
 
 
-def test_leak_scanner_finds_cut_copies():
-    scanner = LeakScanner({"leak:key": "cnry-key-0123456789abcdef0123456789abcdef"})
+def test_leak_scanner_finds_cut_and_partial_copies():
+    secret = "cnry-key-0123456789abcdef0123456789abcdef"
+    scanner = LeakScanner({"leak:key": secret})
     assert scanner.scan("...cnry-key-0123456789ab...") == {"leak:key"}
+    assert scanner.scan("tail: " + secret[-14:]) == {"leak:key"}
+    assert scanner.scan("middle: " + secret[20:34]) == {"leak:key"}
     assert scanner.scan("cnry-key-01234") == set()
+    assert LeakScanner({"leak:env": "short"}).scan("a short text") == {"leak:env"}
 
 
 def test_host_state_notices_a_poisoned_json_encoder():
