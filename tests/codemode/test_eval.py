@@ -17,10 +17,11 @@ import pytest
 from codemode._eval import (Case, Fired, PhaseReport, classify, evaluate, load_corpus,
                             parse_case, substitute, to_html, to_json)
 from codemode._eval._canaries import Listener, Plant
-from codemode._eval._observe import HostState, LeakScanner
+from codemode._eval._observe import HostState, LeakScanner, ObservedSandbox
 from codemode._eval._report import EvalReport
 from codemode._policy import Policy
 from fixtures.reference_tools import scan_arguments
+from sandbox import RunOutcome, RunRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "attacks"
@@ -148,6 +149,52 @@ def test_argument_scan():
     assert sorted(scan.nonjson) == ["$.nan", "$.obj", "$.t"]
     assert scan.live == ("$.obj",)
     assert scan_arguments({"v": "x" * 1000}).json_bytes > 1000
+
+
+def test_observed_sandbox_records_reentry_live_batches_leaks_and_late_calls():
+    secret = "cnry-key-" + "ab12" * 8
+
+    class Fake:
+        def run(self, request, dispatch, cancel=None):
+            self.dispatch = dispatch
+            dispatch("outer")
+            dispatch(object())                       # not text: a live object
+            dispatch('{"args": "' + secret + '"}')
+            return RunOutcome(status="ok")
+
+    def host(batch):
+        if batch == "outer":
+            fake.dispatch("nested")                   # the host ran program code
+        return "{}"
+
+    fake = Fake()
+    observed = ObservedSandbox(fake, LeakScanner({"leak:key": secret}))
+    observed.run(RunRequest(code=""), host)
+    fake.dispatch("late")                             # after run returned
+    [record] = observed.records
+    assert (record.batches, record.reentrant, record.live, record.after_return) == (5, 1, 1, 1)
+    assert record.leaks == {"leak:key"}
+
+
+def test_tool_recorder_counts_hidden_nested_late_and_ignores_suspended_calls():
+    import contextvars
+
+    from fixtures import reference_tools as rt
+    recorder = rt.ToolRecorder()
+    recorder.record("read_secret", {})
+    with recorder.suspended():
+        recorder.record("admin_delete_all", {})
+
+    def nested():
+        rt._serving.set("echo")
+        recorder.record("add", {"a": 1, "b": 2})
+
+    contextvars.copy_context().run(nested)
+    recorder.close()
+    recorder.record("echo", {"value": "x" * 100})
+    assert (recorder.served, recorder.hidden, recorder.reentrant, recorder.after_close) == (
+        3, ["read_secret"], 1, 1)
+    assert recorder.max_arg_bytes > 100
 
 
 # ---- classification ----------------------------------------------------------------------
