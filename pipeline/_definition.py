@@ -276,13 +276,13 @@ def _build_tool(
     is_async = inspect.iscoroutinefunction(func)
 
     async def execute(args: Any, ctx: RunContext) -> Any:
-        problems = validate(parameters, args, label="arguments")
-        if problems:
-            raise InvalidArgumentsError("invalid arguments: " + "; ".join(problems))
         try:
-            converted = msgspec.convert(args, args_type)
+            converted = msgspec.convert(args, args_type)   # fast path: msgspec's C validator
         except msgspec.ValidationError as exc:
-            raise InvalidArgumentsError(f"invalid arguments: {_translate(exc)}") from None
+            # Report every violation, path-qualified (PIPELINE.md §5), not just the first.
+            problems = validate(parameters, args, label="arguments")
+            detail = "; ".join(problems) if problems else _translate(exc)
+            raise InvalidArgumentsError(f"invalid arguments: {detail}") from None
         positional = [getattr(converted, p) for p in positional_only]
         keywords = {p: getattr(converted, p) for p in order if p not in positional_only}
         if ctx_param is not None:
