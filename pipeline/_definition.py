@@ -299,7 +299,8 @@ def _build_tool(
 
     def fits(args: Any) -> bool:
         try:
-            return not validate(parameters, args, label="arguments")
+            msgspec.convert(args, args_type)
+            return True
         except Exception:
             return False
 

@@ -63,6 +63,9 @@ POINTS = (
 _MODES = ("native", "code", "both")
 
 
+_GLOBAL_SCOPE: tuple[str | None, ...] = (None,)
+
+
 class Session:
     """A tool session: registry, extension points, approval, log, turns and batches.
 
@@ -150,6 +153,8 @@ class Session:
 
     def scope_chain(self, agent: str | None) -> tuple[str | None, ...]:
         """``(None, farthest ancestor, ..., agent)``; ``(None,)`` without an agent."""
+        if agent is None:
+            return _GLOBAL_SCOPE
         chain: list[str | None] = []
         seen: set[str] = set()
         current = agent
