@@ -207,5 +207,6 @@ def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc) -> Ru
 
 
 def engines() -> list[wasmtime.Engine]:
-    with _runtimes_lock:
-        return [r.engine for r in _runtimes.values()]
+    """Every Engine made so far. Lock-free on purpose: the ticker must not wait while
+    another configuration's component compiles under `_runtimes_lock`."""
+    return [r.engine for r in list(_runtimes.values())]

@@ -81,7 +81,7 @@ from ._limits import SandboxLimits
 from ._protocol import (AnyRunError, Dispatch, HostDispatchFailed, MemoryLimitExceeded,
                         OutputLimitExceeded, ProgramError, RunAborted, RunOutcome, RunRequest,
                         SubcallLimitExceeded, TimeLimitExceeded)
-from .guest.cm_guest import aio, runtime
+from .guest.cm_guest import aio, callsite, runtime
 from .guest.cm_guest.errors import LimitReached
 from .guest.cm_guest.output import CappedSink, text_stream
 from .guest.cm_guest.tools import Bridge
@@ -206,11 +206,12 @@ class _Policy(RestrictingNodeTransformer):
         return call
 
 
-def _compile(source: str) -> tuple[types.CodeType, bool]:
+def _compile(source: str) -> tuple[types.CodeType, bool, Any]:
     """RestrictedPython's checks and rewrites, then the guest's final-expression rule, then
     `compile` with top-level await allowed (`compile_restricted` drops compile flags, so the
     policy is applied here the way `compile_restricted_exec` applies it)."""
     tree = ast.parse(source, PROGRAM, "exec")
+    sites = callsite.analyse(tree)            # before the policy rewrites the tree
     has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
     errors: list[str] = []
     policy = _Policy(errors, [], {})
@@ -228,7 +229,7 @@ def _compile(source: str) -> tuple[types.CodeType, bool]:
     ast.fix_missing_locations(tree)
     code = compile(tree, PROGRAM, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
                    dont_inherit=True)
-    return code, has_value
+    return code, has_value, sites
 
 
 # ---- one run's state -------------------------------------------------------------------
@@ -948,7 +949,7 @@ def _execute(run: _Run, request: RunRequest) -> None:
     try:
         try:
             modules = _Modules(run)
-            code, has_value = _compile(request.code)
+            code, has_value, run.bridge.callsites = _compile(request.code)
             ns = runtime._namespace(run.bridge, [msgspec.to_builtins(t) for t in request.tools])
             ns["__builtins__"] = _program_builtins(run, modules, set())
             if code.co_flags & 0x80:       # CO_COROUTINE: top-level await

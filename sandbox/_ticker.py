@@ -18,20 +18,38 @@ TICK_S = 0.005
 class EpochTicker:
     def __init__(self, engines: Callable[[], list[wasmtime.Engine]]) -> None:
         self._engines = engines
-        self._started = False
         self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+        self._done = 0
 
     def ensure_started(self) -> None:
         with self._lock:
-            if not self._started:
-                threading.Thread(target=self._loop, name="codemode-epoch", daemon=True).start()
-                self._started = True
+            if self._thread is None:
+                self._started = time.monotonic()
+                self._thread = threading.Thread(target=self._loop, name="codemode-epoch",
+                                                daemon=True)
+                self._thread.start()
+
+    def catch_up(self) -> None:
+        """Advance every engine to the epoch the clock says it should be at.
+
+        Ticks are counted from the clock, not from sleeps: under CPU load a sleep
+        overruns, and a tick per sleep would let deadlines drift late. A run calls this
+        right before it sets its deadline, so the deadline is relative to an epoch that is
+        current, not one a late catch-up would then jump past.
+        """
+        with self._lock:
+            due = int((time.monotonic() - self._started) / TICK_S)
+            for _ in range(due - self._done):
+                for engine in self._engines():
+                    engine.increment_epoch()
+            self._done = max(self._done, due)
 
     def _loop(self) -> None:
         while True:
             time.sleep(TICK_S)
-            for engine in self._engines():
-                engine.increment_epoch()
+            self.catch_up()
 
     @staticmethod
     def ticks_for(seconds: float) -> int:

@@ -172,6 +172,7 @@ class WasmSandbox:
             store.set_wasi(wasmtime.WasiConfig())   # nothing preopened, no env, no network
             if limits.fuel is not None:
                 store.set_fuel(limits.fuel)
+            _TICKER.catch_up()
             store.set_epoch_deadline(EpochTicker.ticks_for(limits.wall_clock_s))
             _local.run = run
             started = time.monotonic()
@@ -210,6 +211,8 @@ class WasmSandbox:
             return run.time_up().error
         if run.cancel.is_set():
             return RunAborted(message="the run was cancelled")
+        # No limit explains it: most often native recursion exhausted the wasm stack, or
+        # C code aborted on an allocation that failed near the memory limit.
         return GuestCrashed(message=f"the sandbox instance trapped: {str(exc)[:2000]}")
 
     def _decode(self, run: _Run, store: wasmtime.Store, started: float,

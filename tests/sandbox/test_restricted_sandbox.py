@@ -231,11 +231,9 @@ def test_top_level_await(tier, host):
         {"value": "hi"}
 
 
-def test_call_in_async_code_is_a_coroutine_to_await(tier, host):
+def test_a_plain_call_in_async_code_returns_the_value(tier, host):
     code = "async def main():\n    r = echo(value=1)\n    return r['value']\nawait main()"
-    outcome = run(tier, host, code, tools=[echo_tool()])
-    assert outcome.error.type == "TypeError"
-    assert outcome.error.message == "'coroutine' object is not subscriptable"
+    assert run(tier, host, code, tools=[echo_tool()]).value == 1
 
 
 def test_subcall_budget_cannot_be_caught_and_ignored(tier, host):

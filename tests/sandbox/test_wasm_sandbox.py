@@ -260,11 +260,29 @@ def test_top_level_await(sandbox, host):
     assert outcome.value == {"value": "hi"}
 
 
-def test_call_in_async_code_is_a_coroutine_to_await(sandbox, host):
-    code = "async def main():\n    r = echo(value=1)\n    return r['value']\nawait main()"
+def test_a_plain_call_in_async_code_returns_the_value(sandbox, host):
+    code = ("async def tool(name, **kwargs):\n    return call_tool(name, **kwargs)\n"
+            "async def main():\n    r = echo(value=1)\n    s = await tool('echo', value=2)\n"
+            "    return [r['value'], s['value']]\nawait main()")
     outcome = run(sandbox, host, code, tools=[echo_tool()])
-    assert outcome.error.type == "TypeError"
-    assert outcome.error.message == "'coroutine' object is not subscriptable"
+    assert outcome.value == [1, 2]
+
+
+@pytest.mark.parametrize("code", [
+    "await asyncio.gather(echo(value=0), echo(value=1), echo(value=2))",
+    "await asyncio.gather(*(echo(value=i) for i in range(3)))",
+    "tasks = [echo(value=i) for i in range(3)]\nawait asyncio.gather(*tasks)",
+    "tasks = []\nfor i in range(3):\n    tasks.append(echo(value=i))\nawait asyncio.gather(*tasks)",
+    "ts = [asyncio.create_task(echo(value=i)) for i in range(3)]\n[await t for t in ts]",
+    "async def main():\n    async with asyncio.TaskGroup() as tg:\n"
+    "        ts = [tg.create_task(echo(value=i)) for i in range(3)]\n"
+    "    return [t.result() for t in ts]\nasyncio.run(main())",
+])
+def test_calls_handed_to_asyncio_go_out_as_one_batch(sandbox, host, code):
+    outcome = run(sandbox, host, "import asyncio\n" + code, tools=[echo_tool()])
+    assert outcome.status == "ok", outcome.error
+    assert outcome.value == [{"value": i} for i in range(3)]
+    assert [len(b["calls"]) for b in host.batches] == [3]
 
 
 def test_subcall_budget_ends_the_run(sandbox, host):

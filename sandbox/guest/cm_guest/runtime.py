@@ -14,7 +14,7 @@ import linecache
 import sys
 import traceback
 
-from . import aio
+from . import aio, callsite
 from .errors import (LimitReached, ToolArgumentError, ToolCallError, ToolDenied, ToolError,
                      ToolNotFound)
 from .output import CappedSink, text_stream
@@ -83,6 +83,7 @@ def _program_builtins():
 def _compile(source):
     """Compile with top-level await; the last expression statement's value goes to a slot."""
     tree = ast.parse(source, PROGRAM_FILENAME, "exec")
+    sites = callsite.analyse(tree)
     has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
     if has_value:
         last = tree.body[-1]
@@ -90,7 +91,8 @@ def _compile(source):
             ast.Assign(targets=[ast.Name(VALUE_SLOT, ast.Store())], value=last.value), last)
         ast.fix_missing_locations(tree)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    return compile(tree, PROGRAM_FILENAME, "exec", flags=flags, dont_inherit=True), has_value
+    return (compile(tree, PROGRAM_FILENAME, "exec", flags=flags, dont_inherit=True), has_value,
+            sites)
 
 
 def _message(exc):
@@ -208,7 +210,7 @@ def run(request_text, dispatch, sleep):
                                          PROGRAM_FILENAME)
     outcome = {"status": "ok"}
     try:
-        code, has_value = _compile(source)
+        code, has_value, bridge.callsites = _compile(source)
         ns = _namespace(bridge, request.get("tools", ()))
         _RETAINED.append(ns)
         if code.co_flags & 0x80:       # CO_COROUTINE: top-level await

@@ -1,9 +1,11 @@
 """Tool bindings: each exposed tool as an ordinary Python function (DESIGN.md §3, §4).
 
-Called in synchronous code, a binding sends one sub-call and returns its value. Called
-inside a running asyncio task, it returns an awaitable: every call pending when all tasks
-are waiting goes to the host as one `dispatch` batch (see `aio.py`). A failed call raises a
-binding rejection (`errors.py`).
+Called in synchronous code, a binding sends one sub-call and returns its value. In async
+code, a call the program awaits or hands to asyncio (`await`, `gather`, `create_task`, ...;
+see `callsite.py`) returns a coroutine, and every call pending when all tasks are waiting
+goes to the host as one `dispatch` batch (see `aio.py`); any other call in async code
+returns its value, as a plain function would. A failed call raises a binding rejection
+(`errors.py`).
 
 Arguments are checked here before anything is dispatched: the call's shape (names, required
 parameters, positional vs keyword, like Python's own `TypeError`s) against the tool's
@@ -12,6 +14,7 @@ against the schema are the host pipeline's job: one source of truth.
 """
 
 import json
+import sys
 
 from .errors import rejection
 
@@ -58,6 +61,7 @@ class Bridge:
         self._next_id = 0
         self._queued = []          # async calls not yet sent: (Call, future)
         self._in_flight = {}       # id -> (Call, future | None) sent, not yet settled
+        self.callsites = None      # callsite.CallSites of the program, once compiled
         self._settled = {}         # id -> outcome that arrived for a sync wait
 
     @property
@@ -255,7 +259,9 @@ class Binding:
             if key in bound and bound[key] is None:
                 del bound[key]
         loop = self._loop_getter()
-        if loop is not None:
+        sites = self._bridge.callsites
+        if loop is not None and (sites is None
+                                 or sites.wants_awaitable(sys._getframe(1)) is not False):
             return self._bridge.call_async(loop, self.name, self.alias, bound)
         return self._bridge.call_sync(self.name, self.alias, bound)
 
