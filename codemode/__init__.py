@@ -6,11 +6,13 @@ from pipeline import __all__ as _pipeline_all
 
 from ._mcp import (McpCallTimeout, McpError, McpServer, McpServerDied, McpStartError,
                    McpToolError, connect_servers)
+from ._policy import Policy, PolicyError
 from ._rejections import rejection_code
 from ._run_code import RUN_CODE, CodeMode, CodeRunFailed
 
 __all__ = sorted({
     *_pipeline_all, "CodeMode", "CodeRunFailed", "McpCallTimeout", "McpError", "McpServer",
-    "McpServerDied", "McpStartError", "McpToolError", "RUN_CODE", "connect_servers",
+    "McpServerDied", "McpStartError", "McpToolError", "Policy", "PolicyError", "RUN_CODE",
+    "connect_servers",
     "rejection_code",
 })
