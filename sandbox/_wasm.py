@@ -213,7 +213,10 @@ class WasmSandbox:
             return RunAborted(message="the run was cancelled")
         # No limit explains it: most often native recursion exhausted the wasm stack, or
         # C code aborted on an allocation that failed near the memory limit.
-        return GuestCrashed(message=f"the sandbox instance trapped: {str(exc)[:2000]}")
+        frames = [line.strip() for line in str(exc).splitlines()[1:] if "!" in line][:3]
+        where = f" in {' <- '.join(f.split('!', 1)[1] for f in frames)}" if frames else ""
+        return GuestCrashed(message="the sandbox instance trapped (wasm stack or memory "
+                                    f"exhausted in native code){where}")
 
     def _decode(self, run: _Run, store: wasmtime.Store, started: float,
                 reply: str) -> RunOutcome:
