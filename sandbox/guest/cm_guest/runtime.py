@@ -40,6 +40,13 @@ ALLOWED_MODULES = frozenset("""
 _RETAINED = []
 
 
+def forget_runs():
+    """Drop what earlier runs left behind (used after the snapshot's warm-up run)."""
+    _RETAINED.clear()
+    linecache.cache.pop(PROGRAM_FILENAME, None)
+    aio.install(None, None)
+
+
 class RunState:
     """What the runtime learns during a run that decides its status."""
 
