@@ -37,6 +37,10 @@ from sandbox import _wire
 from ._rejections import rejection_code
 
 
+# Seconds a sub-call may take to stop after its run ended before it is abandoned.
+ABANDON_AFTER_S = 1.0
+
+
 @dataclass
 class SubCallSummary:
     """Counts over one run's sub-calls, for the `run_code` result."""
@@ -66,6 +70,7 @@ class _SubCall:
         self.task: asyncio.Task[None] | None = None
         self.reported = False
         self.logged_start = False
+        self.commit_logged = False
         self.execution: Any = None                # the pipeline's execution, once started
 
 
@@ -108,12 +113,6 @@ class SubCallDispatcher:
     async def _serve(self, batch: str) -> str:
         request = _wire.request_decoder.decode(batch)
         replies: list[_wire.SubCallResult] = []
-        if self._is_lone_sync_call(request):
-            # The common synchronous call: run it right here, no task or wait needed.
-            sub = self._submit(request.calls[0], start=False)
-            await self._run(sub, None)
-            sub.reported = True
-            return _wire.encoder.encode(_wire.BatchReply(results=[self._reply(sub)])).decode()
         for call in request.calls:
             if self._closed or call.id in self._by_guest_id:
                 replies.append(_wire.SubCallResult(
@@ -146,21 +145,15 @@ class SubCallDispatcher:
         self._unreported = still
         return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
 
-    def _is_lone_sync_call(self, request: _wire.BatchRequest) -> bool:
-        return (len(request.calls) == 1 and not request.cancel and not self._closed
-                and request.until == [request.calls[0].id]
-                and request.calls[0].id not in self._by_guest_id and not self._unreported)
-
-    def _submit(self, call: _wire.SubCall, start: bool = True) -> _SubCall:
+    def _submit(self, call: _wire.SubCall) -> _SubCall:
         n = len(self._order) + 1
         previous = self._order[-1] if self._order else None
         sub = _SubCall(call.id, n, f"{self._outer.execution.call_id}:code:{n}", call.name,
                        bytes(call.args), Signal.any(self._run_signal), self._loop)
         self._by_guest_id[call.id] = sub
         self._order.append(sub)
-        if start:
-            sub.task = self._loop.create_task(self._run(sub, previous))
-            self._unreported.append(sub)
+        sub.task = self._loop.create_task(self._run(sub, previous))
+        self._unreported.append(sub)
         return sub
 
     async def _run(self, sub: _SubCall, previous: _SubCall | None) -> None:
@@ -192,8 +185,16 @@ class SubCallDispatcher:
             if pending is not None:
                 sub.result = await pending.commit()
             await self._commit(sub)
-        except asyncio.CancelledError:             # abandoned before it started
-            sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
+        except asyncio.CancelledError:
+            if not sub.logged_start:               # queued, never started: no events
+                sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
+            else:                                  # started, then abandoned by `drain`
+                sub.result = CallResult.failure(
+                    f"tool call abandoned: it did not stop within {ABANDON_AFTER_S} s of the "
+                    "run's end", code="ABORTED", name="AbortError")
+                if previous is not None:           # commits stay in submission order
+                    await asyncio.shield(previous.committed)
+                await self._commit(sub)
         except Exception as exc:                   # the pipeline itself failed: still commit
             sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
             if sub.logged_start and not sub.committed.done():
@@ -225,6 +226,9 @@ class SubCallDispatcher:
         outer = self._outer.execution
         # The durable copy goes through the `tools/code-dispatch-log` waterfall.
         content = await self._session.code_dispatch_content(sub.execution, result)
+        if sub.commit_logged:                     # committed once, whatever interrupted
+            return
+        sub.commit_logged = True
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
@@ -252,16 +256,25 @@ class SubCallDispatcher:
                                    message=result.error.message)
 
     async def drain(self) -> None:
-        """After the run settled: abort the run scope, abandon calls that have not started,
-        await the ones in flight and their commits (PIPELINE.md §11.3 step 4)."""
+        """After the run settled: abort the run scope, drop calls that never started, and
+        await the ones in flight and their commits (PIPELINE.md §11.3 step 4).
+
+        A tool that ignores the abort cannot hold the run past its limit: a call still
+        unsettled `ABANDON_AFTER_S` seconds later is committed as an `ABORTED` failure
+        (logged; post-execute and finalization do not run for it) and its body is left to
+        finish on its own, its result discarded."""
         self._closed = True
         self._run_signal.abort("settled")
         for sub in self._order:
-            if sub.task is not None and not sub.started.done():
+            if sub.task is not None and not sub.logged_start:
                 sub.task.cancel()
-        tasks = [s.task for s in self._order if s.task is not None]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        tasks = [s.task for s in self._order if s.task is not None and not s.task.done()]
+        if not tasks:
+            return
+        _, stuck = await asyncio.wait(tasks, timeout=ABANDON_AFTER_S)
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _settle(future: asyncio.Future[None]) -> None:

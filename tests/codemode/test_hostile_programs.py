@@ -117,3 +117,30 @@ async def test_forged_parent_token_fields_are_ignored(session):
     assert start.root_call_id == call.call_id
     assert start.parent_call_id == call.call_id
     assert start.sub_call_id == f"{call.call_id}:code:1"
+
+
+@pytest.mark.parametrize("code", ["stuck()", "await stuck()",
+                                  "import asyncio\nawait asyncio.gather(stuck(), stuck())"])
+async def test_a_tool_that_ignores_the_abort_cannot_hold_the_run(tmp_path, code):
+    import asyncio
+    import time
+
+    from codemode import tool
+
+    @tool(concurrency_safe=True)
+    async def stuck() -> int:
+        """Never finishes and ignores cancellation of its signal."""
+        await asyncio.sleep(1000)
+        return 0
+
+    s = Session(tools=[stuck], log=str(tmp_path / "session.jsonl"))
+    CodeMode(s, limits=SandboxLimits(wall_clock_s=0.5))
+    started = time.monotonic()
+    result = await s.call("run_code", {"code": code})
+    assert time.monotonic() - started < 3.0
+    assert result.error.message.startswith("code run failed (timeout)")
+    settled = [e for e in s.log.read() if isinstance(e, events.CodeDispatch)]
+    assert settled and all(e.is_error for e in settled)
+    assert settled[0].content == ({"type": "text", "text": "Error: tool call abandoned: it did "
+                                   "not stop within 1.0 s of the run's end"},)
+    assert_log_balanced(s)
