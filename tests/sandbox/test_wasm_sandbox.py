@@ -285,6 +285,16 @@ def test_calls_handed_to_asyncio_go_out_as_one_batch(sandbox, host, code):
     assert [len(b["calls"]) for b in host.batches] == [3]
 
 
+def test_values_feeding_asyncio_stay_values(sandbox, host):
+    # `ids` is iterated inside gather's arguments, `echo(value=...)` inside `len(...)`: both
+    # are plain values; only the calls handed to gather are awaitables.
+    code = ("import asyncio\nids = echo(value=[1, 2])['value']\n"
+            "r = await asyncio.gather(*(echo(value=i) for i in ids))\n"
+            "n = len(echo(value='abc')['value'])\n[r, n]")
+    outcome = run(sandbox, host, code, tools=[echo_tool()])
+    assert outcome.value == [[{"value": 1}, {"value": 2}], 3]
+
+
 def test_subcall_budget_ends_the_run(sandbox, host):
     code = "for i in range(100):\n    try:\n        echo(value=i)\n    except BaseException:\n        pass"
     outcome = run(sandbox, host, code, tools=[echo_tool()], max_subcalls=10)

@@ -7,11 +7,12 @@ a coroutine want the value, as they would with plain functions. The program's AS
 read once, before it runs: a call expression wants an awaitable when it
 
 1. is the operand of `await`;
-2. sits in the arguments of an asyncio scheduling call (`gather`, `create_task`,
-   `ensure_future`, `wait_for`, `wait`, `shield`, `as_completed`, `run`,
-   `run_until_complete`), directly or inside a comprehension, display or starred there;
-3. flows (directly, or as an element of a comprehension or display) into a name, or is
-   appended to a list named, that the same scope awaits or passes to such a call.
+2. is an argument of an asyncio scheduling call (`gather`, `create_task`, `ensure_future`,
+   `wait_for`, `wait`, `shield`, `as_completed`, `run`, `run_until_complete`), directly or
+   as an element of a display, comprehension or starred argument there (a call nested in
+   another call's arguments is not: its value goes to that call);
+3. is assigned (directly or as such an element) to a name, or appended to a list named,
+   that the same scope awaits or hands to such a call in the same way.
 
 At run time the binding finds its call site from the calling frame's current instruction
 position. A call site the analysis does not know (code built at run time) gets an
@@ -25,8 +26,6 @@ PROGRAM_FILENAME = "<program>"
 _SCHEDULERS = frozenset({"gather", "create_task", "ensure_future", "wait_for", "wait",
                          "shield", "as_completed", "run", "run_until_complete"})
 _COLLECTORS = frozenset({"append", "extend", "add", "insert", "appendleft"})
-_CONTAINERS = (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp,
-               ast.DictComp, ast.Dict, ast.Starred)
 _SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
@@ -64,44 +63,59 @@ class CallSites:
         return self._sites.get(positions[index])
 
 
+def _element_step(child, up):
+    """True when `child` sits in an element position of `up`: its value becomes (part of)
+    up's value unchanged, so whoever consumes `up` consumes `child`."""
+    if isinstance(up, (ast.Starred, ast.List, ast.Tuple, ast.Set, ast.keyword)):
+        return True
+    if isinstance(up, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return child is up.elt
+    if isinstance(up, ast.DictComp):
+        return child is up.value
+    if isinstance(up, ast.Dict):
+        return any(child is v for v in up.values)
+    return False
+
+
 def analyse(tree):
     """The CallSites of a parsed program (before any rewriting of its tree)."""
     parents = {}
-    scope_of = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
-    for node in ast.walk(tree):
-        if isinstance(node, _SCOPES):
-            continue
+
+    def climb(node):
+        """(the nearest ancestor that is not an element position, the node beneath it)"""
+        child, up = node, parents.get(node)
+        while up is not None and _element_step(child, up):
+            child, up = up, parents.get(up)
+        return up, child
+
+    def scope_of(node):
         up = parents.get(node)
         while up is not None and not isinstance(up, _SCOPES):
             up = parents.get(up)
-        scope_of[node] = up
+        return up
 
-    def in_scheduler_args(node):
-        child, up = node, parents.get(node)
-        while up is not None and not isinstance(up, (ast.stmt,) + _SCOPES):
-            if isinstance(up, ast.Await):
-                return True
-            if isinstance(up, ast.Call) and child is not up.func \
-                    and _callee_name(up) in _SCHEDULERS:
-                return True
-            child, up = up, parents.get(up)
-        return False
+    def awaited_or_scheduled(node):
+        up, child = climb(node)
+        if isinstance(up, ast.Await):
+            return True
+        return (isinstance(up, ast.Call) and child is not up.func
+                and _callee_name(up) in _SCHEDULERS)
 
     consumed = {}            # scope -> names awaited or handed to a scheduler
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
-                and in_scheduler_args(node):
-            consumed.setdefault(scope_of.get(node), set()).add(node.id)
+                and awaited_or_scheduled(node):
+            consumed.setdefault(scope_of(node), set()).add(node.id)
 
     def flows_into_consumed_name(node):
-        names = consumed.get(scope_of.get(node), ())
-        child, up = node, parents.get(node)
-        while isinstance(up, _CONTAINERS) or (isinstance(up, ast.comprehension)):
-            child, up = up, parents.get(up)
-        if isinstance(up, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        names = consumed.get(scope_of(node), ())
+        if not names:
+            return False
+        up, child = climb(node)
+        if isinstance(up, (ast.Assign, ast.AnnAssign)) and child is up.value:
             targets = up.targets if isinstance(up, ast.Assign) else [up.target]
             return any(isinstance(t, ast.Name) and t.id in names for t in targets)
         if isinstance(up, ast.Call) and child is not up.func \
@@ -114,5 +128,5 @@ def analyse(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             key = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset)
-            sites[key] = in_scheduler_args(node) or flows_into_consumed_name(node)
+            sites[key] = awaited_or_scheduled(node) or flows_into_consumed_name(node)
     return CallSites(sites)
