@@ -174,6 +174,12 @@ def test_random_state_differs_between_runs(sandbox, host):
     assert first != second
 
 
+def test_unpaired_surrogates_in_values_and_messages_do_not_crash_the_instance(sandbox, host):
+    assert run(sandbox, host, "'a\\udfff'").value == "a\ufffd"
+    outcome = run(sandbox, host, "raise ValueError('\\ud800')")
+    assert outcome.error.message == "\ufffd"
+
+
 def test_streams_are_real_text_streams(sandbox, host):
     outcome = run(sandbox, host, "import sys, io\nsys.stdout.write('a')\n"
                                  "isinstance(sys.stdout, io.TextIOWrapper)")
@@ -212,11 +218,11 @@ def test_call_shape_errors_read_like_python(sandbox, host, code, message):
 
 
 @pytest.mark.parametrize("arg", ["{1, 2}", "b'x'", "float('nan')", "object()", "(1, 2)",
-                                 "{1: 'a'}"])
+                                 "{1: 'a'}", "-0.0", "2**63", "'\\ud800'"])
 def test_non_json_arguments_fail_before_dispatch(sandbox, host, arg):
     outcome = run(sandbox, host, f"echo(value={arg})", tools=[echo_tool()])
     assert outcome.error.type == "TypeError"
-    assert "JSON" in outcome.error.message
+    assert "JSON" in outcome.error.message or "Unicode" in outcome.error.message
     assert host.calls == []
 
 

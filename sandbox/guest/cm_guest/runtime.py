@@ -11,6 +11,7 @@ import ast
 import builtins
 import json
 import linecache
+import re
 import sys
 import traceback
 
@@ -251,8 +252,17 @@ def run(request_text, dispatch, sleep):
     return _encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _dumps(outcome):
+    """JSON text that is valid Unicode: an unpaired surrogate (which `print` escapes but a
+    value or message may hold) becomes U+FFFD rather than failing the string's way out."""
+    return _SURROGATE.sub("\ufffd", json.dumps(outcome, ensure_ascii=False))
+
+
 def _encode_outcome(outcome, result_bytes):
-    text = json.dumps(outcome, ensure_ascii=False)
+    text = _dumps(outcome)
     if len(text) > result_bytes:
         outcome.pop("value", None)
         outcome.pop("value_repr", None)
@@ -261,9 +271,9 @@ def _encode_outcome(outcome, result_bytes):
         outcome["error"] = {"type": "LimitReached", "traceback": "",
                             "message": f"the run's result is {len(text)} bytes, over the "
                                        f"limit of {result_bytes} bytes"}
-        text = json.dumps(outcome, ensure_ascii=False)
+        text = _dumps(outcome)
         if len(text) > result_bytes:
             outcome["stdout"] = outcome["stdout"][: result_bytes // 4]
             outcome["stderr"] = outcome["stderr"][: result_bytes // 4]
-            text = json.dumps(outcome, ensure_ascii=False)
+            text = _dumps(outcome)
     return text

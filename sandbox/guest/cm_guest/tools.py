@@ -14,6 +14,8 @@ against the schema are the host pipeline's job: one source of truth.
 """
 
 import json
+import math
+import re
 import sys
 
 from .errors import rejection
@@ -164,9 +166,9 @@ def encode_args(alias, args):
             continue
         kind = type(value)
         if kind in _SCALARS:
-            if kind is float and (value != value or value in (_INF, -_INF)):
-                raise TypeError(f"{alias}(): {_path(parent, key)} is {value!r}, "
-                                "which is not a JSON value")
+            problem = _scalar_problem(kind, value)
+            if problem:
+                raise TypeError(f"{alias}(): {_path(parent, key)} {problem}")
             continue
         if kind is dict or kind is list:
             where = _path(parent, key)
@@ -183,6 +185,9 @@ def encode_args(alias, args):
                     if type(k) is not str:
                         raise TypeError(f"{alias}(): {where} has a key {k!r} of type "
                                         f"{type(k).__name__}; JSON object keys must be str")
+                    if _SURROGATE.search(k):
+                        raise TypeError(f"{alias}(): {where} has a key with an unpaired "
+                                        "surrogate, which is not valid Unicode text")
                     stack.append((item, where, k))
             else:
                 stack.extend((item, where, i) for i, item in enumerate(value))
@@ -196,6 +201,27 @@ def encode_args(alias, args):
         raise TypeError(f"{alias}(): arguments are nested too deeply to be sent") from None
     except ValueError as exc:  # e.g. an int too large to convert to text
         raise TypeError(f"{alias}(): arguments cannot be sent as JSON: {exc}") from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT_RANGE = (-(2**63), 2**63)
+
+
+def _scalar_problem(kind, value):
+    """Why a str/int/float scalar cannot be sent losslessly, or None. The host refuses the
+    same values (PIPELINE.md §1.1); refusing them here makes them a TypeError before
+    anything is dispatched."""
+    if kind is float:
+        if value != value or value in (_INF, -_INF):
+            return f"is {value!r}, which is not a JSON value"
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return "is -0.0, which JSON does not keep apart from 0"
+    elif kind is int:
+        if not _INT_RANGE[0] <= value < _INT_RANGE[1]:
+            return "is an int outside the 64-bit range JSON tools accept"
+    elif kind is str and _SURROGATE.search(value):
+        return "contains an unpaired surrogate, which is not valid Unicode text"
+    return None
 
 
 def _path(parent, key):
