@@ -38,13 +38,42 @@ err_console = Console(stderr=True)
 DEMO_PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "demo_program.py"
 
 
+_OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
+# What a user may see on the screen: newlines and tabs, not terminal control sequences.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f)}
+_SHOWN_CHARS = 20_000
+
+
 def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimits:
     import msgspec
     try:
         return msgspec.convert({"wall_clock_s": timeout, "memory_bytes": memory_mb << 20,
                                 "fuel": fuel}, SandboxLimits)
     except msgspec.ValidationError as exc:
+        field = str(exc).rsplit("$.", 1)[-1].rstrip("`")
+        if field in _OPTION_OF:
+            bounds = {"--timeout": "between 0 and 86400 seconds",
+                      "--memory-mb": "between 16 and 4096 MiB",
+                      "--fuel": "a positive number"}[_OPTION_OF[field]]
+            raise typer.BadParameter(f"{_OPTION_OF[field]} must be {bounds}") from None
         raise typer.BadParameter(str(exc)) from None
+
+
+def _shown(text: str) -> str:
+    """Text safe and small enough for the terminal: control characters made visible, and
+    cut after `_SHOWN_CHARS` characters (the log and --json keep everything)."""
+    if len(text) > _SHOWN_CHARS:
+        text = text[:_SHOWN_CHARS] + f"\n[... {len(text) - _SHOWN_CHARS} more characters]"
+    return escape(text.translate(_CONTROL))
+
+
+def _read_program(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(path))} is not valid UTF-8 "
+                          f"(byte {exc.start}); save the program as UTF-8")
+        raise typer.Exit(2) from None
 
 
 async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
@@ -84,15 +113,16 @@ def _render(result: CallResult, log_events: list, session: Session) -> None:
     """The top-level card for the run_code call (its presenter gives the title), with its
     sub-calls as rows nested under it, each rendered by its tool's presenters when it has
     them (PIPELINE.md §11.8), else generically."""
-    [call] = [e for e in log_events if isinstance(e, events.ToolCall)]
+    call = [e for e in log_events if isinstance(e, events.ToolCall)][-1]   # this run's
     arguments = json.loads(call.arguments)
     card = session.present_call(call.name, arguments) or {}
     title = card.get("title", call.name) if isinstance(card, dict) else call.name
     style = "red" if result.is_error else "green"
-    console.print(Panel(escape(result.text) or "(no output)", title=f"run_code: {escape(title)}",
+    console.print(Panel(_shown(result.text) or "(no output)", title=f"run_code: {_shown(title)}",
                         border_style=style, title_align="left"))
-    starts = {e.sub_call_id: e for e in log_events if isinstance(e, events.CodeDispatchStart)}
-    rows = [e for e in log_events if isinstance(e, events.CodeDispatch)]
+    ours = [e for e in log_events if getattr(e, "root_call_id", None) == call.call_id]
+    starts = {e.sub_call_id: e for e in ours if isinstance(e, events.CodeDispatchStart)}
+    rows = [e for e in ours if isinstance(e, events.CodeDispatch)]
     if rows:
         table = Table(title="sub-calls", title_justify="left", show_lines=False)
         table.add_column("#", justify="right")
@@ -110,10 +140,10 @@ def _render(result: CallResult, log_events: list, session: Session) -> None:
                 text = " ".join(" ".join(b.get("text", "").split())
                                 for b in event.content if isinstance(b, dict))
             text = text[:80] + ("…" if len(text) > 80 else "")
-            outcome = f"[red]{escape(text)}[/red]" if event.is_error else escape(text)
+            outcome = f"[red]{_shown(text)}[/red]" if event.is_error else _shown(text)
             shown = _card_text(session.present_call(event.name, event.arguments))
             table.add_row(event.sub_call_id.rsplit(":", 1)[-1], event.name,
-                          escape(shown or json.dumps(event.arguments, ensure_ascii=False)[:80]),
+                          _shown(shown or json.dumps(event.arguments, ensure_ascii=False)[:80]),
                           outcome, ms)
         console.print(table)
     failed = sum(1 for e in rows if e.is_error)
@@ -168,7 +198,7 @@ def run(
         except PolicyError as exc:
             err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
-    _execute(program.read_text(encoding="utf-8"), program.name, mcp=mcp, builtin=builtin,
+    _execute(_read_program(program), program.name, mcp=mcp, builtin=builtin,
              log=log, limits=_limits(timeout, memory_mb, fuel), as_json=as_json,
              policy=loaded)
 

@@ -13,12 +13,14 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     which checks the constraints (the constructor does not).
 
     Attributes:
-        wall_clock_s: seconds of wall-clock time, enforced with epoch interruption from a
+        wall_clock_s: seconds of wall-clock time (at most a day), enforced with epoch
+            interruption from a
             process-wide ticker and also bounding time spent in host calls (sub-calls,
             sleep). The default bound.
         fuel: wasm fuel units (roughly instructions) or None for no fuel metering. Fuel
             gives deterministic budgets but runs ~20% slower, so it is off by default.
-        memory_bytes: linear memory of the instance, in bytes (store limits).
+        memory_bytes: linear memory of the instance, in bytes (store limits); at most
+            4 GiB, all a wasm32 instance can address.
         stack_bytes: wasm stack, in bytes (`Config.max_wasm_stack`); at most 2 MiB, which
             is wasmtime's async stack size (the C API cannot raise it); the runner gives the
             host thread a larger native stack itself.
@@ -32,9 +34,9 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         result_bytes: JSON bytes of the run's whole result (output, value, error).
     """
 
-    wall_clock_s: Annotated[float, Meta(gt=0)] = 10.0
-    fuel: Annotated[int, Meta(gt=0)] | None = None
-    memory_bytes: Annotated[int, Meta(ge=16 * MiB)] = 256 * MiB
+    wall_clock_s: Annotated[float, Meta(gt=0, le=86_400)] = 10.0
+    fuel: Annotated[int, Meta(gt=0, le=2**63 - 1)] | None = None
+    memory_bytes: Annotated[int, Meta(ge=16 * MiB, le=4096 * MiB)] = 256 * MiB
     stack_bytes: Annotated[int, Meta(ge=256 * 1024, le=2 * MiB)] = 2 * MiB
     output_bytes: Annotated[int, Meta(gt=0)] = 1 * MiB
     max_subcalls: Annotated[int, Meta(ge=0)] = 1000

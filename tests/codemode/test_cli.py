@@ -72,3 +72,38 @@ def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path):
     done = codemode("run", str(program), "--mcp", "definitely-not-a-command-xyz", timeout=60)
     assert done.returncode == 2
     assert "definitely-not-a-command-xyz" in done.stderr
+
+
+def test_reusing_a_log_file_shows_only_this_run(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("add(a=1, b=2)\n")
+    log = tmp_path / "session.db"
+    for _ in range(2):
+        done = codemode("run", str(program), "--builtin", "--log", str(log))
+        assert done.returncode == 0, done.stderr
+        assert "1 sub-call(s), 0 failed" in done.stdout
+
+
+def test_a_program_that_is_not_utf8_is_a_clear_error(tmp_path):
+    program = tmp_path / "latin1.py"
+    program.write_bytes(b"print('caf\xe9')\n")
+    done = codemode("run", str(program))
+    assert done.returncode == 2
+    assert "is not valid UTF-8 (byte 10); save the program as UTF-8" in done.stderr
+
+
+def test_terminal_control_sequences_from_the_program_are_made_visible(tmp_path):
+    program = tmp_path / "esc.py"
+    program.write_text("print('\\x1b[31mRED\\x1b]0;title\\x07')\n")
+    done = codemode("run", str(program))
+    assert done.returncode == 0
+    assert "\x1b" not in done.stdout
+    assert "\\x1b[31mRED\\x1b]0;title\\x07" in done.stdout
+
+
+def test_limits_out_of_range_name_the_option(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("1\n")
+    done = codemode("run", str(program), "--timeout", "inf")
+    assert done.returncode == 2
+    assert "--timeout must be between 0 and 86400 seconds" in done.stderr
