@@ -177,11 +177,18 @@ class CodeMode:
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
                              limits=self.limits)
+        running = asyncio.ensure_future(
+            asyncio.to_thread(self.sandbox.run, request, dispatcher.dispatch, cancel))
         try:
-            outcome = await asyncio.to_thread(self.sandbox.run, request, dispatcher.dispatch,
-                                              cancel)
+            outcome = await asyncio.shield(running)
         except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash
             raise CodeRunFailed(f"code run failed (runtime): {exc}") from exc
+        except asyncio.CancelledError:
+            # The awaiting task was cancelled (Ctrl-C, a cancelled turn): stop the run,
+            # which ends within about 0.1 s, so no sandbox thread outlives the call.
+            cancel.set()
+            await asyncio.wait([running], timeout=2.0)
+            raise
         finally:
             dispose()
             await dispatcher.drain()

@@ -10,7 +10,7 @@ import msgspec
 import wasmtime
 from msgspec import UNSET
 
-from . import _component, _wire
+from . import _component, _interrupt, _wire
 from ._limits import SandboxLimits
 from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed,
                         HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
@@ -46,6 +46,14 @@ class _Run:
 
     def remaining_s(self) -> float:
         return self.deadline - time.monotonic()
+
+    def next_check(self) -> int | None:
+        """Epoch ticks until the run's next check, or None to end it now (cancelled or
+        out of time); called by `_interrupt` on the run's thread."""
+        remaining = self.remaining_s()
+        if self.cancel.is_set() or remaining <= 0:
+            return None
+        return min(_interrupt.CHECK_TICKS, EpochTicker.ticks_for(remaining))
 
     def time_up(self) -> _Trip:
         return _Trip(TimeLimitExceeded(
@@ -173,7 +181,7 @@ class WasmSandbox:
             if limits.fuel is not None:
                 store.set_fuel(limits.fuel)
             _TICKER.catch_up()
-            store.set_epoch_deadline(EpochTicker.ticks_for(limits.wall_clock_s))
+            _interrupt.install(store, run.next_check)
             _local.run = run
             started = time.monotonic()
             try:
@@ -187,6 +195,7 @@ class WasmSandbox:
                 return self._ended(run, store, started, self._explain_trap(run, store, exc))
             finally:
                 _local.run = None
+                _interrupt.uninstall()
             return self._decode(run, store, started, reply)
         finally:
             store.close()

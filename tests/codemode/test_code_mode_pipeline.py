@@ -447,3 +447,26 @@ async def test_dispatch_events_never_become_model_messages(session):
     assert messages == []
     [outer] = of(session, events.ToolResult)
     assert outer.message.content[0].tool_call_id == of(session, events.ToolCall)[0].call_id
+
+
+async def test_outer_abort_stops_a_busy_loop_promptly(session):
+    signal = Signal()
+    asyncio.get_running_loop().call_later(0.3, signal.abort, "user pressed stop")
+    started = time.perf_counter()
+    result = await run(session, "while True:\n    pass", signal=signal)
+    assert time.perf_counter() - started < 1.5          # the wall-clock limit is 10 s
+    assert result.is_error
+    assert result.error.info.code in ("CODE_RUN_FAILED", "ABORTED")
+
+
+async def test_cancelling_the_awaiting_task_stops_the_run(session):
+    task = asyncio.ensure_future(run(session, "while True:\n    pass"))
+    await asyncio.sleep(0.3)
+    started = time.perf_counter()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    assert time.perf_counter() - started < 2.5
+    assert len(of(session, events.ToolResult)) == len(of(session, events.ToolCall)) == 1
