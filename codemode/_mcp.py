@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shlex
 import tempfile
@@ -55,6 +56,26 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
 
 from pipeline import HarnessError, RunContext, ToolDefinition
+
+
+class _OncePerMessage(logging.Filter):
+    """Let each distinct message through once: a server that writes a flood of non-MCP
+    lines would otherwise log a traceback per line (the SDK logs every parse failure)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = record.getMessage()
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        record.exc_info = None          # one line is enough; the start error says the rest
+        return True
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_OncePerMessage())
 
 __all__ = [
     "McpCallTimeout",
