@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -21,8 +23,23 @@ from ._ticker import EpochTicker
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
 # Wasm runs on the calling thread's native stack, which must exceed the wasm stack limit
-# (wasmtime's Config.max_wasm_stack docs), so runs happen on a thread of this size.
+# (wasmtime's Config.max_wasm_stack docs), so runs happen on threads of this size. The
+# threads are kept: wasmtime sets up per-thread state on a thread's first wasm call, which
+# a fresh thread per run would pay every time (~1 ms).
 _THREAD_STACK_BYTES = 256 << 20
+_RUNNERS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="codemode-run")
+_RUNNERS_LOCK = threading.Lock()
+
+
+def _on_runner_thread(fn: Callable[..., RunOutcome], *args: Any) -> RunOutcome:
+    """`fn(*args)` on a runner thread; its exception, if any, re-raised here."""
+    with _RUNNERS_LOCK:         # a thread the pool starts now gets the large stack
+        previous = threading.stack_size(_THREAD_STACK_BYTES)
+        try:
+            future = _RUNNERS.submit(fn, *args)
+        finally:
+            threading.stack_size(previous)
+    return future.result()
 
 
 class _Trip(Exception):
@@ -148,24 +165,7 @@ class WasmSandbox:
                                          stack_bytes=limits.stack_bytes)
         runtime = _component.runtime_for(config, _host_dispatch, _host_sleep)
         _TICKER.ensure_started()
-        result: list[RunOutcome | BaseException] = []
-
-        def target() -> None:
-            try:
-                result.append(self._run_here(runtime, request, dispatch, cancel))
-            except BaseException as exc:  # handed back to the caller's thread
-                result.append(exc)
-
-        previous = threading.stack_size(_THREAD_STACK_BYTES)
-        try:
-            thread = threading.Thread(target=target, name="codemode-run")
-            thread.start()
-        finally:
-            threading.stack_size(previous)
-        thread.join()
-        if isinstance(result[0], BaseException):
-            raise result[0]
-        return result[0]
+        return _on_runner_thread(self._run_here, runtime, request, dispatch, cancel)
 
     def _run_here(self, runtime: _component.Runtime, request: RunRequest, dispatch: Dispatch,
                   cancel: threading.Event | None) -> RunOutcome:
