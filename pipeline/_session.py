@@ -157,7 +157,7 @@ class Session:
             return _GLOBAL_SCOPE
         chain: list[str | None] = []
         seen: set[str] = set()
-        current = agent
+        current: str | None = agent
         while current is not None and current not in seen:
             seen.add(current)
             chain.append(current)

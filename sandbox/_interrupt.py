@@ -26,7 +26,7 @@ _CONTINUE = 0                 # WASMTIME_UPDATE_DEADLINE_CONTINUE
 
 _CallbackType = _bindings._wasmtime_store_epoch_deadline_callback.argtypes[1]
 _FinalizerType = _bindings._wasmtime_store_epoch_deadline_callback.argtypes[3]
-_NO_FINALIZER = ctypes.cast(None, _FinalizerType)     # NULL: nothing to free
+_NO_FINALIZER = _FinalizerType()        # a NULL function pointer: nothing to free
 
 # Decides, on the run's thread, whether the run may go on: returns ticks to extend by,
 # or None to end it.
@@ -34,7 +34,7 @@ Verdict = Callable[[], "int | None"]
 _verdicts = threading.local()
 
 
-@_CallbackType  # type: ignore[misc]
+@_CallbackType
 def _on_deadline(_context, _env, delta, kind):  # type: ignore[no-untyped-def]
     try:
         verdict: Verdict | None = getattr(_verdicts, "current", None)

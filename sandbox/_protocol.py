@@ -1,5 +1,6 @@
 """The runner's contract: request, outcome, the dispatch callback, the Sandbox protocol."""
 
+import threading
 from typing import Any, Callable, ClassVar, Literal, Protocol
 
 import msgspec
@@ -53,7 +54,7 @@ class RunError(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
         return str(type(self).__struct_config__.tag)
 
 
-class ProgramError(RunError, tag="exception"):
+class ProgramError(RunError, tag="exception", frozen=True):
     """The program raised (SyntaxError and SystemExit included). `traceback` shows only
     the program's own lines."""
 
@@ -61,35 +62,35 @@ class ProgramError(RunError, tag="exception"):
     traceback: str = ""
 
 
-class TimeLimitExceeded(RunError, tag="timeout"):
+class TimeLimitExceeded(RunError, tag="timeout", frozen=True):
     limit: ClassVar[bool] = True
 
 
-class FuelExhausted(RunError, tag="fuel"):
+class FuelExhausted(RunError, tag="fuel", frozen=True):
     limit: ClassVar[bool] = True
 
 
-class MemoryLimitExceeded(RunError, tag="memory"):
+class MemoryLimitExceeded(RunError, tag="memory", frozen=True):
     limit: ClassVar[bool] = True
 
 
-class OutputLimitExceeded(RunError, tag="output"):
+class OutputLimitExceeded(RunError, tag="output", frozen=True):
     limit: ClassVar[bool] = True
 
 
-class SubcallLimitExceeded(RunError, tag="subcalls"):
+class SubcallLimitExceeded(RunError, tag="subcalls", frozen=True):
     limit: ClassVar[bool] = True
 
 
-class RunAborted(RunError, tag="abort"):
+class RunAborted(RunError, tag="abort", frozen=True):
     """The caller cancelled the run."""
 
 
-class GuestCrashed(RunError, tag="trap"):
+class GuestCrashed(RunError, tag="trap", frozen=True):
     """The instance trapped for a reason no limit explains (a runtime fault)."""
 
 
-class HostDispatchFailed(RunError, tag="dispatch"):
+class HostDispatchFailed(RunError, tag="dispatch", frozen=True):
     """The host's dispatch callback raised or answered malformed data."""
 
 
@@ -125,6 +126,8 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Sandbox(Protocol):
-    """WasmSandbox, RestrictedSandbox: one program per call, a fresh state per run."""
+    """WasmSandbox, RestrictedSandbox: one program per call, a fresh state per run.
+    Setting `cancel` (from any thread) ends the run as `RunAborted`."""
 
-    def run(self, request: RunRequest, dispatch: Dispatch) -> RunOutcome: ...
+    def run(self, request: RunRequest, dispatch: Dispatch,
+            cancel: threading.Event | None = None) -> RunOutcome: ...

@@ -87,7 +87,7 @@ _local = threading.local()
 
 
 def _current() -> _Run:
-    run = getattr(_local, "run", None)
+    run: _Run | None = getattr(_local, "run", None)
     if run is None:                       # an instance outliving its run: refuse
         raise _Trip(GuestCrashed(message="host call outside of a run"))
     return run
@@ -236,8 +236,14 @@ class WasmSandbox:
         if status == "limit":
             limit = data.get("limit")
             message = raw_error["message"] if raw_error else limit
-            error = {"memory": MemoryLimitExceeded, "output": OutputLimitExceeded,
-                     "subcalls": SubcallLimitExceeded}.get(limit, GuestCrashed)(message=message)
+            if limit == "memory":
+                error = MemoryLimitExceeded(message=message)
+            elif limit == "output":
+                error = OutputLimitExceeded(message=message)
+            elif limit == "subcalls":
+                error = SubcallLimitExceeded(message=message)
+            else:
+                error = GuestCrashed(message=message)
         elif status == "error":
             error = ProgramError(type=raw_error["type"], message=raw_error["message"],
                                  traceback=raw_error.get("traceback", ""))
