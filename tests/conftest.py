@@ -28,3 +28,13 @@ def git_repo(tmp_path: Path) -> Path:
     """A fresh copy of the deterministic repository of `fixtures.git_repo` (dirty tree)."""
     return make_repo(tmp_path / "repo")
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_sandbox_component() -> None:
+    """Build/load the guest component once before any test, so the first test that runs a
+    program does not pay for it (on a fresh machine: ~15 s) and timing-sensitive tests
+    measure only the run."""
+    from sandbox import RunRequest, WasmSandbox
+
+    WasmSandbox().run(RunRequest(code="0"), lambda batch: '{"results": []}')
