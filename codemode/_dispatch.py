@@ -68,7 +68,6 @@ class _SubCall:
         self.committed: asyncio.Future[None] = loop.create_future()
         self.result: CallResult | None = None
         self.task: asyncio.Task[None] | None = None
-        self.reported = False
         self.logged_start = False
         self.commit_logged = False
         self.execution: Any = None                # the pipeline's execution, once started
@@ -127,7 +126,7 @@ class SubCallDispatcher:
                 sub.signal.abort("cancelled by the program")
         pending = self._unreported
         if request.until is not None:
-            wanted = {i for i in request.until}
+            wanted = set(request.until)
             targets = [s for s in pending if s.guest_id in wanted]
         else:
             targets = pending
@@ -138,7 +137,6 @@ class SubCallDispatcher:
         still = []
         for sub in pending:
             if sub.task is not None and sub.task.done():
-                sub.reported = True
                 replies.append(self._reply(sub))
             else:
                 still.append(sub)
