@@ -71,6 +71,7 @@ class _SubCall:
         self.logged_start = False
         self.commit_logged = False
         self.execution: Any = None                # the pipeline's execution, once started
+        self.dispatching: asyncio.Future[None] | None = None   # its S8-S10 phase
 
 
 class SubCallDispatcher:
@@ -161,13 +162,13 @@ class SubCallDispatcher:
         committed and holds the barrier until its own commit (PIPELINE.md §11.4)."""
         exclusive = self._session.classify(sub.name, self._arguments(sub),
                                            self._outer.execution.agent) == "exclusive"
+        pending = None
         try:
             if previous is not None:
                 # An exclusive call settles `started` only after its commit: a barrier.
                 await asyncio.shield(previous.committed if exclusive else previous.started)
             async with self._pool:
                 self._log_start(sub)
-                pending = None
                 if sub.name in self._exposed:
                     pending = await self._session.start(self._input(sub))
                     sub.execution = pending.execution
@@ -177,7 +178,10 @@ class SubCallDispatcher:
                 if not exclusive:
                     _settle(sub.started)              # the next call may start now
                 if pending is not None:
-                    await pending.dispatch()
+                    # Its own task, so abandoning this call never waits on a body that
+                    # ignores (or swallows) cancellation.
+                    sub.dispatching = asyncio.ensure_future(pending.dispatch())
+                    await asyncio.shield(sub.dispatching)
             if previous is not None:
                 await asyncio.shield(previous.committed)
             if pending is not None:
@@ -187,11 +191,12 @@ class SubCallDispatcher:
             if not sub.logged_start:               # queued, never started: no events
                 sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
             else:                                  # started, then abandoned by `drain`
-                sub.result = CallResult.failure(
-                    f"tool call abandoned: it did not stop within {ABANDON_AFTER_S} s of the "
-                    "run's end", code="ABORTED", name="AbortError")
                 if previous is not None:           # commits stay in submission order
                     await asyncio.shield(previous.committed)
+                if pending is not None and _succeeded(sub.dispatching):
+                    sub.result = await pending.commit()    # it finished; only waited
+                else:
+                    sub.result = _abandoned()
                 await self._commit(sub)
         except Exception as exc:                   # the pipeline itself failed: still commit
             sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
@@ -221,16 +226,11 @@ class SubCallDispatcher:
     async def _commit(self, sub: _SubCall) -> None:
         result = sub.result
         assert result is not None
-        outer = self._outer.execution
         # The durable copy goes through the `tools/code-dispatch-log` waterfall.
         content = await self._session.code_dispatch_content(sub.execution, result)
         if sub.commit_logged:                     # committed once, whatever interrupted
             return
-        sub.commit_logged = True
-        self._session.log.append(events.CodeDispatch(
-            root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            is_error=result.is_error, content=content))
+        self._log_settle(sub, content)
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
         if result.concludes_turn:
@@ -241,6 +241,15 @@ class SubCallDispatcher:
             self.summary.failed += 1
             if rejection_code(result) == "DENIED":
                 self.summary.denied += 1
+
+    def _log_settle(self, sub: _SubCall, content: tuple[Any, ...]) -> None:
+        assert sub.result is not None
+        outer = self._outer.execution
+        sub.commit_logged = True
+        self._session.log.append(events.CodeDispatch(
+            root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
+            is_error=sub.result.is_error, content=content))
 
     def _reply(self, sub: _SubCall) -> _wire.SubCallResult:
         result = sub.result
@@ -272,7 +281,23 @@ class SubCallDispatcher:
         _, stuck = await asyncio.wait(tasks, timeout=ABANDON_AFTER_S)
         for task in stuck:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if stuck:
+            _, still = await asyncio.wait(stuck, timeout=ABANDON_AFTER_S)
+            for sub in self._order:                # whatever still hangs: log it anyway
+                if sub.task in still and sub.logged_start and not sub.commit_logged:
+                    sub.result = _abandoned()
+                    self._log_settle(sub, tuple(sub.result.content))
+
+
+def _abandoned() -> CallResult:
+    return CallResult.failure(
+        f"tool call abandoned: it did not stop within {ABANDON_AFTER_S} s of the run's end",
+        code="ABORTED", name="AbortError")
+
+
+def _succeeded(task: asyncio.Future[None] | None) -> bool:
+    return (task is not None and task.done() and not task.cancelled()
+            and task.exception() is None)
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -144,3 +144,67 @@ async def test_a_tool_that_ignores_the_abort_cannot_hold_the_run(tmp_path, code)
     assert settled[0].content == ({"type": "text", "text": "Error: tool call abandoned: it did "
                                    "not stop within 1.0 s of the run's end"},)
     assert_log_balanced(s)
+
+
+async def test_a_tool_that_swallows_cancellation_cannot_hold_the_run(tmp_path):
+    import asyncio
+    import time
+
+    from codemode import tool
+
+    released = []
+
+    @tool(concurrency_safe=True)
+    async def stubborn() -> int:
+        """Catches every cancellation and keeps waiting (until the test releases it)."""
+        while True:
+            try:
+                await asyncio.sleep(1000)
+            except asyncio.CancelledError:
+                if released:
+                    raise
+
+    s = Session(tools=[stubborn], log=str(tmp_path / "session.jsonl"))
+    CodeMode(s, limits=SandboxLimits(wall_clock_s=0.5))
+    started = time.monotonic()
+    result = await s.call("run_code", {"code": "stubborn()"})
+    released.append(True)                 # let the abandoned body end with the test's loop
+    assert time.monotonic() - started < 3.0
+    assert result.error.message.startswith("code run failed (timeout)")
+    assert_log_balanced(s)
+
+
+async def test_a_finished_call_waiting_behind_a_stuck_one_commits_through_the_pipeline(tmp_path):
+    import asyncio
+
+    from codemode import tool
+
+    done = []
+
+    @tool(concurrency_safe=True)
+    async def stuck() -> int:
+        """Ignores the abort."""
+        await asyncio.sleep(1000)
+        return 0
+
+    @tool(concurrency_safe=True)
+    async def transfer(amount: int) -> int:
+        """A side effect that completes at once."""
+        done.append(amount)
+        return amount
+
+    s = Session(tools=[stuck, transfer], log=str(tmp_path / "session.jsonl"))
+    CodeMode(s, limits=SandboxLimits(wall_clock_s=0.5))
+    code = ("import asyncio\nslow = asyncio.ensure_future(stuck())\n"
+            "try:\n    await asyncio.wait_for(transfer(amount=100), 0.2)\n"
+            "except TimeoutError:\n    pass\n'finished'")
+    result = await s.call("run_code", {"code": code})
+    assert done == [100]
+    settled = {e.name: e for e in s.log.read() if isinstance(e, events.CodeDispatch)}
+    # The body ran; its commit came after the run scope was aborted, so the pipeline
+    # reports it the way PIPELINE.md §6 says (a late success becomes ABORTED), not as
+    # abandoned like the call that never stopped.
+    assert settled["transfer"].content == ({"type": "text", "text": "Error: tool call aborted"},)
+    assert settled["stuck"].content[0]["text"].startswith("Error: tool call abandoned")
+    assert_log_balanced(s)
+    assert result.is_error is False or "timeout" in result.error.message
