@@ -37,7 +37,13 @@ def _no_select(*args, **kwargs):
     raise PermissionError("select is not available in the sandbox")
 
 
+def _os_exit(code):
+    """`os._exit` ends the program like `sys.exit` (WASI's process exit would trap)."""
+    raise SystemExit(code)
+
+
 time.sleep = _sleep
+os._exit = _os_exit
 for _name in ("select", "poll", "epoll", "kqueue", "devpoll"):
     if hasattr(select, _name):
         setattr(select, _name, _no_select)

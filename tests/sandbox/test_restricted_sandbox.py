@@ -80,7 +80,7 @@ def test_syntax_error_is_a_program_error(tier, host):
 
 @pytest.mark.parametrize("code, kind, message", [
     ("raise SystemExit(3)", "SystemExit", "the program called sys.exit(3)"),
-    ("raise KeyboardInterrupt", "KeyboardInterrupt", ""),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt", "KeyboardInterrupt"),
     ("def f(): return f()\nf()", "RecursionError", "maximum recursion depth exceeded"),
 ])
 def test_base_exceptions_become_structured_errors(tier, host, code, kind, message):

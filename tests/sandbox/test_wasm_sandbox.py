@@ -64,6 +64,12 @@ def test_base_exceptions_become_structured_errors(sandbox, host, code, kind):
     assert outcome.error.type == kind
 
 
+def test_os_exit_ends_the_program_like_sys_exit(sandbox, host):
+    outcome = run(sandbox, host, "import os\nos._exit(4)")
+    assert (outcome.error.type, outcome.error.message) == ("SystemExit",
+                                                           "the program called sys.exit(4)")
+
+
 def test_sys_exit_message_names_the_code(sandbox, host):
     outcome = run(sandbox, host, "import sys\nsys.exit(3)")
     assert outcome.error.message == "the program called sys.exit(3)"

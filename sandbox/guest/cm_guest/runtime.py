@@ -106,6 +106,8 @@ def _compile(source):
 def _message(exc):
     if isinstance(exc, SystemExit):
         return f"the program called sys.exit({exc.code!r})"
+    if isinstance(exc, KeyboardInterrupt) and not exc.args:
+        return "KeyboardInterrupt"
     try:
         text = str(exc)
     except BaseException:

@@ -64,12 +64,26 @@ class Bridge:
         self._queued = []          # async calls not yet sent: (Call, future)
         self._in_flight = {}       # id -> (Call, future | None) sent, not yet settled
         self.callsites = None      # callsite.CallSites of the program, once compiled
+        self._cancel_sent = set()  # ids whose cancellation the host was told
         self._settled = {}         # id -> outcome that arrived for a sync wait
 
     @property
     def idle(self):
-        """True when no call is queued or in flight."""
-        return not self._queued and not self._in_flight
+        """True when no call is queued and no task waits on a call in flight (a call whose
+        task was cancelled is only told to the host, never waited for)."""
+        if any(not f.cancelled() for _, f in self._queued):
+            return False
+        if any(f is not None and not f.cancelled() for _, f in self._in_flight.values()):
+            return False
+        self._tell_cancelled()
+        return True
+
+    def _tell_cancelled(self):
+        """Send the host the cancellations it has not heard of, without waiting."""
+        self._queued = [(c, f) for c, f in self._queued if not f.cancelled()]
+        if any(i not in self._cancel_sent for i, (_, f) in self._in_flight.items()
+               if f is not None and f.cancelled()):
+            self.exchange([], wait_s=0, until=None)
 
     def _number(self, name, alias, args):
         """Check JSON-ness and size, then give the call the next id. The per-run budget is
@@ -110,7 +124,9 @@ class Bridge:
             self.exchange(new, wait_s=wait_s, until=None)
 
     def exchange(self, calls, wait_s, until):
-        cancel = [i for i, (_, f) in self._in_flight.items() if f is not None and f.cancelled()]
+        cancel = [i for i, (_, f) in self._in_flight.items()
+                  if f is not None and f.cancelled() and i not in self._cancel_sent]
+        self._cancel_sent.update(cancel)
         request = '{"calls":[%s],"cancel":%s,"wait_s":%s,"until":%s}' % (
             ",".join('{"id":%d,"name":%s,"args":%s}' % (c.id, json.dumps(c.name), c.args_json)
                      for c in calls),
