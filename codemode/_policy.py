@@ -275,13 +275,17 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         Returns:
             The `CodeMode` that reserved `run_code`.
         Raises:
-            PolicyError: the tier is not available.
+            PolicyError: the tier is not available, or `expose` matches no tool.
         """
+        exposed = self.exposed_names(session)
+        if self.expose and not exposed:     # a typo, not an intent: `expose = []` says none
+            names = ", ".join(d.name for d in session.visible_tools()) or "none"
+            raise PolicyError(f"{list(self.expose)} matches none of the session's tools "
+                              f"({names})", key="expose")
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         if self.rules:
             session.on("tools/pre-execute", self._listener())
-        return CodeMode(session, sandbox=chosen, limits=self.limits,
-                        expose=self.exposed_names(session))
+        return CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed)
 
     def _listener(self) -> Any:
         async def enforce_policy_rules(execution: Any, next: Any) -> Any:

@@ -39,9 +39,14 @@ DEMO_PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "demo_progr
 
 
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
-# What a user may see on the screen: newlines and tabs, not terminal control sequences.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f)}
+# What a user may see on the screen: newlines and tabs, not terminal control sequences
+# (C0, DEL, C1), bidirectional overrides, invisible or line-breaking format characters.
+_CONTROL = {c: f"\\u{c:04x}" if c > 0xff else f"\\x{c:02x}"
+            for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
+                      *range(0x200b, 0x2010), *range(0x2028, 0x202f), *range(0x2066, 0x206a),
+                      0xfeff)}
 _SHOWN_CHARS = 20_000
+_SHOWN_LINES = 400
 
 
 def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimits:
@@ -60,10 +65,15 @@ def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimit
 
 
 def _shown(text: str) -> str:
-    """Text safe and small enough for the terminal: control characters made visible, and
-    cut after `_SHOWN_CHARS` characters (the log and --json keep everything)."""
+    """Text safe and small enough for the terminal: control and invisible characters made
+    visible, cut after `_SHOWN_CHARS` characters or `_SHOWN_LINES` lines (the log and
+    --json keep everything)."""
     if len(text) > _SHOWN_CHARS:
         text = text[:_SHOWN_CHARS] + f"\n[... {len(text) - _SHOWN_CHARS} more characters]"
+    lines = text.split("\n")
+    if len(lines) > _SHOWN_LINES:
+        text = "\n".join(lines[:_SHOWN_LINES]) + \
+            f"\n[... {len(lines) - _SHOWN_LINES} more lines]"
     return escape(text.translate(_CONTROL))
 
 

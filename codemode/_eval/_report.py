@@ -13,6 +13,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from ._classify import FAILING, OUTCOMES
+
+# Case ids, categories and reasons come from corpus files: show control and invisible
+# characters (an ESC in a file name must not reach the terminal or the report) as escapes.
+_UNPRINTABLE = {c: f"\\u{c:04x}" for c in (*range(0x00, 0x20), *range(0x7f, 0xa0),
+                                             *range(0x200b, 0x2010), *range(0x2028, 0x202f),
+                                             *range(0x2066, 0x206a), 0xfeff)}
+
+
+def printable(text: str) -> str:
+    return text.translate(_UNPRINTABLE)
 from ._runner import CaseResult
 
 COLORS = {"escaped": "#c0392b", "host-affected": "#e67e22", "limit": "#2980b9",
@@ -81,8 +91,10 @@ def case_table(results: Sequence[CaseResult]) -> Table:
         cost = [f"{r.latency_ms:.0f}"]
         if metered:
             cost.append("" if r.fuel_used is None else f"{r.fuel_used:,}")
-        table.add_row(r.id, r.category, ", ".join(r.oracles),
-                      f"[{_RICH[r.outcome]}]{r.outcome}[/]", *cost, escape(r.reason[:160]))
+        table.add_row(escape(printable(r.id)), escape(printable(r.category)),
+                      escape(printable(", ".join(r.oracles))),
+                      f"[{_RICH[r.outcome]}]{r.outcome}[/]", *cost,
+                      escape(printable(r.reason[:160])))
     return table
 
 
@@ -120,7 +132,7 @@ def _chart(report: EvalReport) -> str:
     for i, (category, row) in enumerate(rows):
         y = 10 + i * row_h
         parts.append(f'<text x="{label_w - 8}" y="{y + 16}" text-anchor="end" '
-                     f'font-size="13">{html.escape(category)}</text>')
+                     f'font-size="13">{html.escape(printable(category))}</text>')
         x = float(label_w)
         for outcome in OUTCOMES:
             count = row.get(outcome, 0)
@@ -128,7 +140,7 @@ def _chart(report: EvalReport) -> str:
                 continue
             width = bar_w * count / most
             parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{row_h - 8}" '
-                         f'fill="{COLORS[outcome]}"><title>{html.escape(category)}: {count} '
+                         f'fill="{COLORS[outcome]}"><title>{html.escape(printable(category))}: {count} '
                          f'{outcome}</title></rect>')
             if width >= 14:
                 parts.append(f'<text x="{x + width / 2:.1f}" y="{y + 16}" text-anchor="middle" '
@@ -147,7 +159,8 @@ def _chart(report: EvalReport) -> str:
 
 def to_html(report: EvalReport) -> str:
     """A self-contained HTML page: headline, chart, summary and the case table."""
-    esc = html.escape
+    def esc(text: str) -> str:
+        return html.escape(printable(text))
     present = [o for o in OUTCOMES if o in report.totals]
     summary_rows = "".join(
         f"<tr><td>{esc(c)}</td>" + "".join(f"<td class=n>{row.get(o, '')}</td>" for o in present)

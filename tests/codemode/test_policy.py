@@ -234,3 +234,16 @@ def test_run_with_an_invalid_policy_exits_2_naming_path_and_key(tmp_path):
     done = codemode("run", str(program), "--policy", str(bad))
     assert done.returncode == 2
     assert f"{bad}: rules[0].action: Invalid enum value 'maybe'" in done.stderr
+
+
+def test_an_expose_list_that_matches_no_tool_is_an_error():
+    from codemode import tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    with pytest.raises(PolicyError) as caught:
+        Policy(expose=("nope",)).apply(Session(tools=[add]))
+    assert str(caught.value) == "expose: ['nope'] matches none of the session's tools (add)"
