@@ -44,6 +44,7 @@ __all__ = [
     "LogClosedError",
     "LogCorruptError",
     "LogError",
+    "LogInUseError",
     "NotLosslessError",
     "RegistrationError",
     "ReservedToolError",
@@ -153,6 +154,12 @@ class LogCorruptError(LogError):
 
 class LogClosedError(LogError):
     code = "LOG_CLOSED"
+
+
+class LogInUseError(LogError):
+    """Another session or process is writing the same log file."""
+
+    code = "LOG_IN_USE"
 
 
 class NotLosslessError(ValueError):

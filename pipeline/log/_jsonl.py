@@ -11,6 +11,7 @@ import msgspec
 from .._errors import LogCorruptError
 from ..events import Event, decode_event, encode_event
 from ._base import AppendOnlyLog
+from ._lock import WriterLock
 
 __all__ = ["JsonlLog"]
 
@@ -31,12 +32,18 @@ class JsonlLog(AppendOnlyLog):
         self.path = str(path)
         self._file_path = Path(path)
         self._file_path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair_torn_tail()
-        self._file = open(self._file_path, "ab")
+        self._writer = WriterLock(self.path)
+        try:
+            self._repair_torn_tail()
+            self._file = open(self._file_path, "ab")
+        except BaseException:
+            self._writer.release()
+            raise
         try:
             self._open()
         except BaseException:
             self._file.close()
+            self._writer.release()
             raise
 
     def _repair_torn_tail(self) -> None:
@@ -75,3 +82,4 @@ class JsonlLog(AppendOnlyLog):
 
     def _close(self) -> None:
         self._file.close()
+        self._writer.release()

@@ -11,6 +11,7 @@ import msgspec
 from .._errors import LogCorruptError
 from ..events import Event, decode_event, encode_event
 from ._base import AppendOnlyLog
+from ._lock import WriterLock
 
 __all__ = ["SqliteLog"]
 
@@ -35,15 +36,18 @@ class SqliteLog(AppendOnlyLog):
         super().__init__()
         self.path = str(path)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer = WriterLock(self.path)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             self._db.execute(_SCHEMA)
             self._open()
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            self._writer.release()
             raise LogCorruptError(self.path, 0, str(exc), unit="row") from exc
         except BaseException:
             self._db.close()
+            self._writer.release()
             raise
 
     def _load(self) -> list[Event]:
@@ -65,3 +69,4 @@ class SqliteLog(AppendOnlyLog):
 
     def _close(self) -> None:
         self._db.close()
+        self._writer.release()

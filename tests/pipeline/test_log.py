@@ -146,3 +146,23 @@ def test_concurrent_appends_get_unique_consecutive_seqs(log_path):
             t.join()
         seqs = [e.seq for e in log.read()]
     assert seqs[:400] == list(range(1, 401))
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "session.db"])
+def test_a_second_writer_of_the_same_log_is_refused(tmp_path, name):
+    import subprocess
+    import sys
+
+    from pipeline import LogInUseError
+
+    path = tmp_path / name
+    with open_log(str(path)):
+        with pytest.raises(LogInUseError) as caught:
+            open_log(str(path))
+        assert caught.value.code == "LOG_IN_USE"
+        other = subprocess.run(
+            [sys.executable, "-c", f"from pipeline import open_log; open_log({str(path)!r})"],
+            capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+        assert other.returncode != 0 and "is in use by another session or process" in other.stderr
+    with open_log(str(path)) as reopened:           # released on close
+        assert reopened.read() == []
