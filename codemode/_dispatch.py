@@ -233,6 +233,10 @@ class SubCallDispatcher:
         self._log_settle(sub, content)
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
+        if not result.is_error and any(_is_image(b) for b in result.content):
+            # The model never sees a sub-call's result, so an image in it would be lost:
+            # it follows the outer result as one more user message (PIPELINE.md §8.3).
+            self._outer.defer_context(list(result.content))
         if result.concludes_turn:
             self._outer.conclude_turn()
         self.summary.total += 1
@@ -287,6 +291,10 @@ class SubCallDispatcher:
                 if sub.task in still and sub.logged_start and not sub.commit_logged:
                     sub.result = _abandoned()
                     self._log_settle(sub, tuple(sub.result.content))
+
+
+def _is_image(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "image"
 
 
 def _abandoned() -> CallResult:

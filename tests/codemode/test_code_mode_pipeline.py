@@ -470,3 +470,52 @@ async def test_cancelling_the_awaiting_task_stops_the_run(session):
         pass
     assert time.perf_counter() - started < 2.5
     assert len(of(session, events.ToolResult)) == len(of(session, events.ToolCall)) == 1
+
+
+IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+
+
+@tool(concurrency_safe=True, render=lambda args, value: [{"type": "text", "text": "a chart"},
+                                                         IMAGE])
+def chart() -> str:
+    """Renders an image."""
+    return "chart"
+
+
+async def test_an_image_in_a_sub_call_result_follows_the_outer_result(session):
+    session.register(chart)
+    result = await run(session, "chart()")
+    assert result.value["result"] == "chart"
+    [outer] = of(session, events.ToolResult)
+    [message] = of(session, events.UserMessage)
+    assert message.seq > outer.seq
+    assert list(message.message.content) == [{"type": "text", "text": "a chart"}, IMAGE]
+
+
+async def test_an_image_removed_by_a_nested_post_execute_decision_is_not_deferred(session):
+    session.register(chart)
+
+    async def text_only(execution, result, next):
+        if execution.name == "chart":
+            return Accept(content=[{"type": "text", "text": "a chart (image removed)"}])
+        return await next()
+
+    session.on("tools/post-execute", text_only)
+    await run(session, "chart()")
+    assert of(session, events.UserMessage) == []
+
+
+async def test_a_runtime_that_fails_after_starting_a_binding_still_drains(session):
+    class FailsMidRun:
+        def run(self, request, dispatch, cancel=None):
+            dispatch('{"calls":[{"id":1,"name":"slow","args":{"ms":50}}],"wait_s":0}')
+            raise RuntimeError("runtime broke")
+
+    s = Session(tools=TOOLS)
+    CodeMode(s, sandbox=FailsMidRun())
+    result = await s.call("run_code", {"code": "slow(ms=50)"})
+    assert result.is_error
+    starts, settles = of(s, events.CodeDispatchStart), of(s, events.CodeDispatch)
+    assert len(starts) == len(settles) == 1
+    [outer] = of(s, events.ToolResult)
+    assert settles[0].seq < outer.seq
