@@ -38,6 +38,17 @@ class Fired(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
+def first_per_oracle(fired: list[Fired]) -> list[Fired]:
+    """`fired` keeping the first report of each oracle, in order."""
+    seen: set[str] = set()
+    out = []
+    for item in fired:
+        if item.oracle not in seen:
+            seen.add(item.oracle)
+            out.append(item)
+    return out
+
+
 class PhaseReport(msgspec.Struct, frozen=True, kw_only=True):
     """How one phase's run ended, as seen by the host.
 

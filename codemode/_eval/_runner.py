@@ -30,7 +30,7 @@ from .._policy import Policy
 from ._canaries import SECRET_ENV, Listener, Plant, Secrets, fresh_token
 from ._classify import classify
 from ._corpus import Case, substitute
-from ._messages import Fired, Job, JobReport, PhaseReport, encoder, ready_decoder, report_decoder
+from ._messages import Fired, first_per_oracle, Job, JobReport, PhaseReport, encoder, ready_decoder, report_decoder
 from ._native import ReferenceRun, reference_run
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -266,7 +266,7 @@ class Slot:
         matches = None
         if case.benign and reference is not None and phases:
             matches = phases[-1].stdout == reference.stdout
-        outcome, reason = classify(benign=case.benign, fired=_dedupe(fired), phases=phases,
+        outcome, reason = classify(benign=case.benign, fired=first_per_oracle(fired), phases=phases,
                                    stdout_matches=matches, expect_error=case.expect_error)
         if outcome == "host-affected" or any(f.oracle.startswith("tool:after") for f in fired) \
                 or (outcome == "escaped" and self.policy.tier != "wasm"):
@@ -274,20 +274,10 @@ class Slot:
         fuel = [p.fuel_used for p in phases if p.fuel_used is not None]
         return CaseResult(
             id=case.id, category=case.category, path=case.path, oracles=case.oracles,
-            outcome=outcome, reason=reason, fired=tuple(_dedupe(fired)), phases=phases,
+            outcome=outcome, reason=reason, fired=tuple(first_per_oracle(fired)), phases=phases,
             latency_ms=sum(p.duration_s for p in phases) * 1000, wall_ms=waited.wall_s * 1000,
             fuel_used=sum(fuel) if fuel else None, mem_growth_bytes=growth,
             subcalls=sum(p.subcalls for p in phases))
-
-
-def _dedupe(fired: list[Fired]) -> list[Fired]:
-    seen: set[str] = set()
-    out = []
-    for item in fired:
-        if item.oracle not in seen:
-            seen.add(item.oracle)
-            out.append(item)
-    return out
 
 
 def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,

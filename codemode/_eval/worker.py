@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import msgspec
 from msgspec import UNSET
 
-from ._messages import Fired, Job, JobReport, PhaseReport, Ready, encoder, job_decoder
+from ._messages import Fired, first_per_oracle, Job, JobReport, PhaseReport, Ready, encoder, job_decoder
 from ._observe import BridgeState, HostState, LeakScanner, ObservedSandbox, RunRecord
 
 STDOUT_KEEP = 1 << 20
@@ -138,7 +138,7 @@ async def run_job(job: Job) -> JobReport:
             fired.append(Fired("host:bridge-tampered", "; ".join(tampered)[:500]))
     finally:
         session.close()
-    return JobReport(case_id=job.case_id, phases=phases, fired=_unique(fired),
+    return JobReport(case_id=job.case_id, phases=phases, fired=first_per_oracle(fired),
                      served=recorder.served)
 
 
@@ -205,16 +205,6 @@ def _tool_oracles(job: Job, recorder: Any, records: list[RunRecord],
                 fired.append(Fired(oracle, f"an argument of {recorder.max_arg_bytes} bytes "
                                            "was served"))
     return fired
-
-
-def _unique(fired: list[Fired]) -> list[Fired]:
-    seen: set[str] = set()
-    out = []
-    for item in fired:
-        if item.oracle not in seen:
-            seen.add(item.oracle)
-            out.append(item)
-    return out
 
 
 def _private_streams() -> tuple[BinaryIO, BinaryIO]:
