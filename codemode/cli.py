@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shlex
-import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Optional

@@ -768,7 +768,6 @@ _PLAIN_BUILTINS = """
 
 
 def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[str, Any]:
-    memory = run.limits.memory_bytes
 
     def getattr_(ob: Any, name: Any, *default: Any) -> Any:
         _check_attr_name(name, ob, owned)

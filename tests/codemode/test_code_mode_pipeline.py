@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from codemode import (Accept, Allow, Block, CodeMode, Deny, ExecutionToken, RunContext,
+from codemode import (Accept, Block, CodeMode, Deny, ExecutionToken, RunContext,
                       Session, Signal, events, tool)
 from sandbox import RunOutcome, SandboxUnavailable
 

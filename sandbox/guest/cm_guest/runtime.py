@@ -16,8 +16,7 @@ import sys
 import traceback
 
 from . import aio, callsite
-from .errors import (LimitReached, ToolArgumentError, ToolCallError, ToolDenied, ToolError,
-                     ToolNotFound)
+from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
 from .tools import Binding, Bridge, ToolNamespace
 
