@@ -26,7 +26,7 @@ TRIVIAL = "x = sum(range(10))\nx"
 _COLD_START = """
 import time, json
 t = time.perf_counter()
-from sandbox import WasmSandbox, RunRequest
+from codemode.sandbox import WasmSandbox, RunRequest
 out = WasmSandbox().run(RunRequest(code={code!r}), lambda b: '{{"results": []}}')
 assert out.value == 45, out
 print(json.dumps(time.perf_counter() - t))
@@ -55,7 +55,7 @@ def cold_start(repeats: int = 3) -> tuple[float, float]:
 
 def per_run(runs: int) -> tuple[list[float], list[float]]:
     """Seconds per run: (fresh sandbox instance, native exec) for the trivial program."""
-    from sandbox import RunRequest, WasmSandbox
+    from codemode.sandbox import RunRequest, WasmSandbox
 
     sandbox = WasmSandbox()
     request = RunRequest(code=TRIVIAL)
@@ -76,7 +76,7 @@ def per_run(runs: int) -> tuple[list[float], list[float]]:
 
 def bridge_round_trip(n: int) -> float:
     """Microseconds per sync sub-call through the sandbox bridge with an echo host."""
-    from sandbox import ParamSpec, RunRequest, ToolSpec, WasmSandbox
+    from codemode.sandbox import ParamSpec, RunRequest, ToolSpec, WasmSandbox
 
     def echo(batch: str) -> str:
         request = json.loads(batch)
@@ -102,7 +102,7 @@ def bridge_round_trip(n: int) -> float:
 def pipeline_round_trip(n: int) -> float:
     """Microseconds per sync sub-call through run_code and the whole pipeline."""
     from codemode import CodeMode, Session
-    from fixtures.toolset import builtin_tools
+    from codemode.fixtures.toolset import builtin_tools
 
     async def main() -> float:
         session = Session(tools=builtin_tools(), log=None)

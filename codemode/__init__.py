@@ -1,8 +1,8 @@
 """codemode: run model-written Python in a wasmtime sandbox, with every tool call governed
 by one pipeline (DESIGN.md §1). Re-exports the pipeline's public names."""
 
-from pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
-from pipeline import __all__ as _pipeline_all
+from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
+from codemode.pipeline import __all__ as _pipeline_all
 
 from ._mcp import (McpCallTimeout, McpError, McpServer, McpServerDied, McpStartError,
                    McpToolError, connect_servers)

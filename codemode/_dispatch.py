@@ -31,8 +31,8 @@ from typing import Any
 
 import msgspec
 
-from pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, events
-from sandbox import _wire
+from codemode.pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, events
+from codemode.sandbox import _wire
 
 from ._rejections import rejection_code
 

@@ -55,7 +55,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
 
-from pipeline import HarnessError, RunContext, ToolDefinition
+from codemode.pipeline import HarnessError, RunContext, ToolDefinition
 
 
 class _OncePerMessage(logging.Filter):

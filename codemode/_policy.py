@@ -45,8 +45,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from pipeline import Allow, Ask, Deny, Session
-from sandbox import Sandbox, SandboxLimits
+from codemode.pipeline import Allow, Ask, Deny, Session
+from codemode.sandbox import Sandbox, SandboxLimits
 
 from ._run_code import RUN_CODE, CodeMode
 
@@ -241,10 +241,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             PolicyError: the restricted tier is not available in this installation.
         """
         if self.tier == "wasm":
-            from sandbox import WasmSandbox
+            from codemode.sandbox import WasmSandbox
             return WasmSandbox()
         try:
-            from sandbox import RestrictedSandbox
+            from codemode.sandbox import RestrictedSandbox
         except ImportError as exc:
             raise PolicyError(f"the restricted tier is not available: {exc}",
                               key="tier") from None

@@ -7,7 +7,7 @@
     any other code (ABORTED, TOOL_TIMEOUT, ...)                 -> ToolCallError, code kept
 """
 
-from pipeline import CallResult
+from codemode.pipeline import CallResult
 
 
 def rejection_code(result: CallResult) -> str:

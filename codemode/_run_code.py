@@ -18,8 +18,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from pipeline import HarnessError, RunContext, Session, Signal, ToolDefinition
-from sandbox import (ParamSpec, RunOutcome, RunRequest, Sandbox, SandboxLimits,
+from codemode.pipeline import HarnessError, RunContext, Session, Signal, ToolDefinition
+from codemode.sandbox import (ParamSpec, RunOutcome, RunRequest, Sandbox, SandboxLimits,
                      SandboxUnavailable, ToolSpec, WasmSandbox)
 
 from ._dispatch import SubCallDispatcher

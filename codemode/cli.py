@@ -21,8 +21,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from pipeline import CallResult, Session, events
-from sandbox import SandboxLimits, SandboxUnavailable
+from codemode.pipeline import CallResult, Session, events
+from codemode.sandbox import SandboxLimits, SandboxUnavailable
 
 from ._policy import Policy, PolicyError
 from ._run_code import CodeMode
@@ -90,7 +90,7 @@ async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool
     async with AsyncExitStack() as stack:
         tools = []
         if builtin:
-            from fixtures.toolset import builtin_tools
+            from codemode.fixtures.toolset import builtin_tools
             tools.extend(builtin_tools())
         if mcp:
             from ._mcp import connect_servers

@@ -26,7 +26,7 @@ __all__ = [
     "ApprovalService",
 ]
 
-_log = logging.getLogger("pipeline")
+_log = logging.getLogger("codemode.pipeline")
 
 ApprovalOutcome = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
 APPROVAL_OUTCOMES: tuple[str, ...] = ("allowed-once", "rejected", "cancelled", "unavailable")

@@ -10,8 +10,8 @@ the session that owns the gate, Code-Mode sub-calls included::
 
 ``read_before_edit(gate)`` installs the policy (the single write-intent and edit-intent
 deciders). Without it writes and edits are unconditional. Authorization is version
-freshness, not "saw the whole file". A ``FileStore`` (``pipeline.fs.WorkspaceStore``)
-enforces the decided conditions atomically; the tools (``pipeline.fs.filesystem_tools``)
+freshness, not "saw the whole file". A ``FileStore`` (``codemode.pipeline.fs.WorkspaceStore``)
+enforces the decided conditions atomically; the tools (``codemode.pipeline.fs.filesystem_tools``)
 append the remedies to the two guarded failures.
 """
 
@@ -54,7 +54,7 @@ WriteCondition = Unconditional | CreateIfAbsent | ReplaceIfVersion
 
 class FileStore(Protocol):
     """The provider: resolves paths to keys and enforces write conditions atomically
-    (implemented by ``pipeline.fs.WorkspaceStore``)."""
+    (implemented by ``codemode.pipeline.fs.WorkspaceStore``)."""
 
     def resolve(self, path: str) -> str: ...
 

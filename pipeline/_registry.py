@@ -45,7 +45,7 @@ from .events import ErrorInfo
 
 __all__ = ["PendingCall", "ToolRegistry"]
 
-_log = logging.getLogger("pipeline")
+_log = logging.getLogger("codemode.pipeline")
 
 Route = Literal["dispatch", "post", "final"]
 Mode = Literal["native", "code", "both"]

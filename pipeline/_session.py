@@ -47,7 +47,7 @@ from .log import SessionLog, open_log
 
 __all__ = ["POINTS", "Session"]
 
-_log = logging.getLogger("pipeline")
+_log = logging.getLogger("codemode.pipeline")
 
 #: extension points accepted by ``Session.on``
 POINTS = (

@@ -16,7 +16,7 @@ from ._errors import AbortedError
 
 __all__ = ["Signal"]
 
-_log = logging.getLogger("pipeline")
+_log = logging.getLogger("codemode.pipeline")
 
 
 class Signal:

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fixtures.git_repo import make_repo  # noqa: E402
+from codemode.fixtures.git_repo import make_repo  # noqa: E402
 
 TIME_SERVER = (sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC")
 """argv of the reference time server, its local timezone pinned to UTC."""
@@ -35,6 +35,6 @@ def warm_sandbox_component() -> None:
     """Build/load the guest component once before any test, so the first test that runs a
     program does not pay for it (on a fresh machine: ~15 s) and timing-sensitive tests
     measure only the run."""
-    from sandbox import RunRequest, WasmSandbox
+    from codemode.sandbox import RunRequest, WasmSandbox
 
     WasmSandbox().run(RunRequest(code="0"), lambda batch: '{"results": []}')

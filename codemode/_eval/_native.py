@@ -57,7 +57,7 @@ class ToolError(ToolCallError):
 
 def namespace() -> dict[str, Any]:
     """Globals for the program: the exposed reference tools, `call_tool`, the errors."""
-    from fixtures.reference_tools import plain_tools
+    from codemode.fixtures.reference_tools import plain_tools
 
     functions = plain_tools()
 

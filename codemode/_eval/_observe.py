@@ -24,7 +24,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sandbox import RunOutcome, RunRequest, Sandbox
+from codemode.sandbox import RunOutcome, RunRequest, Sandbox
 
 
 class LeakScanner:
@@ -235,10 +235,10 @@ class HostState:
         return problems
 
 
-BRIDGE_MODULES = ("fixtures.reference_tools", "codemode._dispatch", "codemode._run_code",
-                  "codemode._rejections", "codemode._policy", "sandbox._wasm",
-                  "sandbox._wire", "sandbox._restricted", "pipeline._registry",
-                  "pipeline._session")
+BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._dispatch", "codemode._run_code",
+                  "codemode._rejections", "codemode._policy", "codemode.sandbox._wasm",
+                  "codemode.sandbox._wire", "codemode.sandbox._restricted", "codemode.pipeline._registry",
+                  "codemode.pipeline._session")
 
 
 def _code_fingerprint(names: Iterable[str]) -> dict[str, int]:
@@ -273,7 +273,7 @@ class BridgeState:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.code = _code_fingerprint(BRIDGE_MODULES)
-        reference = sys.modules.get("fixtures.reference_tools")
+        reference = sys.modules.get("codemode.fixtures.reference_tools")
         self.reference = ({k: id(v) for k, v in vars(reference).items()}
                           if reference is not None else {})
         self.tools = {d.name: id(d) for d in session.visible_tools()}
@@ -284,7 +284,7 @@ class BridgeState:
         changed = sorted(k for k in self.code if code.get(k) != self.code[k])
         if changed:
             problems.append("bridge code replaced: " + ", ".join(changed[:8]))
-        reference = sys.modules.get("fixtures.reference_tools")
+        reference = sys.modules.get("codemode.fixtures.reference_tools")
         if reference is not None:
             now = {k: id(v) for k, v in vars(reference).items()}
             moved = sorted(k for k in set(now) | set(self.reference)

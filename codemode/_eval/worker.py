@@ -83,8 +83,8 @@ def _param(oracle: str) -> str:
 
 async def run_job(job: Job) -> JobReport:
     """Run one case in this process and check the worker-side oracles."""
-    from fixtures import reference_tools
-    from pipeline import Session
+    from codemode.fixtures import reference_tools
+    from codemode.pipeline import Session
 
     from .._policy import Policy
 

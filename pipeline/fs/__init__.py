@@ -2,7 +2,7 @@
 
 ``filesystem_tools(root, session=...)`` builds ``read``, ``write``, ``edit``, ``list``,
 ``glob`` and ``grep`` confined to ``root``. Observations live in the session's
-``pipeline.FsGate`` (``session_gate``), which logs ``fs/observed`` events; a
+``codemode.pipeline.FsGate`` (``session_gate``), which logs ``fs/observed`` events; a
 ``WorkspaceStore`` enforces the gate's write conditions atomically on disk.
 """
 

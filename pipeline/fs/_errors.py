@@ -1,6 +1,6 @@
 """Typed errors of the filesystem tools beyond the gate's three (PIPELINE.md §9).
 
-The tree (``pipeline._errors.FsError`` is the base)::
+The tree (``codemode.pipeline._errors.FsError`` is the base)::
 
     FsError
      ├── FsNotObservedError     FS_NOT_OBSERVED    (pipeline._errors)

@@ -1,6 +1,6 @@
 """``WorkspaceStore``: the file provider under the filesystem gate (PIPELINE.md §9).
 
-The gate (``pipeline.FsGate`` with the ``read_before_edit`` policy) decides a *condition*
+The gate (``codemode.pipeline.FsGate`` with the ``read_before_edit`` policy) decides a *condition*
 for each mutation; this store enforces it atomically against the disk:
 
 =====================  ==================================================================
@@ -19,7 +19,7 @@ absolute paths (``Target.key``), so aliases through symlinks inside the root sha
 observation. Messages here are bare; the tools append the remedies.
 
 Besides the richer ``load``/``put``/``edit`` used by ``filesystem_tools``, the store also
-satisfies ``pipeline.FileStore`` (``resolve``/``read``/``write``) for other tools over the
+satisfies ``codemode.pipeline.FileStore`` (``resolve``/``read``/``write``) for other tools over the
 same gate.
 """
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DIALECT", "PYTHON_DIALECT", "PythonHandler", "command_hook", "python_hook"]
 
-_log = logging.getLogger("pipeline.hooks")
+_log = logging.getLogger("codemode.pipeline.hooks")
 
 #: ``dialect`` of command hooks' ``hook/invoked`` events: JSON on stdin, exit code + JSON out
 DIALECT = "command"
@@ -247,7 +247,7 @@ def command_hook(
 
     For each call whose tool name the ``matcher`` regex matches in full (``None``, ``""``
     or ``"*"``: every tool), the command runs once with the call as JSON on stdin (shape:
-    ``pipeline.hooks._payload``) and its answer decides (table: ``_answer``): exit 2 denies
+    ``codemode.pipeline.hooks._payload``) and its answer decides (table: ``_answer``): exit 2 denies
     (pre) or blocks (post) with stderr as the reason; other non-zero exits are non-blocking
     errors (a warning, then ``next()``); exit 0 with no JSON delegates; JSON decisions map
     to ``Allow``/``Deny``/``Ask`` (pre) or ``Block``/accept with contexts (post). Tools the

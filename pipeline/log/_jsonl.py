@@ -15,7 +15,7 @@ from ._lock import WriterLock
 
 __all__ = ["JsonlLog"]
 
-_log = logging.getLogger("pipeline")
+_log = logging.getLogger("codemode.pipeline")
 
 
 class JsonlLog(AppendOnlyLog):

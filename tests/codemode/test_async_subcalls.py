@@ -5,7 +5,7 @@ import time
 import pytest
 
 from codemode import CodeMode, RunContext, Session, events, tool
-from fixtures.toolset import builtin_tools
+from codemode.fixtures.toolset import builtin_tools
 
 
 @tool(concurrency_safe=True)
@@ -147,7 +147,7 @@ async def test_deadlock_is_reported_not_hung(session):
 
 
 async def test_concurrency_is_bounded_by_the_limit(tmp_path):
-    from sandbox import SandboxLimits
+    from codemode.sandbox import SandboxLimits
     s = Session(tools=[slow], log=None)
     CodeMode(s, limits=SandboxLimits(max_concurrent_subcalls=2))
     code = ("import asyncio\n"

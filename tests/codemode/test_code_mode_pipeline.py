@@ -7,7 +7,7 @@ import pytest
 
 from codemode import (Accept, Block, CodeMode, Deny, ExecutionToken, RunContext,
                       Session, Signal, events, tool)
-from sandbox import RunOutcome, SandboxUnavailable
+from codemode.sandbox import RunOutcome, SandboxUnavailable
 
 
 @tool(concurrency_safe=True)
@@ -190,7 +190,7 @@ async def test_every_dispatch_event_lands_before_the_outer_result(session):
 
 
 async def test_an_abandoned_queued_call_logs_no_start_event(tmp_path):
-    from sandbox import SandboxLimits
+    from codemode.sandbox import SandboxLimits
     s = Session(tools=TOOLS)
     CodeMode(s, limits=SandboxLimits(max_concurrent_subcalls=1))
     code = ("import asyncio\n"

@@ -20,8 +20,8 @@ from codemode._eval._canaries import Listener, Plant
 from codemode._eval._observe import HostState, LeakScanner, ObservedSandbox
 from codemode._eval._report import EvalReport
 from codemode._policy import Policy
-from fixtures.reference_tools import scan_arguments
-from sandbox import RunOutcome, RunRequest
+from codemode.fixtures.reference_tools import scan_arguments
+from codemode.sandbox import RunOutcome, RunRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "attacks"
@@ -179,7 +179,7 @@ def test_observed_sandbox_records_reentry_live_batches_leaks_and_late_calls():
 def test_tool_recorder_counts_hidden_nested_late_and_ignores_suspended_calls():
     import contextvars
 
-    from fixtures import reference_tools as rt
+    from codemode.fixtures import reference_tools as rt
     recorder = rt.ToolRecorder()
     recorder.record("read_secret", {})
     with recorder.suspended():

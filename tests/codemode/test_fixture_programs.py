@@ -22,7 +22,7 @@ import pytest
 
 from codemode import CodeMode, Session
 from codemode._mcp import connect_servers
-from fixtures.toolset import builtin_tools
+from codemode.fixtures.toolset import builtin_tools
 
 from tests.conftest import ROOT, TIME_SERVER, git_server
 

@@ -4,8 +4,8 @@ the host survives; the log keeps one tool/result per tool/call."""
 import pytest
 
 from codemode import CodeMode, Session, events
-from fixtures.toolset import builtin_tools
-from sandbox import SandboxLimits
+from codemode.fixtures.toolset import builtin_tools
+from codemode.sandbox import SandboxLimits
 
 
 @pytest.fixture(params=["session.jsonl", "session.db"])

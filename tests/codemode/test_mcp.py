@@ -16,8 +16,8 @@ import pytest_asyncio
 
 from codemode._mcp import (McpCallTimeout, McpServer, McpServerDied, McpStartError,
                            McpToolError, connect_servers)
-from fixtures.git_repo import AUTHORS, MAIN_COMMITS, make_repo
-from pipeline import AbortedError, Session, Signal
+from codemode.fixtures.git_repo import AUTHORS, MAIN_COMMITS, make_repo
+from codemode.pipeline import AbortedError, Session, Signal
 from tests.conftest import TIME_SERVER, git_server
 
 # One event loop for the module, so that servers connected once (module fixtures, set up in

@@ -10,8 +10,8 @@ import pytest
 
 from codemode import Session
 from codemode._policy import Condition, Policy, PolicyError, Rule
-from fixtures.reference_tools import ToolRecorder, reference_tools
-from sandbox import SandboxLimits
+from codemode.fixtures.reference_tools import ToolRecorder, reference_tools
+from codemode.sandbox import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "fixtures" / "policies"
@@ -203,7 +203,7 @@ async def test_rules_do_not_apply_to_run_code_itself():
 
 
 def test_restricted_tier_builds_its_sandbox():
-    from sandbox import RestrictedSandbox, WasmSandbox
+    from codemode.sandbox import RestrictedSandbox, WasmSandbox
     assert isinstance(Policy(tier="restricted").build_sandbox(), RestrictedSandbox)
     assert isinstance(Policy().build_sandbox(), WasmSandbox)
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipeline import ExecutionInput, Signal, ToolDefinition  # noqa: E402
+from codemode.pipeline import ExecutionInput, Signal, ToolDefinition  # noqa: E402
 
 
 @pytest.fixture(params=["session.db", "session.jsonl"], ids=["sqlite", "jsonl"])

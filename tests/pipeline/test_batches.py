@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from pipeline import Session, Signal, tool
-from pipeline.events import InboxQueued, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage
+from codemode.pipeline import Session, Signal, tool
+from codemode.pipeline.events import InboxQueued, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage
 
 from conftest import make_tool
 

@@ -5,7 +5,7 @@ import asyncio
 import msgspec
 import pytest
 
-from pipeline import Accept, CallResult, Deny, Session, Signal
+from codemode.pipeline import Accept, CallResult, Deny, Session, Signal
 
 from conftest import Published, error_text, inp, make_tool
 

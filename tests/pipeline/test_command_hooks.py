@@ -14,9 +14,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline import Deny, Session, Signal
-from pipeline.events import HookInvoked, HookResult
-from pipeline.hooks import DIALECT, command_hook
+from codemode.pipeline import Deny, Session, Signal
+from codemode.pipeline.events import HookInvoked, HookResult
+from codemode.pipeline.hooks import DIALECT, command_hook
 
 from conftest import error_text, make_tool
 
@@ -156,7 +156,7 @@ async def test_a_json_allow_skips_later_listeners_but_not_guards(tmp_path, sessi
 async def test_a_failing_hook_is_a_non_blocking_error(tmp_path, session, ran, caplog):
     argv = hook_script(tmp_path, "print('boom', file=sys.stderr)\nsys.exit(1)\n")
     command_hook(session, "tools/pre-execute", argv, handler_id="flaky")
-    with caplog.at_level(logging.WARNING, logger="pipeline.hooks"):
+    with caplog.at_level(logging.WARNING, logger="codemode.pipeline.hooks"):
         result = await session.call("write", {})
     assert result.is_error is False
     assert len(ran.calls) == 1

@@ -2,7 +2,7 @@
 
 import msgspec
 
-from pipeline import Accept, Block, CallResult, Deny, Session, Signal
+from codemode.pipeline import Accept, Block, CallResult, Deny, Session, Signal
 
 from conftest import Published, error_text, inp, make_tool
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline import (
+from codemode.pipeline import (
     CreateIfAbsent,
     FsGate,
     FsNotFoundError,
@@ -21,8 +21,8 @@ from pipeline import (
     Unconditional,
     read_before_edit,
 )
-from pipeline.events import FsObserved
-from pipeline.fs import FsOutsideRootError, Version, WorkspaceStore, filesystem_tools, session_gate
+from codemode.pipeline.events import FsObserved
+from codemode.pipeline.fs import FsOutsideRootError, Version, WorkspaceStore, filesystem_tools, session_gate
 
 from conftest import error_text, inp
 

@@ -1,6 +1,6 @@
 """Monotonic guards (PIPELINE.md §3)."""
 
-from pipeline import Allow, Deny, Session
+from codemode.pipeline import Allow, Deny, Session
 
 from conftest import Published, error_text, inp, make_tool
 

@@ -11,8 +11,8 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import Accept, Allow, Ask, Block, CallResult, Deny, FrozenDict, Session, Signal, ToolDefinition
-from pipeline.events import ToolCall, ToolResult
+from codemode.pipeline import Accept, Allow, Ask, Block, CallResult, Deny, FrozenDict, Session, Signal, ToolDefinition
+from codemode.pipeline.events import ToolCall, ToolResult
 
 PRE = st.sampled_from(["delegate", "allow", "deny", "ask", "throw", "abort", "junk"])
 GUARD = st.sampled_from(["abstain", "deny", "throw"])

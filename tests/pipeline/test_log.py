@@ -2,8 +2,8 @@ import threading
 
 import pytest
 
-from pipeline import LogClosedError, LogCorruptError, open_log
-from pipeline.events import (
+from codemode.pipeline import LogClosedError, LogCorruptError, open_log
+from codemode.pipeline.events import (
     CodeDispatchStart,
     StepStart,
     ToolCall,
@@ -13,7 +13,7 @@ from pipeline.events import (
     decode_event,
     encode_event,
 )
-from pipeline.log import OUTCOME_UNKNOWN_MESSAGE, JsonlLog, MemoryLog, SqliteLog
+from codemode.pipeline.log import OUTCOME_UNKNOWN_MESSAGE, JsonlLog, MemoryLog, SqliteLog
 
 
 def tool_call(call_id: str = "c1") -> ToolCall:
@@ -153,7 +153,7 @@ def test_a_second_writer_of_the_same_log_is_refused(tmp_path, name):
     import subprocess
     import sys
 
-    from pipeline import LogInUseError
+    from codemode.pipeline import LogInUseError
 
     path = tmp_path / name
     with open_log(str(path)):

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from pipeline import FrozenDict, FrozenList, NotLosslessError, snapshot, thaw
+from codemode.pipeline import FrozenDict, FrozenList, NotLosslessError, snapshot, thaw
 
 
 def test_snapshot_copies_and_freezes_nested_values():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline import ReservedToolError, Session, Signal
+from codemode.pipeline import ReservedToolError, Session, Signal
 
 from conftest import Published, error_text, inp, make_tool
 

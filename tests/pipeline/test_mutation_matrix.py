@@ -21,11 +21,11 @@ from typing import Any, Literal
 import msgspec
 import pytest
 
-from pipeline import (Ask, Deny, Execution, ExecutionToken, InvalidArgumentsError,
+from codemode.pipeline import (Ask, Deny, Execution, ExecutionToken, InvalidArgumentsError,
                       LogClosedError, RunContext, Session, Signal, ToolDefinition, events,
                       retry_wrapper, thaw, timeout_wrapper, tool, validate)
-from pipeline.events import encode_event
-from pipeline.fs import FsEditError, filesystem_tools
+from codemode.pipeline.events import encode_event
+from codemode.pipeline.fs import FsEditError, filesystem_tools
 
 SENTINEL = f"SENTINEL-{uuid.uuid4().hex}"
 REJECTED = "call rejected by the mutation policy before approval"

@@ -3,7 +3,7 @@
 import msgspec
 import pytest
 
-from pipeline import Accept, Block, Deny, Session, tool
+from codemode.pipeline import Accept, Block, Deny, Session, tool
 
 from conftest import Published, error_text, inp, make_tool
 
@@ -125,7 +125,7 @@ async def test_post_execute_sees_thrown_and_unknown_tool_failures():
 
 
 async def test_a_post_execute_listener_throw_keeps_its_typed_code():
-    from pipeline import HarnessError
+    from codemode.pipeline import HarnessError
 
     class Spill(HarnessError):
         code = "SPILL_FAILED"

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from pipeline import Allow, Ask, Deny, Session, Signal
-from pipeline.events import ApprovalAsked, ApprovalDecided, ApprovalPolicyChanged
+from codemode.pipeline import Allow, Ask, Deny, Session, Signal
+from codemode.pipeline.events import ApprovalAsked, ApprovalDecided, ApprovalPolicyChanged
 
 from conftest import Published, error_text, inp, make_tool
 
@@ -233,7 +233,7 @@ async def test_allowed_once_then_a_guard_still_denies_and_the_audit_pair_is_logg
 
 
 async def test_a_throwing_pre_execute_listener_keeps_its_typed_code_and_skips_post_execute():
-    from pipeline import HarnessError
+    from codemode.pipeline import HarnessError
 
     class PolicyBroken(HarnessError):
         code = "POLICY_BROKEN"

@@ -1,6 +1,6 @@
 import types
 
-import pipeline
+from codemode import pipeline
 
 
 def test_public_names_are_exactly_all():
@@ -11,7 +11,7 @@ def test_public_names_are_exactly_all():
 
 
 def test_the_architecture_api_is_importable():
-    from pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, ToolDefinition, events, tool  # noqa: F401
+    from codemode.pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, ToolDefinition, events, tool  # noqa: F401
 
     assert hasattr(events, "CodeDispatchStart") and hasattr(events, "CodeDispatch")
 

@@ -5,9 +5,9 @@ import logging
 
 import pytest
 
-from pipeline import Session
-from pipeline.events import HookInvoked, HookResult
-from pipeline.hooks import PYTHON_DIALECT, Answer, python_hook
+from codemode.pipeline import Session
+from codemode.pipeline.events import HookInvoked, HookResult
+from codemode.pipeline.hooks import PYTHON_DIALECT, Answer, python_hook
 
 from conftest import error_text, inp, make_tool
 
@@ -62,7 +62,7 @@ async def test_an_unknown_answer_is_a_non_blocking_error(caplog):
     session = Session(tools=[make_tool("t")])
     python_hook(session, "tools/pre-execute", lambda e: {"decision": "maybe"}, handler_id="odd")
     python_hook(session, "tools/pre-execute", lambda e: 42, handler_id="num")
-    with caplog.at_level(logging.WARNING, logger="pipeline.hooks"):
+    with caplog.at_level(logging.WARNING, logger="codemode.pipeline.hooks"):
         assert (await session.execute(inp("t"))).is_error is False
     assert decisions(session) == ["error", "error"]
     assert "hook \"odd\" returned an unknown decision 'maybe'" in caplog.text

@@ -3,8 +3,8 @@
 import msgspec
 import pytest
 
-from pipeline import CallResult, ReservedToolError, DuplicateToolError, Session, tool
-from pipeline.events import StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart
+from codemode.pipeline import CallResult, ReservedToolError, DuplicateToolError, Session, tool
+from codemode.pipeline.events import StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart
 
 
 @tool

@@ -1,7 +1,7 @@
 import asyncio
 import threading
 
-from pipeline import AbortedError, Signal
+from codemode.pipeline import AbortedError, Signal
 
 
 def test_abort_is_sticky_and_runs_callbacks_once():

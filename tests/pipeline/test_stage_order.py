@@ -5,7 +5,7 @@ import asyncio
 import msgspec
 import pytest
 
-from pipeline import (
+from codemode.pipeline import (
     Accept,
     CallResult,
     Deny,

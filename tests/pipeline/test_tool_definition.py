@@ -6,7 +6,7 @@ from typing import Literal
 import msgspec
 import pytest
 
-from pipeline import RunContext, Session, ToolDefinition, message_of, tool
+from codemode.pipeline import RunContext, Session, ToolDefinition, message_of, tool
 
 from conftest import error_text, inp, make_tool
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from sandbox import ParamSpec, SandboxLimits, ToolSpec, WasmSandbox
+from codemode.sandbox import ParamSpec, SandboxLimits, ToolSpec, WasmSandbox
 
 
 class EchoHost:

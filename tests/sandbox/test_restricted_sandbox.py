@@ -10,11 +10,11 @@ import time
 import pytest
 from msgspec import UNSET
 
-import sandbox._restricted as restricted_module
-from sandbox import (HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
+import codemode.sandbox._restricted as restricted_module
+from codemode.sandbox import (HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
                      RestrictedSandbox, RunAborted, RunRequest, SandboxLimits,
                      TimeLimitExceeded)
-from sandbox.guest.cm_guest import runtime as guest_runtime
+from codemode.sandbox.guest.cm_guest import runtime as guest_runtime
 
 from .conftest import EchoHost, echo_tool
 

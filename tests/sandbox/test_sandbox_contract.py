@@ -9,7 +9,7 @@ import time
 import pytest
 from msgspec import UNSET
 
-from sandbox import (OutputLimitExceeded, ProgramError, RestrictedSandbox, RunRequest,
+from codemode.sandbox import (OutputLimitExceeded, ProgramError, RestrictedSandbox, RunRequest,
                      SandboxLimits, SubcallLimitExceeded, TimeLimitExceeded, WasmSandbox)
 
 from .conftest import EchoHost, echo_tool

@@ -4,7 +4,7 @@ bridge, values that cannot leave the instance."""
 
 import pytest
 
-from sandbox import (GuestCrashed, MemoryLimitExceeded, ProgramError, RunRequest,
+from codemode.sandbox import (GuestCrashed, MemoryLimitExceeded, ProgramError, RunRequest,
                      SandboxLimits, SubcallLimitExceeded)
 
 from .conftest import echo_tool
@@ -34,7 +34,7 @@ def test_memory_bomb_is_a_memory_limit(sandbox, host):
 
 
 def test_fuel_exhaustion_is_typed(sandbox, host):
-    from sandbox import FuelExhausted
+    from codemode.sandbox import FuelExhausted
     outcome = run(sandbox, host, "while True:\n    pass", fuel=50_000_000)
     assert isinstance(outcome.error, FuelExhausted)
     assert outcome.fuel_used == 50_000_000
