@@ -11,6 +11,7 @@ the captured output.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -37,6 +38,13 @@ RUN_CODE_PARAMETERS: dict[str, Any] = {
     "required": ["code"],
     "additionalProperties": False,
 }
+
+# Threads that wait on sandbox runs. Not asyncio's default executor: sync tool bodies run
+# there, and a run that holds one of its threads while its sub-call waits for another
+# deadlocks once enough runs are in flight (8 concurrent runs on 2 cores did). More runs
+# than threads queue here; they never block the sub-calls of the runs in progress.
+_RUN_WAITERS = concurrent.futures.ThreadPoolExecutor(max_workers=64,
+                                                     thread_name_prefix="codemode-run-call")
 
 _PREAMBLE = """\
 Run a Python 3 program in an isolated sandbox (no files, network, environment or \
@@ -177,8 +185,8 @@ class CodeMode:
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
                              limits=self.limits)
-        running = asyncio.ensure_future(
-            asyncio.to_thread(self.sandbox.run, request, dispatcher.dispatch, cancel))
+        running = loop.run_in_executor(_RUN_WAITERS, self.sandbox.run, request,
+                                       dispatcher.dispatch, cancel)
         try:
             outcome = await asyncio.shield(running)
         except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash
