@@ -1,18 +1,45 @@
 """codemode: run model-written Python in a wasmtime sandbox, with every tool call governed
-by one pipeline (DESIGN.md §1). Re-exports the pipeline's public names."""
+by one pipeline. Re-exports the pipeline's public names.
+
+The pipeline's names load with the package; the rest load on first use (PEP 562), so
+`import codemode` pulls in neither the MCP SDK nor wasmtime until a program needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
 from codemode.pipeline import __all__ as _pipeline_all
 
-from ._mcp import (McpCallTimeout, McpError, McpServer, McpServerDied, McpStartError,
-                   McpToolError, connect_servers)
-from ._policy import Policy, PolicyError
-from ._rejections import rejection_code
-from ._run_code import RUN_CODE, CodeMode, CodeRunFailed
+if TYPE_CHECKING:
+    from ._mcp import (McpCallTimeout, McpError, McpServer, McpServerDied, McpStartError,
+                       McpToolError, connect_servers)
+    from ._policy import Policy, PolicyError
+    from ._rejections import rejection_code
+    from ._run_code import RUN_CODE, CodeMode, CodeRunFailed
 
-__all__ = sorted({
-    *_pipeline_all, "CodeMode", "CodeRunFailed", "McpCallTimeout", "McpError", "McpServer",
-    "McpServerDied", "McpStartError", "McpToolError", "Policy", "PolicyError", "RUN_CODE",
-    "connect_servers",
-    "rejection_code",
-})
+# name -> the private module that defines it
+_LAZY = {
+    **dict.fromkeys(("McpCallTimeout", "McpError", "McpServer", "McpServerDied",
+                     "McpStartError", "McpToolError", "connect_servers"), "._mcp"),
+    **dict.fromkeys(("Policy", "PolicyError"), "._policy"),
+    "rejection_code": "._rejections",
+    **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
+}
+
+__all__ = sorted({*_pipeline_all, *_LAZY})
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codemode' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value         # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

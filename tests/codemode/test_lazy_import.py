@@ -1,0 +1,40 @@
+"""`import codemode` stays light: the MCP SDK (and pydantic under it) and wasmtime load only
+when a name that needs them is first used."""
+
+import subprocess
+import sys
+
+import codemode
+
+
+def _modules_after(statement: str) -> set[str]:
+    probe = f"{statement}\nimport sys\nprint(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return set(out.split())
+
+
+def test_import_codemode_loads_neither_mcp_nor_wasmtime():
+    loaded = _modules_after("import codemode")
+    assert not {"mcp", "pydantic", "wasmtime"} & loaded
+
+
+def test_code_mode_loads_the_sandbox_but_not_mcp():
+    loaded = _modules_after("from codemode import CodeMode, Policy, Session")
+    assert "wasmtime" in loaded
+    assert not {"mcp", "pydantic"} & loaded
+
+
+def test_every_exported_name_resolves():
+    for name in codemode.__all__:
+        assert getattr(codemode, name) is not None, name
+    assert set(codemode.__all__) <= set(dir(codemode))
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        codemode.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("codemode.NoSuchThing resolved")
