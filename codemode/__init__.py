@@ -14,8 +14,15 @@ from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is par
 from codemode.pipeline import __all__ as _pipeline_all
 
 if TYPE_CHECKING:
-    from ._mcp import (McpCallTimeout, McpError, McpServer, McpServerDied, McpStartError,
-                       McpToolError, connect_servers)
+    from ._mcp import (
+        McpCallTimeout,
+        McpError,
+        McpServer,
+        McpServerDied,
+        McpStartError,
+        McpToolError,
+        connect_servers,
+    )
     from ._policy import Policy, PolicyError
     from ._rejections import rejection_code
     from ._run_code import RUN_CODE, CodeMode, CodeRunFailed

@@ -36,7 +36,6 @@ from codemode.sandbox import _wire
 
 from ._rejections import rejection_code
 
-
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
 

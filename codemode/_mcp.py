@@ -256,7 +256,7 @@ class McpServer:
         reason: str | None = None
         try:
             await asyncio.wait_for(asyncio.shield(ready), startup_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reason = f"did not complete the MCP handshake within {startup_timeout_s:g} s"
             await server._shutdown(cancel=True)
         except _StartFailure as failure:

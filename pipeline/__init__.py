@@ -34,6 +34,7 @@ from ._errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
+from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
 from ._fs_guard import (
     CreateIfAbsent,
     FileStore,
@@ -42,7 +43,6 @@ from ._fs_guard import (
     Unconditional,
     read_before_edit,
 )
-from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
 from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
 from ._registry import PendingCall
@@ -68,11 +68,11 @@ __all__ = [
     "Ask",
     "Block",
     "CallResult",
+    "CreateIfAbsent",
     "Deny",
     "DispatchExecution",
     "DuplicateToolError",
     "ErrorInfo",
-    "CreateIfAbsent",
     "Execution",
     "ExecutionInput",
     "ExecutionToken",

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Awaitable, Callable, Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -80,7 +81,9 @@ class ApprovalService:
 
     async def request(self, request: ApprovalRequest) -> str:
         if not self._turn_open():
-            raise ApprovalError(f'approval for tool "{request.tool_name}" was requested outside an open turn')
+            raise ApprovalError(
+                f'approval for tool "{request.tool_name}" was requested outside an open turn'
+            )
         approval_id = f"approval_{next(self._ids)}"
         self._append(
             ApprovalAsked(
@@ -121,7 +124,9 @@ class ApprovalService:
             _log.warning("approval answerer raised", exc_info=answer.exception())
             return "unavailable"
         outcome = answer.result()
-        return outcome if isinstance(outcome, str) and outcome in APPROVAL_OUTCOMES else "unavailable"
+        return (
+            outcome if isinstance(outcome, str) and outcome in APPROVAL_OUTCOMES else "unavailable"
+        )
 
 
 Answerer = Callable[[ApprovalRequest, Callable[[], Awaitable[str]]], Any]

@@ -7,7 +7,8 @@ import dataclasses
 import inspect
 import re
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 

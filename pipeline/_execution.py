@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -122,7 +123,7 @@ class RunContext:
         signal: the fused signal (caller's cancellation plus any wrapper deadline): observe it.
     """
 
-    __slots__ = ("execution", "signal", "_defer", "_conclude")
+    __slots__ = ("_conclude", "_defer", "execution", "signal")
 
     def __init__(
         self,

@@ -18,7 +18,8 @@ append the remedies to the two guarded failures.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Literal, Protocol
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -85,7 +86,13 @@ class FsGate:
         with self._lock:
             return self._state.get((agent, key), ("unseen", None))
 
-    def observe(self, agent: str | None, key: str, state: Literal["absent", "present"], version: str | None = None) -> None:
+    def observe(
+        self,
+        agent: str | None,
+        key: str,
+        state: Literal["absent", "present"],
+        version: str | None = None,
+    ) -> None:
         """Record an observation, log ``fs/observed``, notify listeners synchronously (a
         raising listener propagates: the tool call fails though the effect happened)."""
         with self._lock:
@@ -96,7 +103,9 @@ class FsGate:
         for listener in tuple(self._listeners):
             listener(agent, key, state, version)
 
-    def on_observed(self, listener: Callable[[str | None, str, str, str | None], Any]) -> Callable[[], None]:
+    def on_observed(
+        self, listener: Callable[[str | None, str, str, str | None], Any]
+    ) -> Callable[[], None]:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -104,11 +113,15 @@ class FsGate:
         slot.append(decider)
         return lambda: slot.remove(decider) if decider in slot else None
 
-    def set_write_intent(self, decider: Callable[[str | None, str], WriteCondition]) -> Callable[[], None]:
+    def set_write_intent(
+        self, decider: Callable[[str | None, str], WriteCondition]
+    ) -> Callable[[], None]:
         """Register a write-intent decider; the first registered one decides."""
         return self._slot(self._write_deciders, decider)
 
-    def set_edit_intent(self, decider: Callable[[str | None, str], WriteCondition]) -> Callable[[], None]:
+    def set_edit_intent(
+        self, decider: Callable[[str | None, str], WriteCondition]
+    ) -> Callable[[], None]:
         """Register an edit-intent decider; the first registered one decides."""
         return self._slot(self._edit_deciders, decider)
 
@@ -124,7 +137,9 @@ class FsGate:
             self._state.clear()
 
 
-def read_before_edit(gate: FsGate, *, display: Callable[[str], str] = lambda key: key) -> Callable[[], None]:
+def read_before_edit(
+    gate: FsGate, *, display: Callable[[str], str] = lambda key: key
+) -> Callable[[], None]:
     """Install the read-before-edit policy as the gate's deciders; return a disposer that
     removes them and forgets the observations."""
 

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from ._errors import NotLosslessError
 
-__all__ = ["FrozenDict", "FrozenList", "INT_MAX", "INT_MIN", "snapshot", "thaw"]
+__all__ = ["INT_MAX", "INT_MIN", "FrozenDict", "FrozenList", "snapshot", "thaw"]
 
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
@@ -142,7 +142,9 @@ def snapshot(value: Any, *, what: str = "value") -> Any:
     path: list[Any] = []
 
     def fail(reason: str) -> NoReturn:
-        raise NotLosslessError(f"{what} must be losslessly JSON-serializable: {reason} at {_path(path)}")
+        raise NotLosslessError(
+            f"{what} must be losslessly JSON-serializable: {reason} at {_path(path)}"
+        )
 
     if problem:
         fail(problem)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET
@@ -131,7 +132,9 @@ class ToolRegistry:
         return [seen[name] for name in order]
 
     def is_reserved(self, name: str) -> bool:
-        return name == self.reserved_name or (self.reserved is not None and name == self.reserved.name)
+        return name == self.reserved_name or (
+            self.reserved is not None and name == self.reserved.name
+        )
 
     # -- one call -----------------------------------------------------------------------
     async def start(self, inp: ExecutionInput) -> PendingCall:
@@ -328,7 +331,11 @@ class PendingCall:
         elif not isinstance(decision, (Allow, Deny)):
             self._settle(
                 "final",
-                failure_from(TypeError(f"tools/pre-execute returned an invalid decision ({type(decision).__name__})")),
+                failure_from(
+                    TypeError(
+                        f"tools/pre-execute returned an invalid decision ({type(decision).__name__})"
+                    )
+                ),
             )
             return
         if self.caller.aborted and approval_cancelled:
@@ -356,7 +363,9 @@ class PendingCall:
         if channel is None:
             return Deny(ask.reason or f'tool "{name}" requires approval (not yet supported)'), False
         if self.execution.agent is None:
-            return Deny(f'tool "{name}" requires approval, but the call has no agent to route it'), False
+            return Deny(
+                f'tool "{name}" requires approval, but the call has no agent to route it'
+            ), False
         outcome = await channel.request(
             ApprovalRequest(
                 agent=self.execution.agent,
@@ -373,7 +382,9 @@ class PendingCall:
         if outcome == "cancelled":
             return Deny(f'approval for tool "{name}" was cancelled'), True
         if outcome == "unavailable":
-            return Deny(f'tool "{name}" requires approval, but no approval channel is available'), False
+            return Deny(
+                f'tool "{name}" requires approval, but no approval channel is available'
+            ), False
         raise ApprovalError(f"approval returned an unexpected outcome: {message_of(outcome)}")
 
     def _guards(self) -> str | None:
@@ -391,7 +402,9 @@ class PendingCall:
                 if reason is None:
                     continue
                 if not isinstance(reason, str):
-                    raise TypeError(f"guard {reg.fn!r} returned {type(reason).__name__}, not str | None")
+                    raise TypeError(
+                        f"guard {reg.fn!r} returned {type(reason).__name__}, not str | None"
+                    )
                 return reason
         return None
 
@@ -493,7 +506,9 @@ class PendingCall:
                 raise invalid("; ".join(problems))
         args = self.execution.arguments
         try:
-            rendered = defn.render(args, frozen) if defn.render is not None else default_render(frozen)
+            rendered = (
+                defn.render(args, frozen) if defn.render is not None else default_render(frozen)
+            )
         except Exception as exc:
             raise invalid(f"render raised: {message_of(exc)}") from None
         try:
@@ -519,7 +534,9 @@ class PendingCall:
         if any(result is own for own in self._core_made):
             return result  # type: ignore[no-any-return]
         if not isinstance(result, CallResult):
-            raise TypeError(f"tools/execute wrapper returned {type(result).__name__}, not a CallResult")
+            raise TypeError(
+                f"tools/execute wrapper returned {type(result).__name__}, not a CallResult"
+            )
         contexts = freeze_contexts(result.additional_contexts)
         if result.is_error:
             return self._rebuild_failure(result, contexts)
@@ -532,9 +549,19 @@ class PendingCall:
     @staticmethod
     def _rebuild_failure(result: CallResult, contexts: tuple[Any, ...]) -> CallResult:
         error = result.error
-        message = error.message if isinstance(error, ToolErrorDetail) and isinstance(error.message, str) else "tool call failed"
-        info = error.info if isinstance(error, ToolErrorDetail) and isinstance(error.info, ErrorInfo) else None
-        content = freeze_blocks(result.content) if result.content else (text_block(f"Error: {message}"),)
+        message = (
+            error.message
+            if isinstance(error, ToolErrorDetail) and isinstance(error.message, str)
+            else "tool call failed"
+        )
+        info = (
+            error.info
+            if isinstance(error, ToolErrorDetail) and isinstance(error.info, ErrorInfo)
+            else None
+        )
+        content = (
+            freeze_blocks(result.content) if result.content else (text_block(f"Error: {message}"),)
+        )
         meta = snapshot(result.meta, what="meta") if result.meta is not None else None
         return CallResult(
             is_error=True,
@@ -589,13 +616,17 @@ class PendingCall:
                 denied=True,
             )
         if not isinstance(decision, Accept):
-            raise TypeError(f"tools/post-execute returned an invalid decision ({type(decision).__name__})")
+            raise TypeError(
+                f"tools/post-execute returned an invalid decision ({type(decision).__name__})"
+            )
         extra = freeze_contexts(decision.additional_contexts)
         contexts = result.additional_contexts + extra
         has_content = decision.content is not UNSET
         has_value = decision.value is not UNSET
         if has_content and has_value:
-            raise ValueError("a tools/post-execute decision may replace the content or the value, not both")
+            raise ValueError(
+                "a tools/post-execute decision may replace the content or the value, not both"
+            )
         if has_value:
             if result.is_error:
                 raise ValueError("tools/post-execute cannot replace the value of a failed result")
@@ -625,9 +656,13 @@ class PendingCall:
             if inspect.isawaitable(out):
                 if hasattr(out, "close"):
                     out.close()
-                raise TypeError("finalize_content must be synchronous, but it returned an awaitable")
+                raise TypeError(
+                    "finalize_content must be synchronous, but it returned an awaitable"
+                )
             if out is not None:
-                result = msgspec.structs.replace(result, content=freeze_blocks(out, what="finalized content"))
+                result = msgspec.structs.replace(
+                    result, content=freeze_blocks(out, what="finalized content")
+                )
             return _materialize(result)
         except Exception as exc:
             return failure_from(exc)
@@ -646,12 +681,18 @@ def _materialize(result: Any) -> CallResult:
             raise TypeError("a failed result needs an error message")
         info = error.info
         if info is not None and not (
-            isinstance(info, ErrorInfo) and isinstance(info.name, str) and isinstance(info.code, str)
+            isinstance(info, ErrorInfo)
+            and isinstance(info.name, str)
+            and isinstance(info.code, str)
         ):
             raise TypeError("error info must be {name, code} strings")
         return CallResult(
-            is_error=True, content=content, error=ToolErrorDetail(message=str(error.message), info=info),
-            meta=meta, additional_contexts=contexts, denied=result.denied is True,
+            is_error=True,
+            content=content,
+            error=ToolErrorDetail(message=str(error.message), info=info),
+            meta=meta,
+            additional_contexts=contexts,
+            denied=result.denied is True,
         )
     value = snapshot(result.value, what="value")
     return CallResult(

@@ -205,7 +205,9 @@ class _Validator:
     def check_number(self, schema: dict[str, Any], value: float, where: str) -> None:
         def num(key: str) -> float | None:
             bound = schema.get(key)
-            return bound if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None
+            return (
+                bound if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None
+            )
 
         if (b := num("minimum")) is not None and value < b:
             self.errors.append(f"{where} must be >= {_json(b)}")

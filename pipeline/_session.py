@@ -13,7 +13,8 @@ import contextlib
 import logging
 import os
 import uuid
-from typing import Any, AsyncIterator, Callable, Iterable, Literal
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Literal
 
 import msgspec
 
@@ -281,7 +282,9 @@ class Session:
                 _log.warning("tools/changed listener %r raised", reg.fn, exc_info=True)
 
     # -- extension points ---------------------------------------------------------------
-    def on(self, point: str, fn: Callable[..., Any], *, agent: str | None = None) -> Callable[[], None]:
+    def on(
+        self, point: str, fn: Callable[..., Any], *, agent: str | None = None
+    ) -> Callable[[], None]:
         """Register ``fn`` at an extension point (see ``POINTS``); registration order is
         composition order (first registered = outermost). Returns an idempotent disposer.
 
@@ -305,7 +308,9 @@ class Session:
             return self._dispatch_log.register(fn, agent=agent)
         raise ValueError(f"unknown extension point {point!r}; expected one of {POINTS}")
 
-    def guard(self, fn: Callable[[Any], str | None], *, agent: str | None = None) -> Callable[[], None]:
+    def guard(
+        self, fn: Callable[[Any], str | None], *, agent: str | None = None
+    ) -> Callable[[], None]:
         """Register a synchronous guard ``execution -> str | None`` (a string denies).
         Global guards run first, then the agent's chain from the farthest ancestor; the
         first reason wins. Does not fire ``tools/changed``. Returns a disposer."""
@@ -414,7 +419,9 @@ class Session:
         delivered: list[Event] = []
         inbox, self._inbox = self._inbox, []
         for body, seqs in inbox:
-            delivered.append(self.log.append(UserMessage(turn=self._turn, message=body, source_event_seqs=seqs)))
+            delivered.append(
+                self.log.append(UserMessage(turn=self._turn, message=body, source_event_seqs=seqs))
+            )
         return delivered
 
     # -- calls ----------------------------------------------------------------------------
@@ -438,7 +445,11 @@ class Session:
         call_id: str | None = None,
     ) -> CallResult:
         """One model tool call as a batch of one (see ``call_batch``)."""
-        item = (name, arguments if arguments is not None else {}) if call_id is None else (name, arguments, call_id)
+        item = (
+            (name, arguments if arguments is not None else {})
+            if call_id is None
+            else (name, arguments, call_id)
+        )
         [result] = await self.call_batch([item], agent=agent, signal=signal)
         return result
 
@@ -467,7 +478,9 @@ class Session:
         batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
         try:
             results: list[CallResult] = await shielded(
-                self._batch(items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls),
+                self._batch(
+                    items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls
+                ),
                 cancel,
             )
             return results
@@ -499,7 +512,9 @@ class Session:
             text = text.encode("utf-8", "backslashreplace").decode("utf-8")
         return str(name), text, parsed, str(call_id)
 
-    def classify(self, name: str, arguments: Any, agent: str | None = None) -> Literal["parallel", "exclusive"]:
+    def classify(
+        self, name: str, arguments: Any, agent: str | None = None
+    ) -> Literal["parallel", "exclusive"]:
         """``parallel`` only if the visible definition's classifier returns exactly ``True``."""
         defn = self.resolve(name, agent)
         if defn is None or defn.is_concurrency_safe is None:
@@ -536,9 +551,13 @@ class Session:
             result = await call.commit() if call is not None else failed
             assert result is not None
             results[index] = result
-            committed = self.log.append(self._tool_result_event(turn, step, call_id, event.seq, result))
+            committed = self.log.append(
+                self._tool_result_event(turn, step, call_id, event.seq, result)
+            )
             for context in result.additional_contexts:
-                self._queue(context, MessageSource(kind="context", call_id=call_id), (committed.seq,))
+                self._queue(
+                    context, MessageSource(kind="context", call_id=call_id), (committed.seq,)
+                )
             if result.concludes_turn and not result.is_error:
                 concluded = True
 
@@ -550,13 +569,17 @@ class Session:
                 else:
                     while len(dispatching) >= pool:
                         await asyncio.wait(dispatching, return_when=asyncio.FIRST_COMPLETED)
-                event = self.log.append(ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text))
+                event = self.log.append(
+                    ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text)
+                )
                 call: PendingCall | None = None
                 failed: CallResult | None = None
                 dispatch: asyncio.Task[None] | None = None
                 try:
                     call = await self._registry.start(
-                        ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent)
+                        ExecutionInput(
+                            call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent
+                        )
                     )
                 except Exception as exc:  # e.g. an empty tool name: still answer the call
                     failed = failure_from(exc)
@@ -564,7 +587,9 @@ class Session:
                     dispatch = asyncio.ensure_future(call.dispatch())
                     dispatching.add(dispatch)
                     dispatch.add_done_callback(dispatching.discard)
-                previous = asyncio.ensure_future(finish(index, call_id, event, call, failed, dispatch, previous))
+                previous = asyncio.ensure_future(
+                    finish(index, call_id, event, call, failed, dispatch, previous)
+                )
                 commits.append(previous)
                 if exclusive:
                     await asyncio.gather(previous, return_exceptions=True)
@@ -580,13 +605,17 @@ class Session:
             if concluded:
                 self.turn_concluded = True
             if implicit:
-                reason = "cancelled" if signal.aborted else ("concluded" if concluded else "completed")
+                reason = (
+                    "cancelled" if signal.aborted else ("concluded" if concluded else "completed")
+                )
                 self.log.append(TurnEnd(turn=turn, reason=reason))
                 self._turn_open = False
         return [r for r in results if r is not None]
 
     @staticmethod
-    def _tool_result_event(turn: int, step: int, call_id: str, call_seq: int, result: CallResult) -> ToolResult:
+    def _tool_result_event(
+        turn: int, step: int, call_id: str, call_seq: int, result: CallResult
+    ) -> ToolResult:
         info = result.error.info if result.error is not None else None
         return ToolResult(
             turn=turn,
@@ -594,7 +623,11 @@ class Session:
             message=ToolResultMessage(
                 id=f"msg_{call_id}",
                 source=MessageSource(kind="tool", call_id=call_id),
-                content=(ToolResultBlock(tool_call_id=call_id, content=result.content, is_error=result.is_error),),
+                content=(
+                    ToolResultBlock(
+                        tool_call_id=call_id, content=result.content, is_error=result.is_error
+                    ),
+                ),
             ),
             error=info if info is not None else msgspec.UNSET,
             meta=result.meta if result.meta is not None else msgspec.UNSET,
@@ -615,7 +648,10 @@ class Session:
             )
             return freeze_blocks(content, what="logged content")
         except Exception:
-            _log.warning("tools/code-dispatch-log listener failed; logging the original content", exc_info=True)
+            _log.warning(
+                "tools/code-dispatch-log listener failed; logging the original content",
+                exc_info=True,
+            )
             return tuple(result.content)
 
     # -- presenters -----------------------------------------------------------------------
@@ -640,11 +676,21 @@ class Session:
             if defn is None or defn.present_result is None:
                 return None
             if isinstance(projection, CallResult):
-                projection = {"content": list(projection.content), "isError": projection.is_error, "meta": projection.meta}
+                projection = {
+                    "content": list(projection.content),
+                    "isError": projection.is_error,
+                    "meta": projection.meta,
+                }
             elif isinstance(projection, ToolResult):
                 meta = projection.meta if projection.meta is not msgspec.UNSET else None
-                projection = {"content": list(projection.content), "isError": projection.is_error, "meta": meta}
-            return snapshot(defn.present_result(arguments, FrozenDict(projection)), what="presentation")
+                projection = {
+                    "content": list(projection.content),
+                    "isError": projection.is_error,
+                    "meta": meta,
+                }
+            return snapshot(
+                defn.present_result(arguments, FrozenDict(projection)), what="presentation"
+            )
         except Exception:
             return None
 

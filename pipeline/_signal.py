@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._errors import AbortedError
 
@@ -29,7 +30,7 @@ class Signal:
             ``None`` while live.
     """
 
-    __slots__ = ("_aborted", "_reason", "_callbacks", "_lock", "_detach", "__weakref__")
+    __slots__ = ("__weakref__", "_aborted", "_callbacks", "_detach", "_lock", "_reason")
 
     def __init__(self) -> None:
         self._aborted = False

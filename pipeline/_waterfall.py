@@ -13,7 +13,8 @@ Agent scoping: a listener registered with ``agent="a"`` only runs for calls whos
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Registration", "Waterfall"]
 
@@ -23,7 +24,7 @@ T = TypeVar("T")
 class Registration:
     """One registration; its identity is what the disposer removes."""
 
-    __slots__ = ("fn", "agent")
+    __slots__ = ("agent", "fn")
 
     def __init__(self, fn: Callable[..., Any], agent: str | None) -> None:
         self.fn = fn
@@ -33,7 +34,9 @@ class Registration:
         return self.agent is None or self.agent in scopes
 
 
-def registry_list(point: str, items: list[Registration], fn: Any, agent: str | None) -> Callable[[], None]:
+def registry_list(
+    point: str, items: list[Registration], fn: Any, agent: str | None
+) -> Callable[[], None]:
     """Append a registration; return an idempotent disposer."""
     if not callable(fn):
         raise TypeError(f"{point}: {fn!r} is not callable")

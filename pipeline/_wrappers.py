@@ -8,7 +8,8 @@ after it, each attempt).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ._errors import ToolTimeoutError
 from ._execution import DispatchExecution
@@ -55,7 +56,14 @@ async def timeout_wrapper(execution: DispatchExecution, next: Next) -> CallResul
 
 #: failure codes a retry never repeats (they would fail the same way, or must not repeat)
 RETRY_NEVER_CODES = frozenset(
-    {"ABORTED", "ABORTED_BEFORE_DISPATCH", "UNKNOWN_TOOL", "INVALID_ARGS", "INVALID_TOOL_OUTPUT", "TOOL_TIMEOUT"}
+    {
+        "ABORTED",
+        "ABORTED_BEFORE_DISPATCH",
+        "UNKNOWN_TOOL",
+        "INVALID_ARGS",
+        "INVALID_TOOL_OUTPUT",
+        "TOOL_TIMEOUT",
+    }
 )
 
 

@@ -3,10 +3,24 @@ nor codemode; calls back through a plain `dispatch(batch: str) -> str`."""
 
 from ._component import SandboxUnavailable, cache_dir
 from ._limits import SandboxLimits
-from ._protocol import (Dispatch, FuelExhausted, GuestCrashed, HostDispatchFailed,
-                        MemoryLimitExceeded, OutputLimitExceeded, ParamSpec, ProgramError,
-                        RunAborted, RunError, RunOutcome, RunRequest, Sandbox,
-                        SubcallLimitExceeded, TimeLimitExceeded, ToolSpec)
+from ._protocol import (
+    Dispatch,
+    FuelExhausted,
+    GuestCrashed,
+    HostDispatchFailed,
+    MemoryLimitExceeded,
+    OutputLimitExceeded,
+    ParamSpec,
+    ProgramError,
+    RunAborted,
+    RunError,
+    RunOutcome,
+    RunRequest,
+    Sandbox,
+    SubcallLimitExceeded,
+    TimeLimitExceeded,
+    ToolSpec,
+)
 from ._restricted import RestrictedSandbox
 from ._wasm import WasmSandbox
 

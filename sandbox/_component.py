@@ -197,10 +197,9 @@ def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc) -> Ru
             component = load_component(engine, config)
             linker = wc.Linker(engine)
             linker.add_wasip2()
-            with linker.root() as root:
-                with root.add_instance(HOST_INSTANCE) as host:
-                    host.add_func("dispatch", dispatch)
-                    host.add_func("sleep", sleep)
+            with linker.root() as root, root.add_instance(HOST_INSTANCE) as host:
+                host.add_func("dispatch", dispatch)
+                host.add_func("sleep", sleep)
             runtime = Runtime(config, engine, component, linker)
             _runtimes[config] = runtime
         return runtime

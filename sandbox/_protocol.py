@@ -1,7 +1,8 @@
 """The runner's contract: request, outcome, the dispatch callback, the Sandbox protocol."""
 
 import threading
-from typing import Any, Callable, ClassVar, Literal, Protocol
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, Protocol
 
 import msgspec
 from msgspec import UNSET, UnsetType

@@ -78,9 +78,19 @@ from RestrictedPython.transformer import INSPECT_ATTRIBUTES, copy_locations
 
 from . import _wire
 from ._limits import SandboxLimits
-from ._protocol import (AnyRunError, Dispatch, HostDispatchFailed, MemoryLimitExceeded,
-                        OutputLimitExceeded, ProgramError, RunAborted, RunOutcome, RunRequest,
-                        SubcallLimitExceeded, TimeLimitExceeded)
+from ._protocol import (
+    AnyRunError,
+    Dispatch,
+    HostDispatchFailed,
+    MemoryLimitExceeded,
+    OutputLimitExceeded,
+    ProgramError,
+    RunAborted,
+    RunOutcome,
+    RunRequest,
+    SubcallLimitExceeded,
+    TimeLimitExceeded,
+)
 from .guest.cm_guest import aio, callsite, runtime
 from .guest.cm_guest.errors import LimitReached
 from .guest.cm_guest.output import CappedSink, text_stream

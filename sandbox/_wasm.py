@@ -14,10 +14,21 @@ from msgspec import UNSET
 
 from . import _component, _interrupt, _wire
 from ._limits import SandboxLimits
-from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed,
-                        HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
-                        ProgramError, RunAborted, RunOutcome, RunRequest,
-                        SubcallLimitExceeded, TimeLimitExceeded)
+from ._protocol import (
+    AnyRunError,
+    Dispatch,
+    FuelExhausted,
+    GuestCrashed,
+    HostDispatchFailed,
+    MemoryLimitExceeded,
+    OutputLimitExceeded,
+    ProgramError,
+    RunAborted,
+    RunOutcome,
+    RunRequest,
+    SubcallLimitExceeded,
+    TimeLimitExceeded,
+)
 from ._ticker import EpochTicker
 
 _REQUEST_ENCODER = msgspec.json.Encoder()

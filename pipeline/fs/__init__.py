@@ -7,10 +7,24 @@
 """
 
 from ._attach import session_gate
-from ._errors import FsEditError, FsNotADirectoryError, FsNotAFileError, FsNotTextError, FsOutsideRootError
+from ._errors import (
+    FsEditError,
+    FsNotADirectoryError,
+    FsNotAFileError,
+    FsNotTextError,
+    FsOutsideRootError,
+)
 from ._paths import Target, Workspace
 from ._store import WorkspaceStore
-from ._tools import READ_REMEDY, REREAD_REMEDY, EditResult, GrepMatch, GrepResult, WriteResult, filesystem_tools
+from ._tools import (
+    READ_REMEDY,
+    REREAD_REMEDY,
+    EditResult,
+    GrepMatch,
+    GrepResult,
+    WriteResult,
+    filesystem_tools,
+)
 from ._version import Version
 
 __all__ = [

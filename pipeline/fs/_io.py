@@ -38,7 +38,9 @@ def load(target: Target) -> tuple[bytes, os.stat_result] | None:
         raise FsNotAFileError(f'"{target.display}" is not a regular file') from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise FsOutsideRootError(f'path "{target.display}" is a symlink that was not confined') from None
+            raise FsOutsideRootError(
+                f'path "{target.display}" is a symlink that was not confined'
+            ) from None
         raise
     try:
         info = os.fstat(fd)

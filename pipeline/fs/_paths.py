@@ -74,7 +74,9 @@ class Workspace:
             FsOutsideRootError: traversal out of the root, or a symlink escape.
         """
         if not isinstance(raw, str) or not raw or "\x00" in raw:
-            raise InvalidArgumentsError(f'invalid arguments: "{what}" must be a non-empty path without NUL')
+            raise InvalidArgumentsError(
+                f'invalid arguments: "{what}" must be a non-empty path without NUL'
+            )
         if os.path.isabs(raw):
             lexical = os.path.normpath(raw)
             if within(lexical, self._given) and not within(lexical, self._real):
@@ -85,7 +87,9 @@ class Workspace:
             raise FsOutsideRootError(f'path "{raw}" is outside the workspace root')
         real = os.path.realpath(lexical)
         if not within(real, self._real):
-            raise FsOutsideRootError(f'path "{raw}" leads outside the workspace root through a symlink')
+            raise FsOutsideRootError(
+                f'path "{raw}" leads outside the workspace root through a symlink'
+            )
         display = PurePosixPath(*Path(os.path.relpath(lexical, self._real)).parts).as_posix()
         return Target(display=display, real=Path(real), key=real)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .._errors import FsNotFoundError
 from ._errors import FsNotADirectoryError, FsOutsideRootError
@@ -43,7 +43,9 @@ def list_directory(workspace: Workspace, target: Target) -> list[str]:
     return sorted(names)
 
 
-def _files(workspace: Workspace, start: str, check: Callable[[], None]) -> Iterator[tuple[str, str]]:
+def _files(
+    workspace: Workspace, start: str, check: Callable[[], None]
+) -> Iterator[tuple[str, str]]:
     """``(relative path, absolute path)`` of every file under ``start`` in the root."""
     for directory, subdirs, filenames in os.walk(start, followlinks=False):
         check()
@@ -69,7 +71,9 @@ def find(workspace: Workspace, pattern: str, check: Callable[[], None]) -> list[
     """
     _check_pattern(pattern)
     regex = compile_glob(pattern)
-    return sorted(rel for rel, _ in _files(workspace, str(workspace.root), check) if regex.fullmatch(rel))
+    return sorted(
+        rel for rel, _ in _files(workspace, str(workspace.root), check) if regex.fullmatch(rel)
+    )
 
 
 def grep(
@@ -105,7 +109,9 @@ def grep(
     matches: list[tuple[str, int, str]] = []
     for rel, path in files:
         check()
-        if selector is not None and not selector.fullmatch(rel if "/" in file_glob else rel.rsplit("/", 1)[-1]):  # type: ignore[operator]
+        if selector is not None and not selector.fullmatch(
+            rel if "/" in file_glob else rel.rsplit("/", 1)[-1]
+        ):  # type: ignore[operator]
             continue
         try:
             with open(path, "rb") as handle:

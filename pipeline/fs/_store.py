@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .._errors import FsNotFoundError, FsNotObservedError, FsStaleVersionError
 from .._fs_guard import CreateIfAbsent, ReplaceIfVersion, Unconditional
@@ -105,7 +106,9 @@ class WorkspaceStore:
             info = _io.create(target, data) if created else _io.replace(target, data, current[1])  # type: ignore[index]
             return Version.of(data, info), created
 
-    def edit(self, target: Target, condition: Any, change: Callable[[bytes], tuple[bytes, T]]) -> tuple[Version, T]:
+    def edit(
+        self, target: Target, condition: Any, change: Callable[[bytes], tuple[bytes, T]]
+    ) -> tuple[Version, T]:
         """Replace the file with ``change(current bytes)[0]`` under ``condition`` (blocking);
         return ``(new version, change(...)[1])``. ``change`` runs under the lock and may
         raise to refuse the edit.
@@ -125,13 +128,17 @@ class WorkspaceStore:
             return Version.of(data, info), extra
 
     @staticmethod
-    def _check(target: Target, condition: Any, current: tuple[bytes, os.stat_result] | None) -> bool:
+    def _check(
+        target: Target, condition: Any, current: tuple[bytes, os.stat_result] | None
+    ) -> bool:
         """Enforce ``condition`` on ``current``; ``True`` when the file is to be created."""
         if isinstance(condition, Unconditional):
             return current is None
         if isinstance(condition, CreateIfAbsent):
             if current is not None:
-                raise FsNotObservedError(f'"{target.display}" already exists and was not read first')
+                raise FsNotObservedError(
+                    f'"{target.display}" already exists and was not read first'
+                )
             return True
         if isinstance(condition, ReplaceIfVersion):
             if current is None:

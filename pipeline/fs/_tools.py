@@ -13,13 +13,20 @@ import asyncio
 import contextlib
 import os
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
 from .._definition import ToolDefinition, tool
-from .._errors import AbortedError, FsNotFoundError, FsNotObservedError, FsStaleVersionError, InvalidArgumentsError
+from .._errors import (
+    AbortedError,
+    FsNotFoundError,
+    FsNotObservedError,
+    FsStaleVersionError,
+    InvalidArgumentsError,
+)
 from .._execution import RunContext
 from .._fs_guard import FsGate
 from ._attach import attach_store
@@ -149,7 +156,9 @@ def filesystem_tools(
     fs_gate = gate if gate is not None else attach_store(session, store)
 
     @tool(name="read", concurrency_safe=True)
-    async def read(ctx: RunContext, path: str, offset: Line | None = None, limit: Line | None = None) -> str:
+    async def read(
+        ctx: RunContext, path: str, offset: Line | None = None, limit: Line | None = None
+    ) -> str:
         """Read a UTF-8 text file of the workspace (undecodable bytes are replaced).
         Reading a file is required before `edit` and before `write` replaces it.
 
@@ -253,7 +262,9 @@ def filesystem_tools(
         return await asyncio.to_thread(find, workspace, pattern, _checker(ctx))
 
     @tool(name="grep", concurrency_safe=True, render=_render_grep)
-    async def grep_lines(ctx: RunContext, pattern: str, path: str = ".", glob: str | None = None) -> GrepResult:
+    async def grep_lines(
+        ctx: RunContext, pattern: str, path: str = ".", glob: str | None = None
+    ) -> GrepResult:
         """Search text files for lines matching a regular expression (Python syntax).
 
         Args:
@@ -264,7 +275,9 @@ def filesystem_tools(
         try:
             regex = re.compile(pattern)
         except re.error as exc:
-            raise InvalidArgumentsError(f'invalid arguments: "pattern" is not a valid regular expression ({exc})') from None
+            raise InvalidArgumentsError(
+                f'invalid arguments: "pattern" is not a valid regular expression ({exc})'
+            ) from None
         target = store.target(path)
         found, truncated = await asyncio.to_thread(
             grep, workspace, regex, target, glob, max_grep_matches, _checker(ctx)

@@ -32,13 +32,20 @@ class Version(msgspec.Struct, frozen=True):
     @classmethod
     def of(cls, data: bytes, stat: os.stat_result) -> Version:
         """The version of ``data`` as read from a file whose ``fstat`` is ``stat``."""
-        return cls(mtime_ns=stat.st_mtime_ns, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        return cls(
+            mtime_ns=stat.st_mtime_ns, size=len(data), sha256=hashlib.sha256(data).hexdigest()
+        )
 
     @classmethod
     def parse(cls, text: str) -> Version | None:
         """The version ``str(version)`` produced; ``None`` for text in another format."""
         parts = text.split(":")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or len(parts[2]) != 64:
+        if (
+            len(parts) != 3
+            or not parts[0].isdigit()
+            or not parts[1].isdigit()
+            or len(parts[2]) != 64
+        ):
             return None
         return cls(mtime_ns=int(parts[0]), size=int(parts[1]), sha256=parts[2])
 

@@ -28,7 +28,8 @@ A deny or block without a reason gets ``denied by hook "<id>"`` / ``blocked by h
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import msgspec
 
@@ -77,12 +78,15 @@ def interpret(point: Literal["pre", "post"], done: Completed, handler_id: str) -
     blocked: Decision = "block" if point == "post" else "deny"
     default_reason = f'{"blocked" if point == "post" else "denied"} by hook "{handler_id}"'
     if done.exit_code == 2:
-        return Answer(decision=blocked, reason=_text(done.stderr.decode("utf-8", "replace")) or default_reason)
+        return Answer(
+            decision=blocked, reason=_text(done.stderr.decode("utf-8", "replace")) or default_reason
+        )
     if done.exit_code != 0:
         detail = summarize(done.stderr)
         return Answer(
             decision="error",
-            warning=f'hook "{handler_id}" failed with exit code {done.exit_code}' + (f": {detail}" if detail else ""),
+            warning=f'hook "{handler_id}" failed with exit code {done.exit_code}'
+            + (f": {detail}" if detail else ""),
         )
     out = done.stdout.decode("utf-8", "replace").strip()
     if not out.startswith("{"):
@@ -92,7 +96,9 @@ def interpret(point: Literal["pre", "post"], done: Completed, handler_id: str) -
     except msgspec.DecodeError as exc:
         return Answer(decision="error", warning=f'hook "{handler_id}" printed invalid JSON: {exc}')
     if not isinstance(data, dict):
-        return Answer(decision="error", warning=f'hook "{handler_id}" printed JSON that is not an object')
+        return Answer(
+            decision="error", warning=f'hook "{handler_id}" printed JSON that is not an object'
+        )
     return decide(point, data, handler_id)
 
 
@@ -111,7 +117,10 @@ def decide(point: Literal["pre", "post"], data: Mapping[str, Any], handler_id: s
             return Answer(decision="delegate")
         decision = _PRE.get(raw) if isinstance(raw, str) else None
         if decision is None:
-            return Answer(decision="error", warning=f'hook "{handler_id}" returned an unknown decision {raw!r}')
+            return Answer(
+                decision="error",
+                warning=f'hook "{handler_id}" returned an unknown decision {raw!r}',
+            )
         if decision == blocked:
             return Answer(decision=blocked, reason=_text(reason) or default_reason)
         return Answer(decision=decision, reason=_text(reason))  # type: ignore[arg-type]
@@ -119,7 +128,9 @@ def decide(point: Literal["pre", "post"], data: Mapping[str, Any], handler_id: s
     contexts = (context,) if isinstance(context, str) and context.strip() else ()
     raw = data.get("decision")
     if raw is not None and (not isinstance(raw, str) or raw not in _POST):
-        return Answer(decision="error", warning=f'hook "{handler_id}" returned an unknown decision {raw!r}')
+        return Answer(
+            decision="error", warning=f'hook "{handler_id}" returned an unknown decision {raw!r}'
+        )
     if raw is not None and _POST[raw] == "block":
         return Answer(decision=blocked, reason=_text(data.get("reason")) or default_reason)
     return Answer(decision="accept", contexts=contexts) if contexts else Answer(decision="delegate")

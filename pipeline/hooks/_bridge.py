@@ -12,7 +12,8 @@ import math
 import re
 import shlex
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -51,7 +52,9 @@ class _Hook:
 
     dialect: str
 
-    def __init__(self, session: Session, point: Point, matcher: str | None, handler_id: str) -> None:
+    def __init__(
+        self, session: Session, point: Point, matcher: str | None, handler_id: str
+    ) -> None:
         self.session = session
         self.point = point
         self.matcher = matcher
@@ -73,7 +76,9 @@ class _Hook:
             return Ask(answer.reason)
         return Deny(answer.reason or f'denied by hook "{self.handler_id}"')
 
-    async def post(self, execution: Execution, result: CallResult, next: Callable[[], Awaitable[Any]]) -> Any:
+    async def post(
+        self, execution: Execution, result: CallResult, next: Callable[[], Awaitable[Any]]
+    ) -> Any:
         if not self.matches(execution.name):
             return await next()
         answer = await self._invoke(execution, result)
@@ -103,7 +108,9 @@ class _Hook:
         )
         return await self._answer(execution, result, turn)
 
-    async def _answer(self, execution: Execution, result: CallResult | None, turn: int) -> Answer | None:
+    async def _answer(
+        self, execution: Execution, result: CallResult | None, turn: int
+    ) -> Answer | None:
         """The hook's answer, its ``hook/result`` logged (``_answered``/``_logged``)."""
         raise NotImplementedError
 
@@ -111,8 +118,15 @@ class _Hook:
     def _side(self) -> Literal["pre", "post"]:
         return "pre" if self.point == "tools/pre-execute" else "post"
 
-    def _answered(self, turn: int, answer: Answer, duration_ms: float, *, exit_code: int | None = None,
-                  stderr: str | None = None) -> Answer:
+    def _answered(
+        self,
+        turn: int,
+        answer: Answer,
+        duration_ms: float,
+        *,
+        exit_code: int | None = None,
+        stderr: str | None = None,
+    ) -> Answer:
         """Warn about an ``error`` answer, log its ``hook/result``; return it."""
         if answer.warning is not None:
             _log.warning("%s", answer.warning)
@@ -152,12 +166,17 @@ class _CommandHook(_Hook):
         self.argv = argv
         self.timeout_s = timeout_s
 
-    async def _answer(self, execution: Execution, result: CallResult | None, turn: int) -> Answer | None:
+    async def _answer(
+        self, execution: Execution, result: CallResult | None, turn: int
+    ) -> Answer | None:
         """Run the command (killed if the call aborts meanwhile: ``None``)."""
         started = time.monotonic()
         try:
             outcome = await run_command(
-                self.argv, payload(self.point, execution, result), timeout_s=self.timeout_s, signal=execution.signal
+                self.argv,
+                payload(self.point, execution, result),
+                timeout_s=self.timeout_s,
+                signal=execution.signal,
             )
         except OSError as exc:
             self._logged(turn, "error", (time.monotonic() - started) * 1000.0, stderr=str(exc))
@@ -174,7 +193,10 @@ class _CommandHook(_Hook):
                               stderr=summarize(outcome.stderr))
 
 
-_VALID = {"pre": ("allow", "deny", "ask", "delegate", "error"), "post": ("block", "accept", "delegate", "error")}
+_VALID = {
+    "pre": ("allow", "deny", "ask", "delegate", "error"),
+    "post": ("block", "accept", "delegate", "error"),
+}
 
 
 class _PythonHook(_Hook):
@@ -187,7 +209,9 @@ class _PythonHook(_Hook):
         super().__init__(session, point, matcher, handler_id)
         self.handler = handler
 
-    async def _answer(self, execution: Execution, result: CallResult | None, turn: int) -> Answer | None:
+    async def _answer(
+        self, execution: Execution, result: CallResult | None, turn: int
+    ) -> Answer | None:
         """Call the handler; a raising one logs ``error`` (``aborted`` when cancelled) and
         fails the call with its exception."""
         started = time.monotonic()
@@ -209,12 +233,18 @@ class _PythonHook(_Hook):
         if isinstance(raw, Answer):
             if raw.decision in _VALID[self._side]:
                 return raw
-            return Answer(decision="error", warning=f'hook "{self.handler_id}" returned an unknown decision '
-                                                    f'{raw.decision!r} for {self.point}')
+            return Answer(
+                decision="error",
+                warning=f'hook "{self.handler_id}" returned an unknown decision '
+                f'{raw.decision!r} for {self.point}',
+            )
         if isinstance(raw, Mapping):
             return decide(self._side, raw, self.handler_id)
-        return Answer(decision="error", warning=f'hook "{self.handler_id}" returned {type(raw).__name__}, '
-                                                "not a dict, an Answer or None")
+        return Answer(
+            decision="error",
+            warning=f'hook "{self.handler_id}" returned {type(raw).__name__}, '
+            "not a dict, an Answer or None",
+        )
 
 
 def _check_registration(kind: str, point: str, matcher: str | None) -> None:
@@ -224,7 +254,9 @@ def _check_registration(kind: str, point: str, matcher: str | None) -> None:
         try:
             re.compile(matcher)
         except re.error as exc:
-            raise ValueError(f"hook matcher {matcher!r} is not a valid regular expression: {exc}") from None
+            raise ValueError(
+                f"hook matcher {matcher!r} is not a valid regular expression: {exc}"
+            ) from None
 
 
 def _register(hook: _Hook, agent: str | None) -> Callable[[], None]:
@@ -290,10 +322,17 @@ def command_hook(
         if not argv or not all(isinstance(part, str) for part in argv) or not argv[0]:
             raise ValueError("the hook argv must be a non-empty list of strings")
         default_id = shlex.join(argv)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) \
-            or timeout_s <= 0:
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
         raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
-    return _register(_CommandHook(session, point, argv, matcher, float(timeout_s), handler_id or default_id), agent)
+    return _register(
+        _CommandHook(session, point, argv, matcher, float(timeout_s), handler_id or default_id),
+        agent,
+    )
 
 
 def python_hook(

@@ -50,7 +50,10 @@ def payload(point: str, execution: Execution, result: CallResult | None = None) 
         "tool_input": thaw(execution.arguments) if execution.arguments is not None else None,
     }
     if result is not None:
-        body["tool_response"] = {"content": [thaw(block) for block in result.content], "isError": result.is_error}
+        body["tool_response"] = {
+            "content": [thaw(block) for block in result.content],
+            "isError": result.is_error,
+        }
     body["call_id"] = execution.call_id
     body["root_call_id"] = execution.root_call_id
     parent = _parent_call_id(execution)

@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal as signals
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -73,7 +73,9 @@ async def run_command(
     io = asyncio.ensure_future(process.communicate(stdin))
     abort = asyncio.ensure_future(signal.wait())
     try:
-        done, _ = await asyncio.wait({io, abort}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {io, abort}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
         elapsed = (time.monotonic() - started) * 1000.0
         if io in done:
             out, err = io.result()

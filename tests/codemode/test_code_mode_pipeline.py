@@ -5,8 +5,18 @@ import time
 
 import pytest
 
-from codemode import (Accept, Block, CodeMode, Deny, ExecutionToken, RunContext,
-                      Session, Signal, events, tool)
+from codemode import (
+    Accept,
+    Block,
+    CodeMode,
+    Deny,
+    ExecutionToken,
+    RunContext,
+    Session,
+    Signal,
+    events,
+    tool,
+)
 from codemode.sandbox import RunOutcome, SandboxUnavailable
 
 

@@ -14,8 +14,18 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from codemode._eval import (Case, Fired, PhaseReport, classify, evaluate, load_corpus,
-                            parse_case, substitute, to_html, to_json)
+from codemode._eval import (
+    Case,
+    Fired,
+    PhaseReport,
+    classify,
+    evaluate,
+    load_corpus,
+    parse_case,
+    substitute,
+    to_html,
+    to_json,
+)
 from codemode._eval._canaries import Listener, Plant
 from codemode._eval._observe import HostState, LeakScanner, ObservedSandbox
 from codemode._eval._report import EvalReport

@@ -23,7 +23,6 @@ import pytest
 from codemode import CodeMode, Session
 from codemode._mcp import connect_servers
 from codemode.fixtures.toolset import builtin_tools
-
 from tests.conftest import ROOT, TIME_SERVER, git_server
 
 pytestmark = pytest.mark.mcp

@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from codemode._mcp import (McpCallTimeout, McpServer, McpServerDied, McpStartError,
-                           McpToolError, connect_servers)
+from codemode._mcp import (
+    McpCallTimeout,
+    McpServer,
+    McpServerDied,
+    McpStartError,
+    McpToolError,
+    connect_servers,
+)
 from codemode.fixtures.git_repo import AUTHORS, MAIN_COMMITS, make_repo
 from codemode.pipeline import AbortedError, Session, Signal
 from tests.conftest import TIME_SERVER, git_server
@@ -167,9 +173,9 @@ async def test_convert_time_returns_structured_content(time_server):
 
 
 async def test_get_current_time_is_now(time_server):
-    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
     value = await time_server.call("get_current_time", {"timezone": "UTC"})
-    after = dt.datetime.now(dt.timezone.utc)
+    after = dt.datetime.now(dt.UTC)
     assert sorted(value) == ["datetime", "day_of_week", "is_dst", "timezone"]
     stamp = dt.datetime.fromisoformat(value["datetime"])
     assert before <= stamp <= after

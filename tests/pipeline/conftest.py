@@ -40,7 +40,9 @@ def make_tool(
     )
 
 
-def inp(name: str = "echo", arguments: Any = None, *, signal: Signal | None = None, **kw: Any) -> ExecutionInput:
+def inp(
+    name: str = "echo", arguments: Any = None, *, signal: Signal | None = None, **kw: Any
+) -> ExecutionInput:
     return ExecutionInput(
         call_id=kw.pop("call_id", "c1"),
         name=name,

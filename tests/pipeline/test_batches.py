@@ -5,7 +5,16 @@ import asyncio
 import pytest
 
 from codemode.pipeline import Session, Signal, tool
-from codemode.pipeline.events import InboxQueued, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage
+from codemode.pipeline.events import (
+    InboxQueued,
+    StepEnd,
+    StepStart,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
 
 from conftest import make_tool
 
@@ -91,17 +100,34 @@ async def test_policy_stages_run_one_call_at_a_time_in_model_order(log_path):
     session.close()
 
 
-async def test_contexts_from_two_parallel_calls_appear_only_after_both_results_in_model_order(log_path):
+async def test_contexts_from_two_parallel_calls_appear_only_after_both_results_in_model_order(
+    log_path,
+):
     active, peak = [0], [0]
-    slow = tracked("slow", safe=True, active=active, peak=peak, delay=0.03, contexts=["slow-1", "slow-2"])
+    slow = tracked(
+        "slow", safe=True, active=active, peak=peak, delay=0.03, contexts=["slow-1", "slow-2"]
+    )
     fast = tracked("fast", safe=True, active=active, peak=peak, delay=0.0, contexts=["fast-1"])
     session = Session(tools=[slow, fast], log=log_path)
     await session.call_batch([("slow", {}, "a"), ("fast", {}, "b")])
     events = session.log.read()
-    assert kinds(events) == ["TurnStart", "StepStart", "ToolCall", "ToolCall", "ToolResult", "ToolResult",
-                             "StepEnd", "UserMessage", "UserMessage", "UserMessage", "TurnEnd"]
+    assert kinds(events) == [
+        "TurnStart",
+        "StepStart",
+        "ToolCall",
+        "ToolCall",
+        "ToolResult",
+        "ToolResult",
+        "StepEnd",
+        "UserMessage",
+        "UserMessage",
+        "UserMessage",
+        "TurnEnd",
+    ]
     messages = [e.message for e in events if isinstance(e, UserMessage)]
-    assert [m.content for m in messages] == [({"type": "text", "text": t},) for t in ("slow-1", "slow-2", "fast-1")]
+    assert [m.content for m in messages] == [
+        ({"type": "text", "text": t},) for t in ("slow-1", "slow-2", "fast-1")
+    ]
     assert [m.source.call_id for m in messages] == ["a", "a", "b"]
     result_seqs = {e.call_id: e.seq for e in events if isinstance(e, ToolResult)}
     assert [e.source_event_seqs for e in events if isinstance(e, UserMessage)] == [
@@ -120,18 +146,26 @@ async def test_turn_cancellation_balances_every_call_including_unstarted_ones(lo
 
     session = Session(tools=[make_tool("hang", hang), make_tool("t")], log=log_path)
     signal = Signal()
-    task = asyncio.ensure_future(session.call_batch([("hang", {}, "c1"), ("t", {}, "c2"), ("t", {}, "c3")], signal=signal))
+    task = asyncio.ensure_future(
+        session.call_batch([("hang", {}, "c1"), ("t", {}, "c2"), ("t", {}, "c3")], signal=signal)
+    )
     await started.wait()
     signal.abort()
     results = await task
-    assert [r.error.code for r in results] == ["ABORTED", "ABORTED_BEFORE_DISPATCH", "ABORTED_BEFORE_DISPATCH"]
+    assert [r.error.code for r in results] == [
+        "ABORTED",
+        "ABORTED_BEFORE_DISPATCH",
+        "ABORTED_BEFORE_DISPATCH",
+    ]
     events = session.log.read()
     calls = [e.call_id for e in events if isinstance(e, ToolCall)]
     settled = [e.call_id for e in events if isinstance(e, ToolResult)]
     assert calls == settled == ["c1", "c2", "c3"]
     assert [e.error.code for e in events if isinstance(e, ToolResult)] == [
         "ABORTED", "ABORTED_BEFORE_DISPATCH", "ABORTED_BEFORE_DISPATCH"]
-    assert events[-1] == TurnEnd(turn=1, reason="cancelled", seq=events[-1].seq, time=events[-1].time)
+    assert events[-1] == TurnEnd(
+        turn=1, reason="cancelled", seq=events[-1].seq, time=events[-1].time
+    )
     session.close()
 
 
@@ -165,7 +199,9 @@ async def test_every_tool_call_has_exactly_one_tool_result_after_crash_recovery(
     calls = [e.call_id for e in events if isinstance(e, ToolCall)]
     results = [e.call_id for e in events if isinstance(e, ToolResult)]
     assert sorted(calls) == sorted(results) and len(results) == len(set(results)) == 2
-    assert [e.error.code for e in events if isinstance(e, ToolResult) and e.call_id == "lost"] == ["TOOL_OUTCOME_UNKNOWN"]
+    assert [e.error.code for e in events if isinstance(e, ToolResult) and e.call_id == "lost"] == [
+        "TOOL_OUTCOME_UNKNOWN"
+    ]
 
 
 async def test_a_concluding_result_ends_the_turn_after_the_batch():
@@ -197,8 +233,19 @@ async def test_an_explicit_turn_holds_several_steps_and_injected_messages():
         await session.call("t", {})
     events = session.log.read()
     assert turn == 1
-    assert kinds(events) == ["TurnStart", "StepStart", "ToolCall", "ToolResult", "StepEnd",
-                             "StepStart", "ToolCall", "ToolResult", "StepEnd", "UserMessage", "TurnEnd"]
+    assert kinds(events) == [
+        "TurnStart",
+        "StepStart",
+        "ToolCall",
+        "ToolResult",
+        "StepEnd",
+        "StepStart",
+        "ToolCall",
+        "ToolResult",
+        "StepEnd",
+        "UserMessage",
+        "TurnEnd",
+    ]
     assert [e.step for e in events if isinstance(e, StepStart)] == [1, 2]
     assert [e.message.source.kind for e in events if isinstance(e, UserMessage)] == ["inject"]
 
@@ -227,7 +274,9 @@ async def test_a_call_with_an_empty_name_still_gets_a_failed_result(log_path):
     with Session(tools=[make_tool("t")], log=log_path) as session:
         results = await session.call_batch([("", {}, "c1"), ("t", {}, "c2")])
         events = session.log.read()
-    assert results[0].content == ({"type": "text", "text": "Error: name must be a non-empty string"},)
+    assert results[0].content == (
+        {"type": "text", "text": "Error: name must be a non-empty string"},
+    )
     assert results[1].is_error is False
     assert [e.call_id for e in events if isinstance(e, ToolResult)] == ["c1", "c2"]
 
@@ -257,7 +306,9 @@ async def test_contexts_of_a_cancelled_batch_stay_pending_and_lead_the_next_turn
 
     with Session(tools=[make_tool("t", body), make_tool("u")], log=log_path) as session:
         await session.call("t", {}, signal=signal)
-        assert [m.content for m in session.inbox] == [({"type": "text", "text": "found while cancelling"},)]
+        assert [m.content for m in session.inbox] == [
+            ({"type": "text", "text": "found while cancelling"},)
+        ]
         assert not any(isinstance(e, UserMessage) for e in session.log.read())
     with Session(tools=[make_tool("u")], log=log_path) as session:     # the inbox is durable
         assert len(session.inbox) == 1

@@ -230,7 +230,9 @@ async def test_a_pre_aborted_call_publishes_exactly_one_frozen_result_with_a_det
 async def test_argument_failure_wins_over_pre_abort():
     session = Session(tools=[body_tool()])
     result = await session.execute(inp("t", {"x": {1, 2}}, signal=Signal.aborted_with()))
-    assert result.content == error_text("arguments must be losslessly JSON-serializable: unsupported type set at $.x")
+    assert result.content == error_text(
+        "arguments must be losslessly JSON-serializable: unsupported type set at $.x"
+    )
     assert result.error.info is None
 
 

@@ -25,7 +25,9 @@ def hook_script(tmp_path: Path, body: str, name: str = "hook") -> list[str]:
     """argv running a small Python hook with ``body`` (``json``, ``os``, ``sys``, ``time``
     imported; ``payload`` holds the parsed stdin)."""
     path = tmp_path / f"{name}.py"
-    path.write_text("import json, os, sys, time\npayload = json.load(sys.stdin)\n" + textwrap.dedent(body))
+    path.write_text(
+        "import json, os, sys, time\npayload = json.load(sys.stdin)\n" + textwrap.dedent(body)
+    )
     return [sys.executable, str(path)]
 
 
@@ -66,15 +68,29 @@ def code(result) -> str | None:
 # -- pre-execute -----------------------------------------------------------------------------
 
 async def test_exit_zero_without_output_delegates_and_the_tool_runs(tmp_path, session, ran):
-    command_hook(session, "tools/pre-execute", hook_script(tmp_path, "sys.exit(0)\n"), handler_id="quiet")
+    command_hook(
+        session, "tools/pre-execute", hook_script(tmp_path, "sys.exit(0)\n"), handler_id="quiet"
+    )
     result = await session.call("write", {"path": "a.txt"})
     assert result.is_error is False
     assert ran.calls == [{"path": "a.txt"}]
     invoked, done = hook_events(session)
-    assert invoked == HookInvoked(seq=invoked.seq, time=invoked.time, turn=1, point="tools/pre-execute",
-                                  dialect=DIALECT, handler_id="quiet")
-    assert (done.turn, done.point, done.handler_id, done.decision, done.exit_code, done.stderr_summary) == (
-        1, "tools/pre-execute", "quiet", "delegate", 0, msgspec.UNSET)
+    assert invoked == HookInvoked(
+        seq=invoked.seq,
+        time=invoked.time,
+        turn=1,
+        point="tools/pre-execute",
+        dialect=DIALECT,
+        handler_id="quiet",
+    )
+    assert (
+        done.turn,
+        done.point,
+        done.handler_id,
+        done.decision,
+        done.exit_code,
+        done.stderr_summary,
+    ) == (1, "tools/pre-execute", "quiet", "delegate", 0, msgspec.UNSET)
     assert done.duration_ms > 0
 
 
@@ -91,7 +107,9 @@ async def test_exit_two_denies_with_stderr_as_the_reason(tmp_path, session, ran)
 
 
 async def test_exit_two_without_stderr_denies_with_a_default_reason(tmp_path, session):
-    command_hook(session, "tools/pre-execute", hook_script(tmp_path, "sys.exit(2)\n"), handler_id="mute")
+    command_hook(
+        session, "tools/pre-execute", hook_script(tmp_path, "sys.exit(2)\n"), handler_id="mute"
+    )
     result = await session.call("write", {})
     assert result.error.message == 'denied by hook "mute"'
 
@@ -109,16 +127,27 @@ async def test_exit_two_without_stderr_denies_with_a_default_reason(tmp_path, se
     ids=["decision-deny", "decision-block", "permission-deny", "permission-wins"],
 )
 async def test_a_json_deny_denies_with_its_reason(tmp_path, session, ran, answer):
-    command_hook(session, "tools/pre-execute", hook_script(tmp_path, f"print(json.dumps({answer!r}))\n"))
+    command_hook(
+        session, "tools/pre-execute", hook_script(tmp_path, f"print(json.dumps({answer!r}))\n")
+    )
     result = await session.call("write", {})
     assert result.content == error_text("not on Fridays")
     assert ran.calls == []
     assert results(session)[0].decision == "deny"
 
 
-async def test_a_json_ask_without_an_approval_channel_denies_with_the_ask_reason(tmp_path, session, ran):
-    answer = {"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "touches prod"}}
-    command_hook(session, "tools/pre-execute", hook_script(tmp_path, f"print(json.dumps({answer!r}))\n"))
+async def test_a_json_ask_without_an_approval_channel_denies_with_the_ask_reason(
+    tmp_path, session, ran
+):
+    answer = {
+        "hookSpecificOutput": {
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "touches prod",
+        }
+    }
+    command_hook(
+        session, "tools/pre-execute", hook_script(tmp_path, f"print(json.dumps({answer!r}))\n")
+    )
     result = await session.call("write", {})
     assert result.content == error_text("touches prod")
     assert ran.calls == []
@@ -134,8 +163,13 @@ async def test_a_json_ask_goes_to_the_approval_channel(tmp_path, ran):
             return "allowed-once"
 
         session.on("approval/answer", answer)
-        command_hook(session, "tools/pre-execute",
-                     hook_script(tmp_path, 'print(json.dumps({"decision": "ask", "reason": "touches prod"}))\n'))
+        command_hook(
+            session,
+            "tools/pre-execute",
+            hook_script(
+                tmp_path, 'print(json.dumps({"decision": "ask", "reason": "touches prod"}))\n'
+            ),
+        )
         result = await session.call("write", {}, agent="main")
         assert result.is_error is False
         assert asked == [("write", "touches prod")]
@@ -143,7 +177,9 @@ async def test_a_json_ask_goes_to_the_approval_channel(tmp_path, ran):
 
 
 async def test_a_json_allow_skips_later_listeners_but_not_guards(tmp_path, session, ran):
-    command_hook(session, "tools/pre-execute", hook_script(tmp_path, 'print(\'{"decision": "allow"}\')\n'))
+    command_hook(
+        session, "tools/pre-execute", hook_script(tmp_path, 'print(\'{"decision": "allow"}\')\n')
+    )
     session.on("tools/pre-execute", lambda execution, next: Deny("later listener"))
     assert (await session.call("write", {})).is_error is False
     session.guard(lambda execution: "owner policy")
@@ -160,14 +196,21 @@ async def test_a_failing_hook_is_a_non_blocking_error(tmp_path, session, ran, ca
         result = await session.call("write", {})
     assert result.is_error is False
     assert len(ran.calls) == 1
-    assert [r.getMessage() for r in caplog.records] == ['hook "flaky" failed with exit code 1: boom']
+    assert [r.getMessage() for r in caplog.records] == [
+        'hook "flaky" failed with exit code 1: boom'
+    ]
     [done] = results(session)
     assert (done.decision, done.exit_code, done.stderr_summary) == ("error", 1, "boom")
 
 
 @pytest.mark.parametrize(
     ("stdout", "decision"),
-    [("all good", "delegate"), ("{not json", "error"), ('{"decision": "maybe"}', "error"), ("{}", "delegate")],
+    [
+        ("all good", "delegate"),
+        ("{not json", "error"),
+        ('{"decision": "maybe"}', "error"),
+        ("{}", "delegate"),
+    ],
 )
 async def test_output_that_is_no_decision_delegates(tmp_path, session, ran, stdout, decision):
     command_hook(session, "tools/pre-execute", hook_script(tmp_path, f"print({stdout!r})\n"))
@@ -179,15 +222,28 @@ async def test_the_hook_reads_the_call_as_json_on_stdin(tmp_path, session):
     seen = tmp_path / "seen.json"
     body = f"open({str(seen)!r}, 'w').write(json.dumps(payload))\n"
     command_hook(session, "tools/pre-execute", hook_script(tmp_path, body, "pre"))
-    command_hook(session, "tools/post-execute", hook_script(tmp_path, body.replace("seen.json", "post.json"), "post"))
+    command_hook(
+        session,
+        "tools/post-execute",
+        hook_script(tmp_path, body.replace("seen.json", "post.json"), "post"),
+    )
     await session.call("write", {"path": "a.txt", "n": [1, 2]}, call_id="call_7", agent="main")
-    common = {"tool_name": "write", "tool_input": {"path": "a.txt", "n": [1, 2]}, "call_id": "call_7",
-              "root_call_id": "call_7", "agent": "main", "cwd": os.getcwd()}
+    common = {
+        "tool_name": "write",
+        "tool_input": {"path": "a.txt", "n": [1, 2]},
+        "call_id": "call_7",
+        "root_call_id": "call_7",
+        "agent": "main",
+        "cwd": os.getcwd(),
+    }
     assert json.loads(seen.read_text()) == {"hook_event_name": "PreToolUse", **common}
     assert json.loads((tmp_path / "post.json").read_text()) == {
         "hook_event_name": "PostToolUse",
         **common,
-        "tool_response": {"content": [{"type": "text", "text": '{\n  "ok": true\n}'}], "isError": False},
+        "tool_response": {
+            "content": [{"type": "text", "text": '{\n  "ok": true\n}'}],
+            "isError": False,
+        },
     }
 
 
@@ -214,15 +270,27 @@ async def test_exit_two_after_execution_blocks_the_result_with_stderr(tmp_path, 
 
 
 async def test_a_json_block_after_execution_blocks_with_its_reason(tmp_path, session):
-    command_hook(session, "tools/post-execute",
-                 hook_script(tmp_path, 'print(json.dumps({"decision": "block", "reason": "secret in output"}))\n'))
+    command_hook(
+        session,
+        "tools/post-execute",
+        hook_script(
+            tmp_path, 'print(json.dumps({"decision": "block", "reason": "secret in output"}))\n'
+        ),
+    )
     result = await session.call("write", {})
     assert result.content == ({"type": "text", "text": "secret in output"},)
 
 
 async def test_additional_context_after_execution_is_attached_to_the_result(tmp_path, session):
-    answer = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "run the tests next"}}
-    command_hook(session, "tools/post-execute", hook_script(tmp_path, f"print(json.dumps({answer!r}))\n"))
+    answer = {
+        "hookSpecificOutput": {
+            "hookEventName": "PostToolUse",
+            "additionalContext": "run the tests next",
+        }
+    }
+    command_hook(
+        session, "tools/post-execute", hook_script(tmp_path, f"print(json.dumps({answer!r}))\n")
+    )
     result = await session.call("write", {})
     assert result.is_error is False
     assert result.value == {"ok": True}
@@ -233,8 +301,13 @@ async def test_additional_context_after_execution_is_attached_to_the_result(tmp_
 async def test_a_post_hook_sees_failures_too(tmp_path, session):
     seen = tmp_path / "seen.json"
     command_hook(session, "tools/pre-execute", "exit 2")
-    command_hook(session, "tools/post-execute",
-                 hook_script(tmp_path, f"open({str(seen)!r}, 'w').write(json.dumps(payload['tool_response']))\n"))
+    command_hook(
+        session,
+        "tools/post-execute",
+        hook_script(
+            tmp_path, f"open({str(seen)!r}, 'w').write(json.dumps(payload['tool_response']))\n"
+        ),
+    )
     await session.call("write", {})
     assert json.loads(seen.read_text()) == {
         "content": [{"type": "text", "text": 'Error: denied by hook "exit 2"'}], "isError": True}
@@ -245,7 +318,13 @@ async def test_a_post_hook_sees_failures_too(tmp_path, session):
 async def test_the_matcher_selects_tools_by_full_regex_match(tmp_path, session):
     marker = tmp_path / "ran.log"
     body = f"open({str(marker)!r}, 'a').write(payload['tool_name'] + '\\n')\n"
-    command_hook(session, "tools/pre-execute", hook_script(tmp_path, body), matcher="write|edit", handler_id="m")
+    command_hook(
+        session,
+        "tools/pre-execute",
+        hook_script(tmp_path, body),
+        matcher="write|edit",
+        handler_id="m",
+    )
     command_hook(session, "tools/pre-execute", hook_script(tmp_path, body, "prefix"), matcher="rea")
     await session.call("read", {})
     assert not marker.exists()
@@ -266,11 +345,17 @@ async def test_the_disposer_removes_the_hook(tmp_path, session, ran):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"point": "tools/result"}, "command hooks attach to ('tools/pre-execute', 'tools/post-execute'), not 'tools/result'"),
+        (
+            {"point": "tools/result"},
+            "command hooks attach to ('tools/pre-execute', 'tools/post-execute'), not 'tools/result'",
+        ),
         ({"command": "  "}, "the hook command is empty"),
         ({"command": []}, "the hook argv must be a non-empty list of strings"),
         ({"timeout_s": 0}, "timeout_s must be a positive number of seconds, not 0"),
-        ({"matcher": "("}, "hook matcher '(' is not a valid regular expression: missing ), unterminated subpattern at position 0"),
+        (
+            {"matcher": "("},
+            "hook matcher '(' is not a valid regular expression: missing ), unterminated subpattern at position 0",
+        ),
     ],
 )
 def test_bad_registrations_raise_at_once(session, kwargs, message):
@@ -284,7 +369,9 @@ def test_bad_registrations_raise_at_once(session, kwargs, message):
 
 async def test_a_hook_past_its_timeout_is_killed_and_fails_the_call(tmp_path, session, ran):
     pid_file = tmp_path / "pid"
-    argv = hook_script(tmp_path, f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n")
+    argv = hook_script(
+        tmp_path, f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n"
+    )
     command_hook(session, "tools/pre-execute", argv, timeout_s=1.0, handler_id="slow")
     started = time.monotonic()
     result = await session.call("write", {})
@@ -298,7 +385,9 @@ async def test_a_hook_past_its_timeout_is_killed_and_fails_the_call(tmp_path, se
         os.kill(int(pid_file.read_text()), 0)
 
 
-async def test_a_post_hook_past_its_timeout_fails_the_call_on_the_final_route(tmp_path, session, ran):
+async def test_a_post_hook_past_its_timeout_fails_the_call_on_the_final_route(
+    tmp_path, session, ran
+):
     command_hook(session, "tools/post-execute", "sleep 30", timeout_s=0.3, handler_id="slow")
     later = []
     session.on("tools/post-execute", lambda execution, result, next: later.append(1) or next())
@@ -320,7 +409,9 @@ async def test_a_hook_that_cannot_start_fails_the_call(tmp_path, session, ran):
 
 async def test_aborting_the_call_kills_the_hook(tmp_path, session, ran):
     pid_file = tmp_path / "pid"
-    argv = hook_script(tmp_path, f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n")
+    argv = hook_script(
+        tmp_path, f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n"
+    )
     command_hook(session, "tools/pre-execute", argv, timeout_s=20)
     signal = Signal()
 
@@ -389,8 +480,14 @@ async def test_a_hook_denial_reaches_a_program_as_a_rejection(tmp_path, session,
         "except ToolCallError as exc:\n"
         "    print(exc.message)\n"
     )
-    run = await session.call("run_code", {"code": program, "description": "try a write"}, call_id="outer")
+    run = await session.call(
+        "run_code", {"code": program, "description": "try a write"}, call_id="outer"
+    )
     assert run.value["logs"] == ["read-only session\n"]
     assert ran.calls == []
     stdin = json.loads(seen.read_text())
-    assert (stdin["call_id"], stdin["root_call_id"], stdin["parent_call_id"]) == ("outer:code:1", "outer", "outer")
+    assert (stdin["call_id"], stdin["root_call_id"], stdin["parent_call_id"]) == (
+        "outer:code:1",
+        "outer",
+        "outer",
+    )

@@ -22,7 +22,12 @@ async def test_deferred_then_wrapper_then_post_contexts_keep_order():
     session.on("tools/execute", wrapper)
     session.on("tools/post-execute", lambda e, r, n: Accept(additional_contexts=["post"]))
     result = await session.execute(inp("t"))
-    assert result.additional_contexts == ("body-1", [{"type": "text", "text": "body-2"}], "wrapper", "post")
+    assert result.additional_contexts == (
+        "body-1",
+        [{"type": "text", "text": "body-2"}],
+        "wrapper",
+        "post",
+    )
 
 
 async def test_a_body_that_throws_keeps_its_deferred_contexts():
@@ -42,7 +47,9 @@ async def test_an_outer_block_drops_deferred_contexts():
         return "ok"
 
     session = Session(tools=[make_tool("t", body)])
-    session.on("tools/post-execute", lambda e, r, n: Block("blocked", additional_contexts=["block's own"]))
+    session.on(
+        "tools/post-execute", lambda e, r, n: Block("blocked", additional_contexts=["block's own"])
+    )
     result = await session.execute(inp("t"))
     assert result.additional_contexts == ("block's own",)
 
@@ -104,7 +111,9 @@ async def test_an_async_finalizer_is_a_bug_that_fails_the_call():
 
     session = Session(tools=[make_tool("t", lambda a, c: "v", finalize_content=finalize)])
     result = await session.execute(inp("t"))
-    assert result.error.message == "finalize_content must be synchronous, but it returned an awaitable"
+    assert (
+        result.error.message == "finalize_content must be synchronous, but it returned an awaitable"
+    )
 
 
 async def test_the_finalizer_runs_for_errors_found_while_snapshotting_non_content_fields():
@@ -121,8 +130,13 @@ async def test_the_finalizer_runs_for_errors_found_while_snapshotting_non_conten
 
     session.on("tools/execute", wrapper)
     result = await session.execute(inp("t"))
-    assert result.error.message == "meta must be losslessly JSON-serializable: non-finite number at $.bad"
-    assert seen == [error_text("meta must be losslessly JSON-serializable: non-finite number at $.bad")]
+    assert (
+        result.error.message
+        == "meta must be losslessly JSON-serializable: non-finite number at $.bad"
+    )
+    assert seen == [
+        error_text("meta must be losslessly JSON-serializable: non-finite number at $.bad")
+    ]
 
 
 async def test_a_malformed_post_execute_context_becomes_an_error_result_and_is_still_finalized():
@@ -132,7 +146,10 @@ async def test_a_malformed_post_execute_context_becomes_an_error_result_and_is_s
         seen.append(result.error.message)
 
     session = Session(tools=[make_tool("t", lambda a, c: "v", finalize_content=finalize)])
-    session.on("tools/post-execute", lambda e, r, n: msgspec.structs.replace(Accept(), additional_contexts=[object()]))
+    session.on(
+        "tools/post-execute",
+        lambda e, r, n: msgspec.structs.replace(Accept(), additional_contexts=[object()]),
+    )
     result = await session.execute(inp("t"))
     assert result.error.message == "additional context must be a string or a list of content blocks"
     assert seen == [result.error.message]
@@ -140,8 +157,12 @@ async def test_a_malformed_post_execute_context_becomes_an_error_result_and_is_s
 
 async def test_the_finalizer_runs_for_denials_pre_aborted_calls_and_invalid_arguments():
     seen = []
-    session = Session(tools=[make_tool("t", finalize_content=lambda e, r: seen.append(r.error.message))])
-    session.on("tools/pre-execute", lambda e, n: Deny("nope") if e.arguments == {"deny": True} else n())
+    session = Session(
+        tools=[make_tool("t", finalize_content=lambda e, r: seen.append(r.error.message))]
+    )
+    session.on(
+        "tools/pre-execute", lambda e, n: Deny("nope") if e.arguments == {"deny": True} else n()
+    )
     await session.execute(inp("t", {"deny": True}))
     await session.execute(inp("t", signal=Signal.aborted_with()))
     await session.execute(inp("t", {"x": float("nan")}))
@@ -185,8 +206,13 @@ async def test_code_dispatch_log_listeners_replace_logged_content_and_raising_on
     result = await session.execute(inp("t", parent=object()))
     assert await session.code_dispatch_content(None, result) == result.content
 
-    session.on("tools/code-dispatch-log", lambda e, r, content, next: [{"type": "text", "text": "[spilled]"}])
-    assert await session.code_dispatch_content(None, result) == ({"type": "text", "text": "[spilled]"},)
+    session.on(
+        "tools/code-dispatch-log",
+        lambda e, r, content, next: [{"type": "text", "text": "[spilled]"}],
+    )
+    assert await session.code_dispatch_content(None, result) == (
+        {"type": "text", "text": "[spilled]"},
+    )
 
     broken = Session()
 

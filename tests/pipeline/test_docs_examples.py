@@ -15,4 +15,7 @@ def test_the_doc_has_examples():
 
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
 def test_doc_example_runs(index):
-    exec(compile(EXAMPLES[index], f"docs/pipeline.md example {index + 1}", "exec"), {"__name__": "__doc_example__"})
+    exec(
+        compile(EXAMPLES[index], f"docs/pipeline.md example {index + 1}", "exec"),
+        {"__name__": "__doc_example__"},
+    )

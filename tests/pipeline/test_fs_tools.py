@@ -22,7 +22,13 @@ from codemode.pipeline import (
     read_before_edit,
 )
 from codemode.pipeline.events import FsObserved
-from codemode.pipeline.fs import FsOutsideRootError, Version, WorkspaceStore, filesystem_tools, session_gate
+from codemode.pipeline.fs import (
+    FsOutsideRootError,
+    Version,
+    WorkspaceStore,
+    filesystem_tools,
+    session_gate,
+)
 
 from conftest import error_text, inp
 
@@ -77,11 +83,21 @@ def test_filesystem_tools_are_six_definitions_and_only_reads_are_concurrency_saf
     assert {
         name: session.classify(name, args)
         for name, args in [
-            ("read", {"path": "a"}), ("list", {}), ("glob", {"pattern": "*"}), ("grep", {"pattern": "x"}),
-            ("write", {"path": "a", "content": ""}), ("edit", {"path": "a", "old_string": "x", "new_string": "y"}),
+            ("read", {"path": "a"}),
+            ("list", {}),
+            ("glob", {"pattern": "*"}),
+            ("grep", {"pattern": "x"}),
+            ("write", {"path": "a", "content": ""}),
+            ("edit", {"path": "a", "old_string": "x", "new_string": "y"}),
         ]
-    } == {"read": "parallel", "list": "parallel", "glob": "parallel", "grep": "parallel",
-          "write": "exclusive", "edit": "exclusive"}
+    } == {
+        "read": "parallel",
+        "list": "parallel",
+        "glob": "parallel",
+        "grep": "parallel",
+        "write": "exclusive",
+        "edit": "exclusive",
+    }
 
 
 def test_a_root_that_is_not_a_directory_is_refused(tmp_path, session):
@@ -103,7 +119,9 @@ def test_all_toolsets_of_a_session_share_its_one_gate(root, tmp_path, session):
 async def test_read_returns_the_text_and_a_window_of_lines(root, session):
     (root / "a.txt").write_text("one\ntwo\nthree\nfour\n")
     assert (await call(session, "read", {"path": "a.txt"})).value == "one\ntwo\nthree\nfour\n"
-    assert (await call(session, "read", {"path": "a.txt", "offset": 2, "limit": 2})).value == "two\nthree\n"
+    assert (
+        await call(session, "read", {"path": "a.txt", "offset": 2, "limit": 2})
+    ).value == "two\nthree\n"
     assert (await call(session, "read", {"path": "a.txt", "offset": 4})).value == "four\n"
     assert (await call(session, "read", {"path": "a.txt", "offset": 9})).value == ""
 
@@ -131,17 +149,23 @@ async def test_read_of_a_directory_fails_not_a_file(root, session):
 
 async def test_edit_without_read_fails_not_observed_with_the_read_remedy(root, session):
     (root / "a.txt").write_text("hello\n")
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"}
+    )
     assert code(result) == "FS_NOT_OBSERVED"
     assert result.error.message == 'edit requires reading "a.txt" first — read the file, then retry'
-    assert result.content == error_text('edit requires reading "a.txt" first — read the file, then retry')
+    assert result.content == error_text(
+        'edit requires reading "a.txt" first — read the file, then retry'
+    )
     assert (root / "a.txt").read_text() == "hello\n"
 
 
 async def test_edit_after_read_replaces_the_text(root, session):
     (root / "a.txt").write_text("hello world\n")
     await call(session, "read", {"path": "a.txt"})
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "world", "new_string": "there"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "world", "new_string": "there"}
+    )
     assert result.value == {"path": "a.txt", "replacements": 1}
     assert result.text == 'edited "a.txt" (1 replacement)'
     assert (root / "a.txt").read_text() == "hello there\n"
@@ -151,13 +175,20 @@ async def test_edit_after_an_external_change_fails_stale_with_the_re_read_remedy
     (root / "a.txt").write_text("hello\n")
     await call(session, "read", {"path": "a.txt"})
     external_write(root / "a.txt", "HELLO\n")
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "HELLO", "new_string": "bye"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "HELLO", "new_string": "bye"}
+    )
     assert code(result) == "FS_STALE_VERSION"
-    assert result.error.message == '"a.txt" changed since it was last read — re-read the file, then retry'
+    assert (
+        result.error.message
+        == '"a.txt" changed since it was last read — re-read the file, then retry'
+    )
     assert (root / "a.txt").read_text() == "HELLO\n"
 
     await call(session, "read", {"path": "a.txt"})
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "HELLO", "new_string": "bye"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "HELLO", "new_string": "bye"}
+    )
     assert result.is_error is False
     assert (root / "a.txt").read_text() == "bye\n"
 
@@ -174,14 +205,18 @@ async def test_successive_edits_need_no_re_read(root, session):
     (root / "a.txt").write_text("a b c\n")
     await call(session, "read", {"path": "a.txt"})
     for old, new in [("a", "x"), ("b", "y"), ("c", "z")]:
-        assert (await call(session, "edit", {"path": "a.txt", "old_string": old, "new_string": new})).is_error is False
+        assert (
+            await call(session, "edit", {"path": "a.txt", "old_string": old, "new_string": new})
+        ).is_error is False
     assert (root / "a.txt").read_text() == "x y z\n"
 
 
 async def test_a_read_window_authorizes_an_edit_anywhere_in_the_file(root, session):
     (root / "a.txt").write_text("one\ntwo\nthree\n")
     await call(session, "read", {"path": "a.txt", "offset": 1, "limit": 1})
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "three", "new_string": "3"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "three", "new_string": "3"}
+    )
     assert result.is_error is False
     assert (root / "a.txt").read_text() == "one\ntwo\n3\n"
 
@@ -199,7 +234,10 @@ async def test_edit_of_a_file_deleted_after_the_read_is_stale(root, session):
     (root / "a.txt").unlink()
     result = await call(session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"})
     assert code(result) == "FS_STALE_VERSION"
-    assert result.error.message == '"a.txt" was removed since it was last read — re-read the file, then retry'
+    assert (
+        result.error.message
+        == '"a.txt" was removed since it was last read — re-read the file, then retry'
+    )
     assert not (root / "a.txt").exists()
 
 
@@ -207,13 +245,20 @@ async def test_edit_of_a_file_deleted_after_the_read_is_stale(root, session):
     ("arguments", "message"),
     [
         ({"old_string": "nope", "new_string": "x"}, 'old_string not found in "a.txt"'),
-        ({"old_string": "ab", "new_string": "x"},
-         'old_string occurs 2 times in "a.txt"; include more context to make it unique, or set replace_all'),
+        (
+            {"old_string": "ab", "new_string": "x"},
+            'old_string occurs 2 times in "a.txt"; include more context to make it unique, or set replace_all',
+        ),
         ({"old_string": "", "new_string": "x"}, "old_string must not be empty"),
-        ({"old_string": "ab", "new_string": "ab"}, "old_string and new_string are identical; nothing to change"),
+        (
+            {"old_string": "ab", "new_string": "ab"},
+            "old_string and new_string are identical; nothing to change",
+        ),
     ],
 )
-async def test_an_edit_that_cannot_apply_fails_and_leaves_the_file(root, session, arguments, message):
+async def test_an_edit_that_cannot_apply_fails_and_leaves_the_file(
+    root, session, arguments, message
+):
     (root / "a.txt").write_text("ab ab\n")
     await call(session, "read", {"path": "a.txt"})
     result = await call(session, "edit", {"path": "a.txt", **arguments})
@@ -225,7 +270,11 @@ async def test_an_edit_that_cannot_apply_fails_and_leaves_the_file(root, session
 async def test_replace_all_replaces_every_occurrence(root, session):
     (root / "a.txt").write_text("ab ab ab\n")
     await call(session, "read", {"path": "a.txt"})
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "ab", "new_string": "c", "replace_all": True})
+    result = await call(
+        session,
+        "edit",
+        {"path": "a.txt", "old_string": "ab", "new_string": "c", "replace_all": True},
+    )
     assert result.value == {"path": "a.txt", "replacements": 3}
     assert (root / "a.txt").read_text() == "c c c\n"
 
@@ -244,7 +293,10 @@ async def test_write_over_an_unread_existing_file_fails_not_observed(root, sessi
     (root / "a.txt").write_text("keep\n")
     result = await call(session, "write", {"path": "a.txt", "content": "lost\n"})
     assert code(result) == "FS_NOT_OBSERVED"
-    assert result.error.message == '"a.txt" already exists and was not read first — read the file, then retry'
+    assert (
+        result.error.message
+        == '"a.txt" already exists and was not read first — read the file, then retry'
+    )
     assert (root / "a.txt").read_text() == "keep\n"
 
 
@@ -262,11 +314,16 @@ async def test_write_after_an_external_change_fails_stale(root, session):
     external_write(root / "a.txt", "theirs\n")
     result = await call(session, "write", {"path": "a.txt", "content": "mine\n"})
     assert code(result) == "FS_STALE_VERSION"
-    assert result.error.message == '"a.txt" changed since it was last read — re-read the file, then retry'
+    assert (
+        result.error.message
+        == '"a.txt" changed since it was last read — re-read the file, then retry'
+    )
     assert (root / "a.txt").read_text() == "theirs\n"
 
 
-async def test_write_of_a_file_created_after_it_was_read_as_missing_fails_not_observed(root, session):
+async def test_write_of_a_file_created_after_it_was_read_as_missing_fails_not_observed(
+    root, session
+):
     await call(session, "read", {"path": "a.txt"})
     (root / "a.txt").write_text("theirs\n")
     result = await call(session, "write", {"path": "a.txt", "content": "mine\n"})
@@ -293,13 +350,17 @@ async def test_write_is_atomic_and_keeps_the_permission_bits(root, session):
 
 async def test_a_file_the_session_wrote_can_be_edited_without_a_read(root, session):
     await call(session, "write", {"path": "a.txt", "content": "draft\n"})
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "draft", "new_string": "final"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "draft", "new_string": "final"}
+    )
     assert result.is_error is False
     assert (root / "a.txt").read_text() == "final\n"
 
 
 async def test_a_file_the_session_wrote_can_be_written_again_without_a_read(root, session):
-    assert (await call(session, "write", {"path": "a.txt", "content": "x"})).value["created"] is True
+    assert (await call(session, "write", {"path": "a.txt", "content": "x"})).value[
+        "created"
+    ] is True
     result = await call(session, "write", {"path": "a.txt", "content": "y"})
     assert result.value == {"path": "a.txt", "bytes": 1, "created": False}
     assert (root / "a.txt").read_text() == "y"
@@ -309,9 +370,13 @@ async def test_a_file_the_session_wrote_can_be_written_again_without_a_read(root
 async def test_observations_belong_to_the_agent_that_made_them(root, session):
     (root / "a.txt").write_text("x\n")
     await call(session, "read", {"path": "a.txt"}, agent="alice")
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"}, agent="bob")
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"}, agent="bob"
+    )
     assert code(result) == "FS_NOT_OBSERVED"
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"}, agent="alice")
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"}, agent="alice"
+    )
     assert result.is_error is False
     assert session_gate(session).state("bob", str((root / "a.txt").resolve())) == ("unseen", None)
 
@@ -319,7 +384,9 @@ async def test_observations_belong_to_the_agent_that_made_them(root, session):
 async def test_an_edit_without_an_agent_is_never_observed(root, session):
     (root / "a.txt").write_text("x\n")
     await call(session, "read", {"path": "a.txt"}, agent=None)
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"}, agent=None)
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "x", "new_string": "y"}, agent=None
+    )
     assert code(result) == "FS_NOT_OBSERVED"
     assert result.error.message == 'edit requires reading "a.txt" first — read the file, then retry'
 
@@ -341,7 +408,9 @@ async def test_sub_calls_and_direct_calls_of_an_agent_share_observations(root, s
         return await session.execute(inp(name, arguments, agent="main", **kw))
 
     await run("read", {"path": "a.txt"}, parent=token, call_id="outer:code:1")
-    assert (await run("edit", {"path": "a.txt", "old_string": "one", "new_string": "1"})).is_error is False
+    assert (
+        await run("edit", {"path": "a.txt", "old_string": "one", "new_string": "1"})
+    ).is_error is False
     await run("read", {"path": "b.txt"}, call_id="c2")
     sub = await run("edit", {"path": "b.txt", "old_string": "two", "new_string": "2"}, parent=token,
                     call_id="outer:code:2")
@@ -356,10 +425,15 @@ async def test_a_gate_without_the_policy_makes_writes_and_edits_unconditional(ro
         dispose = read_before_edit(gate)
         for definition in filesystem_tools(root, session=session, gate=gate):
             session.register(definition)
-        assert code(await call(session, "write", {"path": "a.txt", "content": "y\n"})) == "FS_NOT_OBSERVED"
+        assert (
+            code(await call(session, "write", {"path": "a.txt", "content": "y\n"}))
+            == "FS_NOT_OBSERVED"
+        )
         dispose()
         assert (await call(session, "write", {"path": "a.txt", "content": "y\n"})).is_error is False
-        result = await call(session, "edit", {"path": "a.txt", "old_string": "y", "new_string": "z"}, agent=None)
+        result = await call(
+            session, "edit", {"path": "a.txt", "old_string": "y", "new_string": "z"}, agent=None
+        )
         assert result.is_error is False
         assert [e.agent for e in observed(session)] == ["main", None]
     assert (root / "a.txt").read_text() == "z\n"
@@ -419,13 +493,18 @@ def outside(root: Path) -> Path:
         ("grep", {"pattern": "secret", "path": "link"}),
     ],
 )
-async def test_a_symlink_leading_out_of_the_root_is_refused(root, session, outside, name, arguments):
+async def test_a_symlink_leading_out_of_the_root_is_refused(
+    root, session, outside, name, arguments
+):
     (root / "link").symlink_to(outside, target_is_directory=True)
     (root / "leak.txt").symlink_to(outside / "secret.txt")
     (root / "dangling.txt").symlink_to(outside / "created-through-link.txt")
     result = await call(session, name, arguments)
     assert code(result) == "FS_OUTSIDE_ROOT"
-    assert result.error.message == f'path "{arguments["path"]}" leads outside the workspace root through a symlink'
+    assert (
+        result.error.message
+        == f'path "{arguments["path"]}" leads outside the workspace root through a symlink'
+    )
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "secret\n"
 
@@ -436,7 +515,10 @@ async def test_searches_skip_symlinks_that_lead_out_of_the_root(root, session, o
     (root / "own.txt").write_text("secret too\n")
     assert (await call(session, "glob", {"pattern": "**"})).value == ["own.txt"]
     grep = await call(session, "grep", {"pattern": "secret"})
-    assert grep.value == {"matches": [{"path": "own.txt", "line": 1, "text": "secret too"}], "truncated": False}
+    assert grep.value == {
+        "matches": [{"path": "own.txt", "line": 1, "text": "secret too"}],
+        "truncated": False,
+    }
     assert (await call(session, "list", {})).value == ["leak.txt@", "link@", "own.txt"]
 
 
@@ -479,7 +561,10 @@ async def test_list_marks_directories(tree, session):
 
 
 async def test_glob_matches_root_relative_paths(tree, session):
-    assert (await call(session, "glob", {"pattern": "**/*.py"})).value == ["src/main.py", "src/pkg/util.py"]
+    assert (await call(session, "glob", {"pattern": "**/*.py"})).value == [
+        "src/main.py",
+        "src/pkg/util.py",
+    ]
     assert (await call(session, "glob", {"pattern": "src/*.py"})).value == ["src/main.py"]
     assert (await call(session, "glob", {"pattern": "*.md"})).value == ["README.md"]
     assert (await call(session, "glob", {"pattern": "*.rs"})).text == "no files match"
@@ -496,7 +581,9 @@ async def test_grep_finds_lines_in_text_files(tree, session):
     only_py = await call(session, "grep", {"pattern": "print|return", "glob": "*.py"})
     assert [m["path"] for m in only_py.value["matches"]] == ["src/main.py", "src/pkg/util.py"]
     in_dir = await call(session, "grep", {"pattern": "def", "path": "src/pkg"})
-    assert in_dir.value["matches"] == [{"path": "src/pkg/util.py", "line": 1, "text": "def helper():"}]
+    assert in_dir.value["matches"] == [
+        {"path": "src/pkg/util.py", "line": 1, "text": "def helper():"}
+    ]
 
 
 async def test_grep_stops_at_the_match_cap(root):
@@ -513,13 +600,17 @@ async def test_grep_stops_at_the_match_cap(root):
 async def test_grep_with_a_bad_regex_fails_invalid_args(session):
     result = await call(session, "grep", {"pattern": "("})
     assert code(result) == "INVALID_ARGS"
-    assert result.error.message.startswith('invalid arguments: "pattern" is not a valid regular expression')
+    assert result.error.message.startswith(
+        'invalid arguments: "pattern" is not a valid regular expression'
+    )
 
 
 async def test_searches_do_not_authorize_edits(tree, session):
     await call(session, "grep", {"pattern": "import"})
     await call(session, "glob", {"pattern": "**"})
-    result = await call(session, "edit", {"path": "src/main.py", "old_string": "os", "new_string": "sys"})
+    result = await call(
+        session, "edit", {"path": "src/main.py", "old_string": "os", "new_string": "sys"}
+    )
     assert code(result) == "FS_NOT_OBSERVED"
 
 
@@ -530,10 +621,17 @@ async def test_each_observation_is_logged_as_fs_observed(root, log_path):
         (root / "a.txt").write_text("one\n")
         key = str((root / "a.txt").resolve())
         await call(session, "read", {"path": "a.txt"}, agent="alice")
-        await call(session, "edit", {"path": "a.txt", "old_string": "one", "new_string": "two"}, agent="alice")
+        await call(
+            session,
+            "edit",
+            {"path": "a.txt", "old_string": "one", "new_string": "two"},
+            agent="alice",
+        )
         await call(session, "read", {"path": "b.txt"}, agent="alice")
         await call(session, "write", {"path": "b.txt", "content": "new\n"}, agent="alice")
-        await call(session, "edit", {"path": "a.txt", "old_string": "two", "new_string": "x"}, agent="bob")  # refused
+        await call(
+            session, "edit", {"path": "a.txt", "old_string": "two", "new_string": "x"}, agent="bob"
+        )  # refused
         events = observed(session)
         assert [(e.key, e.state, e.agent) for e in events] == [
             (key, "present", "alice"),
@@ -587,9 +685,13 @@ async def code_mode(session: Session) -> None:
 async def test_a_read_in_a_sub_call_authorizes_an_edit_in_a_later_direct_call(root, session):
     await code_mode(session)
     (root / "a.txt").write_text("hello\n")
-    run = await session.call("run_code", {"code": "read(path='a.txt')", "description": "read a file"}, agent="main")
+    run = await session.call(
+        "run_code", {"code": "read(path='a.txt')", "description": "read a file"}, agent="main"
+    )
     assert run.is_error is False
-    result = await call(session, "edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"})
+    result = await call(
+        session, "edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"}
+    )
     assert result.is_error is False
     assert (root / "a.txt").read_text() == "bye\n"
 
@@ -599,7 +701,9 @@ async def test_a_direct_read_authorizes_an_edit_in_a_later_sub_call(root, sessio
     (root / "a.txt").write_text("hello\n")
     await call(session, "read", {"path": "a.txt"})
     program = "edit(path='a.txt', old_string='hello', new_string='bye')"
-    run = await session.call("run_code", {"code": program, "description": "edit a file"}, agent="main")
+    run = await session.call(
+        "run_code", {"code": program, "description": "edit a file"}, agent="main"
+    )
     assert run.is_error is False
     assert (root / "a.txt").read_text() == "bye\n"
 
@@ -613,9 +717,13 @@ async def test_an_edit_without_read_inside_a_program_is_a_rejection_with_the_rem
         "except ToolCallError as exc:\n"
         "    print(exc.message)\n"
     )
-    run = await session.call("run_code", {"code": program, "description": "edit a file"}, agent="main")
+    run = await session.call(
+        "run_code", {"code": program, "description": "edit a file"}, agent="main"
+    )
     assert run.is_error is False
-    assert run.value["logs"] == ['edit requires reading "a.txt" first — read the file, then retry\n']
+    assert run.value["logs"] == [
+        'edit requires reading "a.txt" first — read the file, then retry\n'
+    ]
     assert (root / "a.txt").read_text() == "hello\n"
 
 

@@ -11,16 +11,53 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codemode.pipeline import Accept, Allow, Ask, Block, CallResult, Deny, FrozenDict, Session, Signal, ToolDefinition
+from codemode.pipeline import (
+    Accept,
+    Allow,
+    Ask,
+    Block,
+    CallResult,
+    Deny,
+    FrozenDict,
+    Session,
+    Signal,
+    ToolDefinition,
+)
 from codemode.pipeline.events import ToolCall, ToolResult
 
 PRE = st.sampled_from(["delegate", "allow", "deny", "ask", "throw", "abort", "junk"])
 GUARD = st.sampled_from(["abstain", "deny", "throw"])
-WRAP = st.sampled_from(["delegate", "success", "failure", "throw", "abort-before", "abort-after", "aborted-signal", "junk"])
+WRAP = st.sampled_from(
+    [
+        "delegate",
+        "success",
+        "failure",
+        "throw",
+        "abort-before",
+        "abort-after",
+        "aborted-signal",
+        "junk",
+    ]
+)
 BODY = st.sampled_from(["value", "non-json", "throw", "abort", "defer", "conclude", "bad-shape"])
-POST = st.sampled_from(["delegate", "accept", "content", "value", "bad-value", "both", "block", "throw", "abort", "junk"])
+POST = st.sampled_from(
+    [
+        "delegate",
+        "accept",
+        "content",
+        "value",
+        "bad-value",
+        "both",
+        "block",
+        "throw",
+        "abort",
+        "junk",
+    ]
+)
 FINAL = st.sampled_from(["none", "keep", "replace", "throw", "non-json"])
-APPROVAL = st.sampled_from(["unmounted", "allowed-once", "rejected", "cancelled", "unavailable", "raise", "rogue"])
+APPROVAL = st.sampled_from(
+    ["unmounted", "allowed-once", "rejected", "cancelled", "unavailable", "raise", "rogue"]
+)
 
 SCENARIO = st.fixed_dictionaries({
     "pre": st.lists(PRE, max_size=3),

@@ -32,8 +32,15 @@ def test_backend_is_chosen_by_suffix(tmp_path):
 def test_append_assigns_seq_and_time_and_events_survive_reopen(log_path):
     with open_log(log_path) as log:
         first = log.append(TurnStart(turn=1))
-        second = log.append(CodeDispatchStart(root_call_id="r", parent_call_id="r", sub_call_id="r:code:1",
-                                              name="echo", arguments={"k": [1, 2]}))
+        second = log.append(
+            CodeDispatchStart(
+                root_call_id="r",
+                parent_call_id="r",
+                sub_call_id="r:code:1",
+                name="echo",
+                arguments={"k": [1, 2]},
+            )
+        )
         assert (first.seq, second.seq) == (1, 2)
         assert second.time >= first.time > 0
         third = log.append(TurnEnd(turn=1))
@@ -162,7 +169,10 @@ def test_a_second_writer_of_the_same_log_is_refused(tmp_path, name):
         assert caught.value.code == "LOG_IN_USE"
         other = subprocess.run(
             [sys.executable, "-c", f"from pipeline import open_log; open_log({str(path)!r})"],
-            capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+            capture_output=True,
+            text=True,
+            cwd=str(__import__("pathlib").Path(__file__).parents[2]),
+        )
         assert other.returncode != 0 and "is in use by another session or process" in other.stderr
     with open_log(str(path)) as reopened:           # released on close
         assert reopened.read() == []

@@ -24,8 +24,14 @@ def test_snapshot_copies_and_freezes_nested_values():
         (math.nan, "value must be losslessly JSON-serializable: non-finite number at $"),
         ({"x": math.inf}, "value must be losslessly JSON-serializable: non-finite number at $.x"),
         ([-0.0], "value must be losslessly JSON-serializable: negative zero at $[0]"),
-        (2**63, "value must be losslessly JSON-serializable: integer outside the 64-bit range [-2**63, 2**63) at $"),
-        ({"t": (1, 2)}, "value must be losslessly JSON-serializable: unsupported type tuple at $.t"),
+        (
+            2**63,
+            "value must be losslessly JSON-serializable: integer outside the 64-bit range [-2**63, 2**63) at $",
+        ),
+        (
+            {"t": (1, 2)},
+            "value must be losslessly JSON-serializable: unsupported type tuple at $.t",
+        ),
         ({"s": {1}}, "value must be losslessly JSON-serializable: unsupported type set at $.s"),
         (b"x", "value must be losslessly JSON-serializable: unsupported type bytes at $"),
         ({1: "a"}, "value must be losslessly JSON-serializable: non-string key of type int at $.1"),
@@ -91,7 +97,13 @@ def test_unpaired_surrogates_are_not_lossless_in_values_or_keys():
     assert snapshot("héllo ✓") == "héllo ✓"
     with pytest.raises(NotLosslessError) as info:
         snapshot({"a": "bad \ud800"})
-    assert str(info.value) == "value must be losslessly JSON-serializable: string with an unpaired surrogate at $.a"
+    assert (
+        str(info.value)
+        == "value must be losslessly JSON-serializable: string with an unpaired surrogate at $.a"
+    )
     with pytest.raises(NotLosslessError) as info:
         snapshot({"k\udfff": 1})
-    assert str(info.value) == "value must be losslessly JSON-serializable: key with an unpaired surrogate at $.k\\udfff"
+    assert (
+        str(info.value)
+        == "value must be losslessly JSON-serializable: key with an unpaired surrogate at $.k\\udfff"
+    )

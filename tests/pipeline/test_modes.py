@@ -16,7 +16,9 @@ def router(name="run_code"):
 
 async def test_under_code_a_direct_call_of_a_visible_tool_is_unknown_tool_before_any_policy():
     finalized = []
-    session = Session(tools=[make_tool("lookup", finalize_content=lambda e, r: finalized.append(1))], mode="code")
+    session = Session(
+        tools=[make_tool("lookup", finalize_content=lambda e, r: finalized.append(1))], mode="code"
+    )
     session.reserve(router())
     policy = []
     session.on("tools/pre-execute", lambda e, n: policy.append(1) or n())
@@ -33,15 +35,22 @@ async def test_the_route_hint_uses_the_reserved_tools_actual_name():
     session = Session(tools=[make_tool("lookup")], mode="code", reserved_name="execute_python")
     session.reserve(router("execute_python"))
     result = await session.execute(inp("lookup"))
-    assert result.error.message == "only `execute_python` is callable directly — call `lookup` inside a program"
+    assert (
+        result.error.message
+        == "only `execute_python` is callable directly — call `lookup` inside a program"
+    )
 
 
 async def test_a_pre_aborted_collapsed_call_is_aborted_before_dispatch_and_keeps_its_finalizer():
     finalized = []
-    session = Session(tools=[make_tool("lookup", finalize_content=lambda e, r: finalized.append(r.error.code))],
-                      mode="code")
+    session = Session(
+        tools=[make_tool("lookup", finalize_content=lambda e, r: finalized.append(r.error.code))],
+        mode="code",
+    )
     result = await session.execute(inp("lookup", signal=Signal.aborted_with()))
-    assert result.error.code == "ABORTED_BEFORE_DISPATCH" and finalized == ["ABORTED_BEFORE_DISPATCH"]
+    assert result.error.code == "ABORTED_BEFORE_DISPATCH" and finalized == [
+        "ABORTED_BEFORE_DISPATCH"
+    ]
 
 
 async def test_sub_calls_and_the_reserved_tool_are_exempt_from_the_collapse():
@@ -97,7 +106,11 @@ def test_modes_are_selectable_per_agent_inherited_and_disposable():
     session.add_agent("planner")
     session.add_agent("worker", parent="planner")
     dispose = session.set_mode("code", agent="planner")
-    assert (session.mode_for(None), session.mode_for("planner"), session.mode_for("worker")) == ("native", "code", "code")
+    assert (session.mode_for(None), session.mode_for("planner"), session.mode_for("worker")) == (
+        "native",
+        "code",
+        "code",
+    )
     opt_out = session.set_mode("native", agent="worker")
     assert session.mode_for("worker") == "native"
     opt_out()

@@ -21,9 +21,24 @@ from typing import Any, Literal
 import msgspec
 import pytest
 
-from codemode.pipeline import (Ask, Deny, Execution, ExecutionToken, InvalidArgumentsError,
-                      LogClosedError, RunContext, Session, Signal, ToolDefinition, events,
-                      retry_wrapper, thaw, timeout_wrapper, tool, validate)
+from codemode.pipeline import (
+    Ask,
+    Deny,
+    Execution,
+    ExecutionToken,
+    InvalidArgumentsError,
+    LogClosedError,
+    RunContext,
+    Session,
+    Signal,
+    ToolDefinition,
+    events,
+    retry_wrapper,
+    thaw,
+    timeout_wrapper,
+    tool,
+    validate,
+)
 from codemode.pipeline.events import encode_event
 from codemode.pipeline.fs import FsEditError, filesystem_tools
 
@@ -72,8 +87,13 @@ class QuotaStore:
 
 def quota_tool(store: QuotaStore) -> ToolDefinition:
     @tool(name="set_quota", strict=True)
-    async def set_quota(ctx: RunContext, user: str, mode: Literal["soft", "hard"],
-                        soft_limit: int | None = None, hard_limit: int | None = None) -> dict[str, Any]:
+    async def set_quota(
+        ctx: RunContext,
+        user: str,
+        mode: Literal["soft", "hard"],
+        soft_limit: int | None = None,
+        hard_limit: int | None = None,
+    ) -> dict[str, Any]:
         """Set a user's disk quota.
 
         Args:
@@ -216,7 +236,12 @@ MATRIX: dict[str, dict[str, dict[str, Any]]] = {
     },
     "edit": {
         "unknown_key": {"path": "a.txt", "old_string": "hello", "new_string": S, "backup": True},
-        "wrong_type": {"path": "a.txt", "old_string": "hello", "new_string": S, "replace_all": "yes"},
+        "wrong_type": {
+            "path": "a.txt",
+            "old_string": "hello",
+            "new_string": S,
+            "replace_all": "yes",
+        },
         "cross_field": {"path": "a.txt", "old_string": S, "new_string": S},
     },
     "set_quota": {
@@ -262,7 +287,9 @@ def test_matrix_cells_left_out_do_not_apply_to_that_family(tmp_path):
 
 
 @pytest.mark.parametrize(("family", "case"), CELLS, ids=[f"{f}-{c}" for f, c in CELLS])
-async def test_invalid_mutation_is_denied_before_approval_and_the_sentinel_stays_in_tool_call(world, family, case):
+async def test_invalid_mutation_is_denied_before_approval_and_the_sentinel_stays_in_tool_call(
+    world, family, case
+):
     if family == "edit":
         await world.read_a()                        # the gate would let the edit through
     args = fill(MATRIX[family][case])
@@ -329,7 +356,9 @@ CODE_CELLS = {family: [(family, cells[case]) for case in cells
 
 
 @pytest.mark.parametrize("family", list(MATRIX))
-async def test_invalid_sub_calls_are_denied_before_approval_and_the_sentinel_stays_in_dispatch_records(tmp_path, family):
+async def test_invalid_sub_calls_are_denied_before_approval_and_the_sentinel_stays_in_dispatch_records(
+    tmp_path, family
+):
     w = code_world(tmp_path)
     if family == "edit":
         await w.read_a()
@@ -350,17 +379,29 @@ async def test_invalid_sub_calls_are_denied_before_approval_and_the_sentinel_sta
     w.session.close()
 
 
-async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_the_sentinel_only_in_dispatch_records(tmp_path):
+async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_the_sentinel_only_in_dispatch_records(
+    tmp_path,
+):
     w = code_world(tmp_path)
     result = await w.call("run_code", {"code": program([("set_quota", VALID["set_quota"])])},
                           call_id="outer")
     assert result.value["result"] == [["ok"]]
-    assert w.store.applied == [{"user": SENTINEL, "mode": "hard", "soft_limit": None, "hard_limit": 50}]
+    assert w.store.applied == [
+        {"user": SENTINEL, "mode": "hard", "soft_limit": None, "hard_limit": 50}
+    ]
     [request] = w.requests
-    assert (request.tool_name, request.call_id, request.reason) == ("set_quota", "outer:code:1", None)
+    assert (request.tool_name, request.call_id, request.reason) == (
+        "set_quota",
+        "outer:code:1",
+        None,
+    )
     [asked] = w.events(events.ApprovalAsked)
     [decided] = w.events(events.ApprovalDecided)
-    assert (asked.call_id, decided.id, decided.outcome) == ("outer:code:1", asked.id, "allowed-once")
+    assert (asked.call_id, decided.id, decided.outcome) == (
+        "outer:code:1",
+        asked.id,
+        "allowed-once",
+    )
     [start], [settle] = w.events(events.CodeDispatchStart), w.events(events.CodeDispatch)
     assert start.arguments == settle.arguments == fill(VALID["set_quota"])
     w.assert_sentinel_only_in("tool/code-dispatch-start", "tool/code-dispatch")
@@ -393,23 +434,63 @@ def body_context(world: World, name: str, args: Any) -> RunContext:
 
 
 BODY_REJECTS = [
-    ("write", "wrong_type", InvalidArgumentsError, "INVALID_ARGS", 'invalid arguments: "path" must be a string'),
-    ("edit", "wrong_type", InvalidArgumentsError, "INVALID_ARGS",
-     'invalid arguments: "replace_all" must be a boolean'),
-    ("edit", "cross_field", FsEditError, "FS_EDIT_FAILED", "old_string and new_string are identical; nothing to change"),
-    ("set_quota", "unknown_key", InvalidArgumentsError, "INVALID_ARGS",
-     'invalid arguments: "burst" is not a declared property (additionalProperties: false)'),
-    ("set_quota", "wrong_type", InvalidArgumentsError, "INVALID_ARGS",
-     'invalid arguments: "soft_limit" must be an integer or null'),
-    ("set_quota", "invalid_enum", InvalidArgumentsError, "INVALID_ARGS",
-     'invalid arguments: "mode" must be one of ["hard","soft"]'),
-    ("set_quota", "cross_field", InvalidArgumentsError, "INVALID_ARGS", 'invalid arguments: mode "hard" requires "hard_limit"'),
+    (
+        "write",
+        "wrong_type",
+        InvalidArgumentsError,
+        "INVALID_ARGS",
+        'invalid arguments: "path" must be a string',
+    ),
+    (
+        "edit",
+        "wrong_type",
+        InvalidArgumentsError,
+        "INVALID_ARGS",
+        'invalid arguments: "replace_all" must be a boolean',
+    ),
+    (
+        "edit",
+        "cross_field",
+        FsEditError,
+        "FS_EDIT_FAILED",
+        "old_string and new_string are identical; nothing to change",
+    ),
+    (
+        "set_quota",
+        "unknown_key",
+        InvalidArgumentsError,
+        "INVALID_ARGS",
+        'invalid arguments: "burst" is not a declared property (additionalProperties: false)',
+    ),
+    (
+        "set_quota",
+        "wrong_type",
+        InvalidArgumentsError,
+        "INVALID_ARGS",
+        'invalid arguments: "soft_limit" must be an integer or null',
+    ),
+    (
+        "set_quota",
+        "invalid_enum",
+        InvalidArgumentsError,
+        "INVALID_ARGS",
+        'invalid arguments: "mode" must be one of ["hard","soft"]',
+    ),
+    (
+        "set_quota",
+        "cross_field",
+        InvalidArgumentsError,
+        "INVALID_ARGS",
+        'invalid arguments: mode "hard" requires "hard_limit"',
+    ),
 ]
 
 
 @pytest.mark.parametrize(("family", "case", "error", "code", "message"), BODY_REJECTS,
                          ids=[f"{f}-{c}" for f, c, *_ in BODY_REJECTS])
-async def test_body_called_directly_revalidates_and_mutates_nothing(world, family, case, error, code, message):
+async def test_body_called_directly_revalidates_and_mutates_nothing(
+    world, family, case, error, code, message
+):
     if family == "edit":
         await world.read_a()
     args = fill(MATRIX[family][case])
@@ -466,7 +547,10 @@ async def test_allowed_once_mutates_once_and_an_identical_second_call_asks_again
     assert [(r.tool_name, r.agent) for r in w.requests] == [(family, AGENT)] * 2
     asked, decided = w.events(events.ApprovalAsked), w.events(events.ApprovalDecided)
     assert len({a.call_id for a in asked}) == 2
-    assert [(d.id, d.outcome) for d in decided] == [(asked[0].id, "allowed-once"), (asked[1].id, "rejected")]
+    assert [(d.id, d.outcome) for d in decided] == [
+        (asked[0].id, "allowed-once"),
+        (asked[1].id, "rejected"),
+    ]
     w.assert_sentinel_only_in("tool/call")
     w.session.close()
 
@@ -474,21 +558,33 @@ async def test_allowed_once_mutates_once_and_an_identical_second_call_asks_again
 REFUSALS = [
     ("deny", dict(answers=["rejected"]), 'the user rejected tool "{}"', "rejected"),
     ("cancel", dict(answers=["cancelled"]), 'approval for tool "{}" was cancelled', "cancelled"),
-    ("unavailable", dict(answerer=False), 'tool "{}" requires approval, but no approval channel is available',
-     "unavailable"),
+    (
+        "unavailable",
+        dict(answerer=False),
+        'tool "{}" requires approval, but no approval channel is available',
+        "unavailable",
+    ),
     ("no-channel", dict(approval=None), 'tool "{}" requires approval (not yet supported)', None),
 ]
 
 
 @pytest.mark.parametrize("family", list(VALID))
-@pytest.mark.parametrize(("kind", "options", "message", "outcome"), REFUSALS, ids=[r[0] for r in REFUSALS])
-async def test_non_grant_refuses_without_mutating(tmp_path, family, kind, options, message, outcome):
+@pytest.mark.parametrize(
+    ("kind", "options", "message", "outcome"), REFUSALS, ids=[r[0] for r in REFUSALS]
+)
+async def test_non_grant_refuses_without_mutating(
+    tmp_path, family, kind, options, message, outcome
+):
     w = World(tmp_path / "ws", **options)
     if family == "edit":
         await w.read_a()
     result = await w.call(family, fill(VALID[family]))
     expected = message.format(family)
-    assert (result.content, result.error.message, result.error.info) == (text(expected), expected, None)
+    assert (result.content, result.error.message, result.error.info) == (
+        text(expected),
+        expected,
+        None,
+    )
     assert result.denied and family not in w.dispatched and w.unchanged()
     decided = [d.outcome for d in w.events(events.ApprovalDecided)]
     assert decided == ([] if outcome is None else [outcome])
@@ -497,7 +593,9 @@ async def test_non_grant_refuses_without_mutating(tmp_path, family, kind, option
     w.session.close()
 
 
-async def test_caller_abort_while_approval_is_pending_is_aborted_before_dispatch_without_writing(tmp_path):
+async def test_caller_abort_while_approval_is_pending_is_aborted_before_dispatch_without_writing(
+    tmp_path,
+):
     w = World(tmp_path / "ws", answerer=False)
     waiting = asyncio.Event()
 
@@ -512,7 +610,10 @@ async def test_caller_abort_while_approval_is_pending_is_aborted_before_dispatch
     await asyncio.wait_for(waiting.wait(), 5)
     signal.abort()
     result = await asyncio.wait_for(task, 5)
-    assert (result.error.code, result.error.message) == ("ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch")
+    assert (result.error.code, result.error.message) == (
+        "ABORTED_BEFORE_DISPATCH",
+        "tool call aborted before dispatch",
+    )
     assert [d.outcome for d in w.events(events.ApprovalDecided)] == ["cancelled"]
     assert "write" not in w.dispatched and w.unchanged()
     w.assert_sentinel_only_in("tool/call")
@@ -522,7 +623,9 @@ async def test_caller_abort_while_approval_is_pending_is_aborted_before_dispatch
 # ---- cancellation ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("family", list(VALID))
-async def test_pre_aborted_mutation_is_aborted_before_dispatch_and_nothing_is_written(world, family):
+async def test_pre_aborted_mutation_is_aborted_before_dispatch_and_nothing_is_written(
+    world, family
+):
     if family == "edit":
         await world.read_a()
     world.pre_execute.clear()
@@ -578,7 +681,11 @@ async def test_cancelling_the_awaiting_task_aborts_a_read_and_still_logs_its_res
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
     [logged] = w.events(events.ToolResult)
-    assert (logged.is_error, logged.content, logged.error.code) == (True, text("tool call aborted"), "ABORTED")
+    assert (logged.is_error, logged.content, logged.error.code) == (
+        True,
+        text("tool call aborted"),
+        "ABORTED",
+    )
     assert finished
     w.session.close()
 
@@ -622,7 +729,9 @@ async def test_caller_abort_stops_further_backend_attempts(tmp_path):
     w.session.close()
 
 
-async def test_late_quota_success_after_caller_abort_is_aborted_although_the_quota_was_applied(world):
+async def test_late_quota_success_after_caller_abort_is_aborted_although_the_quota_was_applied(
+    world,
+):
     world.store.release = asyncio.Event()
     signal = Signal()
     task = asyncio.ensure_future(world.call("set_quota", fill(VALID["set_quota"]), signal=signal))
@@ -632,7 +741,9 @@ async def test_late_quota_success_after_caller_abort_is_aborted_although_the_quo
     assert not task.done()                          # a started body is never abandoned
     world.store.release.set()
     result = await asyncio.wait_for(task, 5)
-    assert world.store.applied == [{"user": SENTINEL, "mode": "hard", "soft_limit": None, "hard_limit": 50}]
+    assert world.store.applied == [
+        {"user": SENTINEL, "mode": "hard", "soft_limit": None, "hard_limit": 50}
+    ]
     assert result.content == text("tool call aborted")
     assert (result.error.code, result.error.info.name) == ("ABORTED", "AbortError")
     [logged] = world.events(events.ToolResult)
@@ -640,7 +751,9 @@ async def test_late_quota_success_after_caller_abort_is_aborted_although_the_quo
     world.assert_sentinel_only_in("tool/call")
 
 
-async def test_late_write_success_after_caller_abort_is_aborted_although_the_file_was_written(world):
+async def test_late_write_success_after_caller_abort_is_aborted_although_the_file_was_written(
+    world,
+):
     written, release = asyncio.Event(), asyncio.Event()
 
     async def hold(execution, next):
@@ -703,7 +816,9 @@ async def test_aclose_drains_all_pipeline_work_and_leaves_no_tasks_or_timers(tmp
         assert run.value["result"] == [["ok"]]
     assert len(observed) < 6                        # observer work is still pending here
     await w.session.aclose()
-    assert sorted(observed) == sorted(["write", "timed", "push_quota", "slow_read", "set_quota", "run_code"])
+    assert sorted(observed) == sorted(
+        ["write", "timed", "push_quota", "slow_read", "set_quota", "run_code"]
+    )
     leftover = asyncio.all_tasks() - baseline_tasks - {asyncio.current_task()}
     assert leftover == set()
     assert [h for h in live_timers(loop) if id(h) not in baseline_timers] == []

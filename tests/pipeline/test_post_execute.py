@@ -8,7 +8,9 @@ from codemode.pipeline import Accept, Block, Deny, Session, tool
 from conftest import Published, error_text, inp, make_tool
 
 
-@tool(presentation_meta=lambda args, value: {"doubled": value * 2}, render=lambda a, v: f"value={v}")
+@tool(
+    presentation_meta=lambda args, value: {"doubled": value * 2}, render=lambda a, v: f"value={v}"
+)
 def number(n: int) -> int:
     return n
 
@@ -21,12 +23,20 @@ async def run_with(listener, defn=number, arguments=None):
 
 async def test_content_replacement_keeps_value_and_meta():
     result = await run_with(lambda e, r, n: Accept(content=[{"type": "text", "text": "redacted"}]))
-    assert (result.value, result.meta, result.content) == (2, {"doubled": 4}, ({"type": "text", "text": "redacted"},))
+    assert (result.value, result.meta, result.content) == (
+        2,
+        {"doubled": 4},
+        ({"type": "text", "text": "redacted"},),
+    )
 
 
 async def test_value_replacement_recomputes_content_and_meta():
     result = await run_with(lambda e, r, n: Accept(value=7))
-    assert (result.value, result.meta, result.content) == (7, {"doubled": 14}, ({"type": "text", "text": "value=7"},))
+    assert (result.value, result.meta, result.content) == (
+        7,
+        {"doubled": 14},
+        ({"type": "text", "text": "value=7"},),
+    )
 
 
 async def test_value_replacement_is_revalidated_against_the_output_schema():
@@ -41,7 +51,9 @@ async def test_value_replacement_is_revalidated_against_the_output_schema():
 
 async def test_replacing_both_content_and_value_fails():
     result = await run_with(lambda e, r, n: Accept(content="x", value=1))
-    assert result.content == error_text("a tools/post-execute decision may replace the content or the value, not both")
+    assert result.content == error_text(
+        "a tools/post-execute decision may replace the content or the value, not both"
+    )
     assert result.value is msgspec.UNSET
 
 
@@ -67,9 +79,14 @@ async def test_block_with_empty_feedback_has_a_default_message():
 
 
 async def test_a_non_json_post_result_becomes_a_safe_error():
-    result = await run_with(lambda e, r, n: Accept(content=[{"type": "text", "text": float("nan")}]))
+    result = await run_with(
+        lambda e, r, n: Accept(content=[{"type": "text", "text": float("nan")}])
+    )
     assert result.is_error
-    assert result.error.message == "replacement content must be losslessly JSON-serializable: non-finite number at $[0].text"
+    assert (
+        result.error.message
+        == "replacement content must be losslessly JSON-serializable: non-finite number at $[0].text"
+    )
 
 
 async def test_an_invalid_decision_fails_on_the_final_route():

@@ -66,7 +66,10 @@ async def test_an_outer_listener_overrides_an_inner_decision():
 
 @pytest.mark.parametrize(
     ("reason", "message"),
-    [("needs a human", "needs a human"), (None, 'tool "echo" requires approval (not yet supported)')],
+    [
+        ("needs a human", "needs a human"),
+        (None, 'tool "echo" requires approval (not yet supported)'),
+    ],
 )
 async def test_ask_without_an_approval_channel_denies(reason, message):
     defn, calls = counting_tool()
@@ -85,7 +88,10 @@ async def test_ask_without_an_agent_denies_without_asking():
     session.on("tools/pre-execute", lambda e, n: Ask("why"))
     async with session.turn():
         result = await session.execute(inp())
-    assert result.error.message == 'tool "echo" requires approval, but the call has no agent to route it'
+    assert (
+        result.error.message
+        == 'tool "echo" requires approval, but the call has no agent to route it'
+    )
     assert asked == []
     assert not any(isinstance(e, ApprovalAsked) for e in session.log.read())
 
@@ -102,10 +108,17 @@ async def test_allowed_once_runs_the_tool_and_forwards_the_ask_fields_without_ar
     session.on("approval/answer", answer)
     session.on("tools/pre-execute", lambda e, n: Ask("deletes files"))
     async with session.turn():
-        result = await session.execute(inp(arguments={"secret": "s3cr3t"}, agent="main", call_id="c9"))
+        result = await session.execute(
+            inp(arguments={"secret": "s3cr3t"}, agent="main", call_id="c9")
+        )
     assert result.is_error is False and calls == [{"secret": "s3cr3t"}]
     [request] = requests
-    assert (request.agent, request.tool_name, request.call_id, request.reason) == ("main", "echo", "c9", "deletes files")
+    assert (request.agent, request.tool_name, request.call_id, request.reason) == (
+        "main",
+        "echo",
+        "c9",
+        "deletes files",
+    )
     assert not hasattr(request, "arguments")
     events = session.log.read()
     asked = [e for e in events if isinstance(e, ApprovalAsked)]
@@ -144,7 +157,10 @@ async def test_mounted_seam_without_an_answerer_is_unavailable():
     session.on("tools/pre-execute", lambda e, n: Ask())
     async with session.turn():
         result = await session.execute(inp(agent="main"))
-    assert result.error.message == 'tool "echo" requires approval, but no approval channel is available'
+    assert (
+        result.error.message
+        == 'tool "echo" requires approval, but no approval channel is available'
+    )
 
 
 async def test_a_raising_answerer_is_unavailable():
@@ -154,7 +170,10 @@ async def test_a_raising_answerer_is_unavailable():
     session.on("tools/pre-execute", lambda e, n: Ask())
     async with session.turn():
         result = await session.execute(inp(agent="main"))
-    assert result.error.message == 'tool "echo" requires approval, but no approval channel is available'
+    assert (
+        result.error.message
+        == 'tool "echo" requires approval, but no approval channel is available'
+    )
 
 
 async def test_policy_never_rejects_without_consulting_anyone():
@@ -166,7 +185,9 @@ async def test_policy_never_rejects_without_consulting_anyone():
     async with session.turn():
         result = await session.execute(inp(agent="main"))
     assert result.error.message == 'the user rejected tool "echo"' and asked == []
-    assert [e.policy for e in session.log.read() if isinstance(e, ApprovalPolicyChanged)] == ["never"]
+    assert [e.policy for e in session.log.read() if isinstance(e, ApprovalPolicyChanged)] == [
+        "never"
+    ]
 
 
 async def test_approval_outside_an_open_turn_fails_the_call_on_the_final_route():
@@ -215,7 +236,9 @@ async def test_caller_cancellation_overtaking_approval_is_aborted_before_dispatc
     assert result.error.code == "ABORTED_BEFORE_DISPATCH"
     assert result.error.message == "tool call aborted before dispatch"
     assert calls == []
-    assert [e.outcome for e in session.log.read() if isinstance(e, ApprovalDecided)] == ["cancelled"]
+    assert [e.outcome for e in session.log.read() if isinstance(e, ApprovalDecided)] == [
+        "cancelled"
+    ]
 
 
 async def test_allowed_once_then_a_guard_still_denies_and_the_audit_pair_is_logged():

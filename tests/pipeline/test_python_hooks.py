@@ -18,8 +18,13 @@ def decisions(session):
 
 async def test_a_deny_hook_denies_and_logs_the_invocation_pair():
     session = Session(tools=[make_tool("rm"), make_tool("ls")])
-    python_hook(session, "tools/pre-execute", lambda e: Answer(decision="deny", reason="rm is off limits"),
-                handler_id="guard-rm", matcher="rm|mv")
+    python_hook(
+        session,
+        "tools/pre-execute",
+        lambda e: Answer(decision="deny", reason="rm is off limits"),
+        handler_id="guard-rm",
+        matcher="rm|mv",
+    )
     async with session.turn():
         denied = await session.execute(inp("rm"))
         allowed = await session.execute(inp("ls"))
@@ -36,8 +41,12 @@ async def test_a_deny_hook_denies_and_logs_the_invocation_pair():
 
 async def test_an_ask_hook_routes_to_approval_and_an_abstaining_hook_delegates():
     session = Session(tools=[make_tool("t")])
-    python_hook(session, "tools/pre-execute", lambda e: {"decision": "ask", "reason": "hook wants a human"},
-                handler_id="h1")
+    python_hook(
+        session,
+        "tools/pre-execute",
+        lambda e: {"decision": "ask", "reason": "hook wants a human"},
+        handler_id="h1",
+    )
     result = await session.execute(inp("t", agent="main"))
     assert result.error.message == "hook wants a human"
     session2 = Session(tools=[make_tool("t")])
@@ -105,7 +114,9 @@ async def test_the_disposer_removes_the_hook_and_the_default_id_is_the_qualname(
 
     session = Session(tools=[make_tool("t")])
     dispose = python_hook(session, "tools/pre-execute", guard)
-    assert (await session.execute(inp("t"))).content == error_text(f'denied by hook "{guard.__qualname__}"')
+    assert (await session.execute(inp("t"))).content == error_text(
+        f'denied by hook "{guard.__qualname__}"'
+    )
     dispose()
     assert (await session.execute(inp("t", call_id="c2"))).is_error is False
 

@@ -3,7 +3,7 @@
 import msgspec
 import pytest
 
-from codemode.pipeline import CallResult, ReservedToolError, DuplicateToolError, Session, tool
+from codemode.pipeline import CallResult, DuplicateToolError, ReservedToolError, Session, tool
 from codemode.pipeline.events import StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart
 
 
@@ -35,7 +35,11 @@ async def test_a_throwing_tool_becomes_an_error_result():
     assert result.is_error is True
     assert result.value is msgspec.UNSET
     assert result.content == ({"type": "text", "text": "Error: disk on fire"},)
-    assert result.error is not None and result.error.message == "disk on fire" and result.error.info is None
+    assert (
+        result.error is not None
+        and result.error.message == "disk on fire"
+        and result.error.info is None
+    )
 
 
 async def test_an_unknown_tool_fails_with_unknown_tool():
@@ -51,7 +55,14 @@ async def test_call_logs_turn_step_call_and_result_with_raw_argument_text(log_pa
         await session.call("add", '{"a": 1}', call_id="c1")
     with Session(log=log_path) as session:
         events = session.log.read()
-    assert [type(e) for e in events] == [TurnStart, StepStart, ToolCall, ToolResult, StepEnd, TurnEnd]
+    assert [type(e) for e in events] == [
+        TurnStart,
+        StepStart,
+        ToolCall,
+        ToolResult,
+        StepEnd,
+        TurnEnd,
+    ]
     call, result = events[2], events[3]
     assert call.arguments == '{"a": 1}'
     assert result.source_event_seqs == (call.seq,)
@@ -104,5 +115,8 @@ async def test_unencodable_text_never_breaks_the_log(log_path):
         events = session.log.read()
     assert failed.error.message == "bad byte \\udcff"
     assert weird.is_error
-    assert weird.error.message == "arguments must be losslessly JSON-serializable: string with an unpaired surrogate at $"
+    assert (
+        weird.error.message
+        == "arguments must be losslessly JSON-serializable: string with an unpaired surrogate at $"
+    )
     assert [e.arguments for e in events if isinstance(e, ToolCall)][1] == '{"x": "\\ud800"}'

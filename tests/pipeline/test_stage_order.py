@@ -73,8 +73,11 @@ async def test_outcomes_are_frozen_before_wrappers_and_post_execute_see_them():
     session = Session(tools=[make_tool("t", lambda a, c: {"items": [1]})])
 
     def mutate(result):
-        for attempt in (lambda: setattr(result, "is_error", True), lambda: result.value["items"].append(2),
-                        lambda: result.content[0].update(text="x")):
+        for attempt in (
+            lambda: setattr(result, "is_error", True),
+            lambda: result.value["items"].append(2),
+            lambda: result.content[0].update(text="x"),
+        ):
             try:
                 attempt()
             except (TypeError, AttributeError):
@@ -100,10 +103,16 @@ async def test_a_wrapper_may_short_circuit_and_its_success_is_re_rendered():
         return text.upper()
 
     session = Session(tools=[counted_shout])
-    session.on("tools/execute", lambda e, n: CallResult.success("CACHED", content="ignored", meta={"x": 1}))
+    session.on(
+        "tools/execute", lambda e, n: CallResult.success("CACHED", content="ignored", meta={"x": 1})
+    )
     result = await session.execute(inp("shout", {"text": "hi"}))
     assert ran == []
-    assert (result.value, result.content, result.meta) == ("CACHED", ({"type": "text", "text": "CACHED"},), {"len": 6})
+    assert (result.value, result.content, result.meta) == (
+        "CACHED",
+        ({"type": "text", "text": "CACHED"},),
+        {"len": 6},
+    )
 
 
 async def test_a_cached_result_from_another_dispatch_is_revalidated():
@@ -119,7 +128,9 @@ async def test_a_cached_result_from_another_dispatch_is_revalidated():
     session.on("tools/execute", caching)
     await session.execute(inp("number"))
     result = await session.execute(inp("shout", {"text": "x"}))
-    assert result.content == error_text('tool "shout" returned invalid output: value must be a string')
+    assert result.content == error_text(
+        'tool "shout" returned invalid output: value must be a string'
+    )
     assert result.error.code == "INVALID_TOOL_OUTPUT"
 
 

@@ -51,8 +51,10 @@ async def test_schemas_sent_to_the_model_never_include_callbacks_timeout_or_conc
 async def test_bad_arguments_fail_invalid_args_with_the_violation_list():
     session = Session(tools=[read_file])
     result = await session.execute(inp("read_file", {"mode": "c", "limit": "ten"}))
-    message = ('invalid arguments: missing required property "path"; "mode" must be one of ["a","b"]; '
-               '"limit" must be an integer or null')
+    message = (
+        'invalid arguments: missing required property "path"; "mode" must be one of ["a","b"]; '
+        '"limit" must be an integer or null'
+    )
     assert result.content == error_text(message)
     assert (result.error.info.name, result.error.code) == ("InvalidArgumentsError", "INVALID_ARGS")
 
@@ -65,7 +67,10 @@ async def test_extra_keys_are_allowed_on_an_open_root_and_refused_when_strict():
     session = Session(tools=[read_file, closed])
     assert (await session.execute(inp("read_file", {"path": "p", "extra": 1}))).value == "p:a:None"
     result = await session.execute(inp("closed", {"path": "p", "extra": 1}))
-    assert result.error.message == 'invalid arguments: "extra" is not a declared property (additionalProperties: false)'
+    assert (
+        result.error.message
+        == 'invalid arguments: "extra" is not a declared property (additionalProperties: false)'
+    )
 
 
 async def test_nested_struct_arguments_are_validated_with_paths_and_converted():
@@ -77,7 +82,10 @@ async def test_nested_struct_arguments_are_validated_with_paths_and_converted():
     ok = await session.execute(inp("centroid", {"points": [{"x": 1, "y": 0}, {"x": 3, "y": 0}]}))
     assert ok.value == {"x": 2.0}
     bad = await session.execute(inp("centroid", {"points": [{"x": 1}, {"x": "2", "y": 0}]}))
-    assert bad.error.message == 'invalid arguments: missing required property "points[0].y"; "points[1].x" must be an integer'
+    assert (
+        bad.error.message
+        == 'invalid arguments: missing required property "points[0].y"; "points[1].x" must be an integer'
+    )
 
 
 async def test_sync_tools_run_in_a_worker_thread_and_async_tools_on_the_loop():
@@ -120,7 +128,10 @@ async def test_a_struct_return_value_is_converted_and_validated():
     ("value", "problem"),
     [
         (float("nan"), "value must be losslessly JSON-serializable: non-finite number at $"),
-        ({"when": object()}, "value must be losslessly JSON-serializable: unsupported type object at $.when"),
+        (
+            {"when": object()},
+            "value must be losslessly JSON-serializable: unsupported type object at $.when",
+        ),
         ((1, 2), "value must be losslessly JSON-serializable: unsupported type tuple at $"),
     ],
 )
@@ -142,12 +153,15 @@ async def test_render_and_meta_failures_are_invalid_tool_output():
         make_tool("m", lambda a, c: 1, presentation_meta=lambda a, v: {"x": {1}}),
         make_tool("c", lambda a, c: 1, render=lambda a, v: [{"no": "type"}]),
     ])
-    assert (await session.execute(inp("r"))).error.message == "tool \"r\" returned invalid output: render raised: 'k'"
+    assert (
+        await session.execute(inp("r"))
+    ).error.message == "tool \"r\" returned invalid output: render raised: 'k'"
     assert (await session.execute(inp("m"))).error.message == (
         'tool "m" returned invalid output: presentation meta must be losslessly JSON-serializable: '
         "unsupported type set at $.x")
     assert (await session.execute(inp("c"))).error.message == (
-        'tool "c" returned invalid output: rendered content[0] must be a content block with a string "type"')
+        'tool "c" returned invalid output: rendered content[0] must be a content block with a string "type"'
+    )
 
 
 async def test_meta_is_computed_from_the_canonical_value_and_only_for_top_level_calls():
@@ -171,9 +185,17 @@ async def test_presenters_validate_softly_and_never_raise_on_replayed_arguments(
     assert session.present_call("read_file", {"path": "/etc/hosts"}) == {"title": "read /etc/hosts"}
     for junk in ({}, {"path": 3}, "raw text", None, [1]):
         assert session.present_call("read_file", junk) is None
-        assert session.present_result("read_file", junk, {"content": [], "isError": False, "meta": None}) is None
+        assert (
+            session.present_result(
+                "read_file", junk, {"content": [], "isError": False, "meta": None}
+            )
+            is None
+        )
     result = await session.execute(inp("read_file", {"path": "p"}))
-    assert session.present_result("read_file", {"path": "p"}, result) == {"lines": 1, "failed": False}
+    assert session.present_result("read_file", {"path": "p"}, result) == {
+        "lines": 1,
+        "failed": False,
+    }
     assert session.present_call("unknown", {}) is None
 
 
@@ -215,7 +237,15 @@ class HostileError(Exception):
         (HostileError(), "HostileError"),
         (ValueError(), "ValueError"),
     ],
-    ids=["exception", "mapping", "string", "int", "hostile-object", "hostile-exception", "empty-exception"],
+    ids=[
+        "exception",
+        "mapping",
+        "string",
+        "int",
+        "hostile-object",
+        "hostile-exception",
+        "empty-exception",
+    ],
 )
 def test_message_extraction_never_raises(thrown, message):
     assert message_of(thrown) == message
