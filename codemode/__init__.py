@@ -13,19 +13,20 @@ from typing import TYPE_CHECKING, Any
 from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
 from codemode.pipeline import __all__ as _pipeline_all
 
-if TYPE_CHECKING:
-    from ._mcp import (
-        McpCallTimeout,
-        McpError,
-        McpServer,
-        McpServerDied,
-        McpStartError,
-        McpToolError,
-        connect_servers,
-    )
-    from ._policy import Policy, PolicyError
-    from ._rejections import rejection_code
-    from ._run_code import RUN_CODE, CodeMode, CodeRunFailed
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
+    from ._mcp import McpCallTimeout as McpCallTimeout
+    from ._mcp import McpError as McpError
+    from ._mcp import McpServer as McpServer
+    from ._mcp import McpServerDied as McpServerDied
+    from ._mcp import McpStartError as McpStartError
+    from ._mcp import McpToolError as McpToolError
+    from ._mcp import connect_servers as connect_servers
+    from ._policy import Policy as Policy
+    from ._policy import PolicyError as PolicyError
+    from ._rejections import rejection_code as rejection_code
+    from ._run_code import RUN_CODE as RUN_CODE
+    from ._run_code import CodeMode as CodeMode
+    from ._run_code import CodeRunFailed as CodeRunFailed
 
 # name -> the private module that defines it
 _LAZY = {
@@ -36,7 +37,13 @@ _LAZY = {
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
 }
 
-__all__ = sorted({*_pipeline_all, *_LAZY})
+
+def _export_order(name: str) -> tuple[bool, bool, str]:
+    """The order ruff's RUF022 keeps every other `__all__` in: CONSTANTS, Classes, the rest."""
+    return (not (len(name) > 1 and name.isupper()), not name[:1].isupper(), name)
+
+
+__all__ = sorted({*_pipeline_all, *_LAZY}, key=_export_order)  # noqa: PLE0605  (sorted() is a list)
 
 
 def __getattr__(name: str) -> Any:

@@ -245,8 +245,9 @@ class McpServer:
         if not startup_timeout_s > 0 or not call_timeout_s > 0:
             raise ValueError("startup_timeout_s and call_timeout_s must be positive")
         argv = _argv(command)
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115  (the server owns it; _release closes it)
         server = cls(name=name or _default_name(argv), command=argv,
-                     call_timeout_s=call_timeout_s, stderr=tempfile.TemporaryFile())
+                     call_timeout_s=call_timeout_s, stderr=stderr)
         params = StdioServerParameters(
             command=argv[0], args=argv[1:], env=dict(env) if env is not None else None,
             cwd=os.fspath(cwd) if cwd is not None else None)

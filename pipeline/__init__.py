@@ -4,7 +4,8 @@ nor sandbox.
 Every tool call — direct from the model or from a sandboxed program — runs through one
 ``Session``: pre-execute waterfall, approval, guards, execute wrappers, the body,
 post-execute waterfall, normalization, ``finalize_content``, ``tools/result``. Session
-events live in ``codemode.pipeline.events`` and are persisted by a ``codemode.pipeline.log`` backend.
+events live in ``codemode.pipeline.events`` and are persisted by a ``codemode.pipeline.log``
+backend.
 """
 
 from . import events, log

@@ -1,12 +1,13 @@
 """Lossless-JSON snapshots (PIPELINE.md §1.1).
 
 A value is lossless JSON when a JSON round trip returns it unchanged. Accepted (exact types
-only, no subclasses): ``None``, ``bool``, ``str`` (without unpaired surrogates), ``int`` within the signed 64-bit range
-``[-2**63, 2**63)``, finite ``float`` other than ``-0.0``, ``list`` and ``dict`` with ``str``
-keys, plus the frozen containers made here (``FrozenList``, ``FrozenDict``). Rejected:
-NaN/±inf, ``-0.0``, ints outside the 64-bit range (big integers: many JSON readers turn them
-into lossy floats, so they are refused rather than silently rounded), tuples, sets, bytes,
-cycles (a container that contains itself, at any depth), any other object.
+only, no subclasses): ``None``, ``bool``, ``str`` (without unpaired surrogates), ``int``
+within the signed 64-bit range ``[-2**63, 2**63)``, finite ``float`` other than ``-0.0``,
+``list`` and ``dict`` with ``str`` keys, plus the frozen containers made here
+(``FrozenList``, ``FrozenDict``). Rejected: NaN/±inf, ``-0.0``, ints outside the 64-bit range
+(big integers: many JSON readers turn them into lossy floats, so they are refused rather than
+silently rounded), tuples, sets, bytes, cycles (a container that contains itself, at any
+depth), any other object.
 
 ``snapshot`` reads every container exactly once, works iteratively (no recursion limit) and
 returns a detached, deep-frozen copy; shared non-cyclic references are copied per use.

@@ -303,7 +303,8 @@ class PendingCall:
                     "final",
                     failure_from(
                         UnknownToolError(
-                            f"only `{reserved}` is callable directly — call `{inp.name}` inside a program"
+                            f"only `{reserved}` is callable directly — "
+                            f"call `{inp.name}` inside a program"
                         )
                     ),
                 )
@@ -333,7 +334,8 @@ class PendingCall:
                 "final",
                 failure_from(
                     TypeError(
-                        f"tools/pre-execute returned an invalid decision ({type(decision).__name__})"
+                        "tools/pre-execute returned an invalid decision "
+                        f"({type(decision).__name__})"
                     )
                 ),
             )

@@ -139,10 +139,10 @@ class _Validator:
                 names = " or ".join(_TYPE_NAMES.get(k, k) for k in kinds_list)
                 self.errors.append(f"{where} must be {names}")
                 return
-        if "enum" in schema and isinstance(schema["enum"], list):
-            if not any(_equal(value, option) for option in schema["enum"]):
-                self.errors.append(f"{where} must be one of {_json(schema['enum'])}")
-                return
+        options = schema.get("enum")
+        if isinstance(options, list) and not any(_equal(value, o) for o in options):
+            self.errors.append(f"{where} must be one of {_json(options)}")
+            return
         if "const" in schema and not _equal(value, schema["const"]):
             self.errors.append(f"{where} must be {_json(schema['const'])}")
             return

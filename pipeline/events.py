@@ -17,7 +17,7 @@ Schema evolution: new fields get defaults; existing fields never change type.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -236,24 +236,24 @@ class ApprovalPolicyChanged(Event, tag="approval/policy", frozen=True):
     policy: str
 
 
-SessionEvent = Union[
-    TurnStart,
-    TurnEnd,
-    StepStart,
-    StepEnd,
-    ToolCall,
-    ToolResult,
-    CodeDispatchStart,
-    CodeDispatch,
-    HookInvoked,
-    HookResult,
-    FsObserved,
-    UserMessage,
-    InboxQueued,
-    ApprovalAsked,
-    ApprovalDecided,
-    ApprovalPolicyChanged,
-]
+SessionEvent: TypeAlias = (
+    TurnStart
+    | TurnEnd
+    | StepStart
+    | StepEnd
+    | ToolCall
+    | ToolResult
+    | CodeDispatchStart
+    | CodeDispatch
+    | HookInvoked
+    | HookResult
+    | FsObserved
+    | UserMessage
+    | InboxQueued
+    | ApprovalAsked
+    | ApprovalDecided
+    | ApprovalPolicyChanged
+)
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(SessionEvent)

@@ -129,9 +129,9 @@ def build_wasm(digest: str) -> Path:
              "about 10 s)...")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "guest.wasm"
-            command = _componentize_command() + [
-                "-q", "-d", str(WIT_DIR), "-w", WORLD, "componentize", ENTRY_MODULE,
-                "-p", str(GUEST_DIR), "-o", str(out)]
+            command = [
+                *_componentize_command(), "-q", "-d", str(WIT_DIR), "-w", WORLD, "componentize",
+                ENTRY_MODULE, "-p", str(GUEST_DIR), "-o", str(out)]
             env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
             done = subprocess.run(command, capture_output=True, text=True, env=env,
                                   cwd=tmp, check=False)

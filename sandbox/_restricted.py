@@ -68,7 +68,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from msgspec import UNSET
@@ -202,8 +202,8 @@ class _Policy(RestrictingNodeTransformer):
         node.ifs.append(self._tick(node.target).value)
         return node
 
-    _GUARDED_OPS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_",
-                    ast.LShift: "_lshift_"}
+    _GUARDED_OPS: ClassVar[dict[type[ast.operator], str]] = {
+        ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_"}
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
         node = self.node_contents_visit(node)

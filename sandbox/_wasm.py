@@ -126,7 +126,8 @@ def _host_dispatch(_store: Any, batch: str) -> str:
         reply = run.dispatch(_wire.encoder.encode(bounded).decode())
         _wire.reply_decoder.decode(reply)        # never hand the guest malformed data
     except msgspec.DecodeError as exc:
-        raise _Trip(HostDispatchFailed(message=f"the dispatcher's reply is malformed: {exc}"))
+        raise _Trip(HostDispatchFailed(
+            message=f"the dispatcher's reply is malformed: {exc}")) from None
     except _Trip:
         raise
     except Exception as exc:

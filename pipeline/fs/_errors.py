@@ -7,7 +7,7 @@ The tree (``codemode.pipeline._errors.FsError`` is the base)::
      ├── FsStaleVersionError    FS_STALE_VERSION   (pipeline._errors)
      ├── FsNotFoundError        FS_NOT_FOUND       (pipeline._errors)
      ├── FsOutsideRootError     FS_OUTSIDE_ROOT    traversal, foreign absolute path, symlink escape
-     ├── FsNotAFileError        FS_NOT_A_FILE      a directory (or device, ...) where a file is needed
+     ├── FsNotAFileError        FS_NOT_A_FILE      a directory (or device) where a file is needed
      ├── FsNotADirectoryError   FS_NOT_A_DIRECTORY a file where a directory is needed
      ├── FsNotTextError         FS_NOT_TEXT        ``edit`` of bytes that are not UTF-8
      └── FsEditError            FS_EDIT_FAILED     no match, ambiguous match, no-op edit

@@ -86,7 +86,8 @@ async def test_rejection_inside_gather_raises_in_that_task(session):
 
 async def test_rejection_with_return_exceptions(session):
     code = ("import asyncio\n"
-            "r = await asyncio.gather(add(a=1, b=1), fail(message='boom'), return_exceptions=True)\n"
+            "r = await asyncio.gather(add(a=1, b=1), fail(message='boom'),"
+            " return_exceptions=True)\n"
             "[r[0], type(r[1]).__name__, r[1].message]")
     result = await run(session, code)
     assert result.value["result"] == [2, "ToolError", "boom"]

@@ -135,7 +135,8 @@ async def test_model_direct_call_under_code_mode_is_unknown_tool():
     CodeMode(s)
     result = await s.call("add", {"a": 1, "b": 2})
     assert result.error.info.code == "UNKNOWN_TOOL"
-    assert result.error.message == "only `run_code` is callable directly — call `add` inside a program"
+    assert result.error.message == ("only `run_code` is callable directly — "
+                                    "call `add` inside a program")
     inside = await s.call("run_code", {"code": "add(a=1, b=2)"})
     assert inside.value["result"] == 3
 
@@ -163,7 +164,7 @@ async def test_an_exclusive_call_bars_overlap(session):
     starts = of(session, events.CodeDispatchStart)
     settles = of(session, events.CodeDispatch)
     # each start comes after the previous call settled: no overlap
-    for previous, start in zip(settles, starts[1:]):
+    for previous, start in zip(settles, starts[1:], strict=False):
         assert previous.seq < start.seq
 
 
@@ -328,7 +329,8 @@ async def test_guards_run_for_sub_calls_and_see_the_parent(session):
         return "guarded" if execution.name == "add" else None
 
     session.guard(guard)
-    result = await run(session, "try:\n    add(a=1, b=1)\nexcept ToolDenied as e:\n    r = e.message\nr")
+    result = await run(session,
+                       "try:\n    add(a=1, b=1)\nexcept ToolDenied as e:\n    r = e.message\nr")
     assert result.value["result"] == "guarded"
     outer_token = [p for p in seen if p is None]
     assert len(outer_token) == 1                         # the run_code call itself

@@ -15,7 +15,6 @@ import msgspec
 import pytest
 
 from codemode._eval import (
-    Case,
     Fired,
     PhaseReport,
     classify,

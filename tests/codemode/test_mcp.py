@@ -221,7 +221,7 @@ async def test_git_status_log_and_branch(git, repo):
     dates = ["2024-01-04 16:45:00+00:00", "2024-01-03 14:15:00+00:00",
              "2024-01-02 10:30:00+00:00", "2024-01-01 09:00:00+00:00"]
     entries = [f"Commit: {sha}\nAuthor: {AUTHORS[who][0]}\nDate: {when}\nMessage: {subject}\n\n"
-               for sha, who, when, subject in zip(shas, authors, dates, MAIN_COMMITS)]
+               for sha, who, when, subject in zip(shas, authors, dates, MAIN_COMMITS, strict=True)]
     assert log == "Commit history:\n" + "\n".join(entries)
     assert local == "  feature/login\n  fix/typo\n* main"
     assert containing == "  feature/login"
@@ -357,7 +357,7 @@ async def test_call_timeout_leaves_the_server_usable(scripted):
 async def test_call_timeout_defaults_to_the_servers(script):
     async with await McpServer.connect(script, name="scripted", call_timeout_s=0.2) as server:
         assert await server.call("nap", {"seconds": 0}) == {"result": 0.0}
-        with pytest.raises(McpCallTimeout, match="did not answer within 0.2 s"):
+        with pytest.raises(McpCallTimeout, match=r"did not answer within 0\.2 s"):
             await server.call("nap", {"seconds": 0.6})
 
 

@@ -51,7 +51,8 @@ def test_default_policy_limits_and_exposed_tools():
 
 @pytest.mark.parametrize("text, key, detail", [
     ('[[rules]]\ntool = "x"\naction = "maybe"\n', "rules[0].action", "Invalid enum value 'maybe'"),
-    ('[limits]\nwall_clock_s = 5\nbogus = 1\n', "limits.bogus", "Object contains unknown field 'bogus'"),
+    ('[limits]\nwall_clock_s = 5\nbogus = 1\n', "limits.bogus",
+     "Object contains unknown field 'bogus'"),
     ('[limits]\nwall_clock_s = -1\n', "limits.wall_clock_s", "Expected 'float' > 0.0"),
     ('tier = "docker"\n', "tier", "Invalid enum value 'docker'"),
     ('[[rules]]\naction = "deny"\n', "rules[0].tool", "Object missing required field 'tool'"),

@@ -115,7 +115,7 @@ def test_source_is_typed_dicts_then_documented_function():
             Args:
                 city: City name, e.g. 'Paris'.
             """
-            ...'''
+            ...'''  # noqa: E501  (generated stub text, compared verbatim)
     )
 
 
@@ -328,8 +328,8 @@ def test_parameter_names_that_are_not_identifiers_go_through_kwargs():
     assert [p.name for p in stub.params] == ["query", "kwargs"]
     assert stub.accepts_extra  # despite additionalProperties: false
     assert stub.extra_note == (
-        'Keys that are not Python names go in **kwargs_2, as in search(..., **{"content-type": ...}):'
-        ' "content-type": str (required); "from": int.'
+        "Keys that are not Python names go in **kwargs_2, as in "
+        'search(..., **{"content-type": ...}): "content-type": str (required); "from": int.'
     )
 
 
@@ -571,7 +571,7 @@ def test_describe_tools_is_compact_sorted_and_cut():
 
         def zeta(a: Pt) -> Any:
             """Last tool."""
-        '''
+        '''  # noqa: E501  (generated stub text, compared verbatim)
     )
 
 

@@ -1,4 +1,5 @@
-"""Batches: scheduling, model-order commits, contexts delivery (PIPELINE.md S0, S1, S15–S17, §8.2)."""
+"""Batches: scheduling, model-order commits, contexts delivery (PIPELINE.md S0, S1, S15–S17,
+§8.2)."""
 
 import asyncio
 
@@ -7,7 +8,6 @@ import pytest
 from codemode.pipeline import Session, Signal, tool
 from codemode.pipeline.events import (
     InboxQueued,
-    StepEnd,
     StepStart,
     ToolCall,
     ToolResult,

@@ -209,7 +209,7 @@ async def test_an_uncooperative_body_is_awaited_before_aborted():
     assert finished == [True] and result.content == ABORTED
 
 
-async def test_a_pre_aborted_call_publishes_exactly_one_frozen_result_with_a_detached_argument_copy():
+async def test_a_pre_aborted_call_publishes_one_frozen_result_with_a_detached_argument_copy():
     calls = []
     session = Session(tools=[body_tool(calls=calls)])
     published = Published(session)

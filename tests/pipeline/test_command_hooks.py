@@ -347,14 +347,16 @@ async def test_the_disposer_removes_the_hook(tmp_path, session, ran):
     [
         (
             {"point": "tools/result"},
-            "command hooks attach to ('tools/pre-execute', 'tools/post-execute'), not 'tools/result'",
+            ("command hooks attach to ('tools/pre-execute', 'tools/post-execute'), not "
+             "'tools/result'"),
         ),
         ({"command": "  "}, "the hook command is empty"),
         ({"command": []}, "the hook argv must be a non-empty list of strings"),
         ({"timeout_s": 0}, "timeout_s must be a positive number of seconds, not 0"),
         (
             {"matcher": "("},
-            "hook matcher '(' is not a valid regular expression: missing ), unterminated subpattern at position 0",
+            ("hook matcher '(' is not a valid regular expression: missing ), unterminated "
+             "subpattern at position 0"),
         ),
     ],
 )

@@ -247,7 +247,8 @@ async def test_edit_of_a_file_deleted_after_the_read_is_stale(root, session):
         ({"old_string": "nope", "new_string": "x"}, 'old_string not found in "a.txt"'),
         (
             {"old_string": "ab", "new_string": "x"},
-            'old_string occurs 2 times in "a.txt"; include more context to make it unique, or set replace_all',
+            ('old_string occurs 2 times in "a.txt"; include more context to make it unique, or '
+             'set replace_all'),
         ),
         ({"old_string": "", "new_string": "x"}, "old_string must not be empty"),
         (
@@ -642,7 +643,7 @@ async def test_each_observation_is_logged_as_fs_observed(root, log_path):
         gate = session_gate(session)
         assert gate.state("alice", key) == ("present", events[1].version)
         assert gate.state("alice", events[3].key) == ("present", events[3].version)
-        mtime_ns, size, digest = events[1].version.split(":")
+        _mtime_ns, size, digest = events[1].version.split(":")
         assert (int(size), len(digest)) == (4, 64)
         assert events[2].version is msgspec.UNSET
 
@@ -745,9 +746,9 @@ def test_the_workspace_store_is_a_file_store_enforcing_the_gate_s_conditions(roo
 
     text, version = store.read(key)
     assert text == "draft"
-    with pytest.raises(FsNotObservedError, match='"a.txt" already exists and was not read first'):
+    with pytest.raises(FsNotObservedError, match=r'"a\.txt" already exists and was not read first'):
         store.write(key, "blind", CreateIfAbsent())
-    with pytest.raises(FsStaleVersionError, match='"a.txt" changed since it was last read'):
+    with pytest.raises(FsStaleVersionError, match=r'"a\.txt" changed since it was last read'):
         store.write(key, "stale", ReplaceIfVersion(f"0:5:{'0' * 64}"))
     new_version = store.write(key, "final", ReplaceIfVersion(version))
     assert store.read(key) == ("final", new_version)

@@ -265,7 +265,7 @@ async def run_scenario(s: dict[str, Any]) -> None:
 
     # one published, frozen, lossless result per call, and the same object returned
     assert len(results) == len(calls) == len(published)
-    for (execution, published_result), result in zip(published, results):
+    for (execution, published_result), result in zip(published, results, strict=True):
         assert published_result is result
         assert execution.call_id and execution.name == "t"
         check_frozen(result)

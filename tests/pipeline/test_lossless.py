@@ -26,7 +26,8 @@ def test_snapshot_copies_and_freezes_nested_values():
         ([-0.0], "value must be losslessly JSON-serializable: negative zero at $[0]"),
         (
             2**63,
-            "value must be losslessly JSON-serializable: integer outside the 64-bit range [-2**63, 2**63) at $",
+            ("value must be losslessly JSON-serializable: integer outside the 64-bit range "
+             "[-2**63, 2**63) at $"),
         ),
         (
             {"t": (1, 2)},
@@ -105,5 +106,6 @@ def test_unpaired_surrogates_are_not_lossless_in_values_or_keys():
         snapshot({"k\udfff": 1})
     assert (
         str(info.value)
-        == "value must be losslessly JSON-serializable: key with an unpaired surrogate at $.k\\udfff"
+        == ("value must be losslessly JSON-serializable: key with an unpaired surrogate at "
+            "$.k\\udfff")
     )

@@ -356,7 +356,7 @@ CODE_CELLS = {family: [(family, cells[case]) for case in cells
 
 
 @pytest.mark.parametrize("family", list(MATRIX))
-async def test_invalid_sub_calls_are_denied_before_approval_and_the_sentinel_stays_in_dispatch_records(
+async def test_invalid_sub_calls_are_denied_before_approval_and_sentinel_stays_in_dispatch_records(
     tmp_path, family
 ):
     w = code_world(tmp_path)
@@ -379,7 +379,7 @@ async def test_invalid_sub_calls_are_denied_before_approval_and_the_sentinel_sta
     w.session.close()
 
 
-async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_the_sentinel_only_in_dispatch_records(
+async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_sentinel_only_in_dispatch_records(
     tmp_path,
 ):
     w = code_world(tmp_path)

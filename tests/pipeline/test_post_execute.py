@@ -85,7 +85,8 @@ async def test_a_non_json_post_result_becomes_a_safe_error():
     assert result.is_error
     assert (
         result.error.message
-        == "replacement content must be losslessly JSON-serializable: non-finite number at $[0].text"
+        == ("replacement content must be losslessly JSON-serializable: non-finite number at "
+            "$[0].text")
     )
 
 

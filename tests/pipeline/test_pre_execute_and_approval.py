@@ -62,6 +62,7 @@ async def test_an_outer_listener_overrides_an_inner_decision():
     session.on("tools/pre-execute", outer)
     session.on("tools/pre-execute", lambda e, n: Deny("inner says no"))
     assert (await session.execute(inp())).is_error is False
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize(
@@ -93,6 +94,7 @@ async def test_ask_without_an_agent_denies_without_asking():
         == 'tool "echo" requires approval, but the call has no agent to route it'
     )
     assert asked == []
+    assert calls == []
     assert not any(isinstance(e, ApprovalAsked) for e in session.log.read())
 
 

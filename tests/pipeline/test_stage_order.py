@@ -6,7 +6,6 @@ import msgspec
 import pytest
 
 from codemode.pipeline import (
-    Accept,
     CallResult,
     Deny,
     HarnessError,
@@ -53,7 +52,7 @@ async def test_deny_skips_tools_execute():
     assert wrapped == []
 
 
-async def test_a_thrown_tool_is_normalized_before_a_wrapper_sees_it_and_still_reaches_post_execute():
+async def test_a_thrown_tool_is_normalized_before_a_wrapper_sees_it_and_reaches_post_execute():
     seen = []
     session = Session(tools=[make_tool("t", lambda a, c: 1 / 0)])
 

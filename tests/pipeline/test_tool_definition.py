@@ -84,7 +84,8 @@ async def test_nested_struct_arguments_are_validated_with_paths_and_converted():
     bad = await session.execute(inp("centroid", {"points": [{"x": 1}, {"x": "2", "y": 0}]}))
     assert (
         bad.error.message
-        == 'invalid arguments: missing required property "points[0].y"; "points[1].x" must be an integer'
+        == ('invalid arguments: missing required property "points[0].y"; "points[1].x" must be an '
+            'integer')
     )
 
 
@@ -160,7 +161,8 @@ async def test_render_and_meta_failures_are_invalid_tool_output():
         'tool "m" returned invalid output: presentation meta must be losslessly JSON-serializable: '
         "unsupported type set at $.x")
     assert (await session.execute(inp("c"))).error.message == (
-        'tool "c" returned invalid output: rendered content[0] must be a content block with a string "type"'
+        'tool "c" returned invalid output: rendered content[0] must be a content block with a '
+        'string "type"'
     )
 
 
