@@ -9,6 +9,7 @@ the host (bounded by the run's deadline).
 
 import asyncio
 import asyncio.events
+import sys
 
 _bridge = None      # the current run's Bridge; one run per instance
 _sleep = None       # host sleep(seconds)
@@ -60,8 +61,10 @@ class SandboxEventLoop(asyncio.BaseEventLoop):
 
 
 # Python 3.14 (the guest) renamed the base policy; the host side imports this module too.
-_BasePolicy = getattr(asyncio.events, "_BaseDefaultEventLoopPolicy", None) \
-    or asyncio.events.BaseDefaultEventLoopPolicy
+if sys.version_info >= (3, 14):
+    _BasePolicy = asyncio.events._BaseDefaultEventLoopPolicy
+else:
+    _BasePolicy = asyncio.events.BaseDefaultEventLoopPolicy
 
 
 class _Policy(_BasePolicy):

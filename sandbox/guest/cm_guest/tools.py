@@ -37,7 +37,7 @@ async def _settled(future):
 class Call:
     """One sub-call request: tool name, arguments (already JSON text), submission id."""
 
-    __slots__ = ("id", "name", "alias", "args_json")
+    __slots__ = ("alias", "args_json", "id", "name")
 
     def __init__(self, call_id, name, alias, args_json):
         self.id = call_id
@@ -151,7 +151,7 @@ class Bridge:
         for _, future in self._queued:
             future.cancel()
         self._queued = []
-        for call_id, (_, future) in list(self._in_flight.items()):
+        for _, future in list(self._in_flight.values()):
             if future is not None:
                 future.cancel()
 
@@ -278,7 +278,7 @@ class Binding:
                 f"{alias}() takes {len(names)} positional argument"
                 f"{'' if len(names) == 1 else 's'} but {len(args)} were given"
             )
-        bound = dict(zip(names, args))
+        bound = dict(zip(names, args, strict=False))  # fewer args than names: the rest by keyword
         for key, value in kwargs.items():
             if key in bound:
                 raise TypeError(f"{alias}() got multiple values for argument '{key}'")
