@@ -72,9 +72,16 @@ from typing import Any, ClassVar
 
 import msgspec
 from msgspec import UNSET
-from RestrictedPython import RestrictingNodeTransformer, safe_builtins
-from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
-from RestrictedPython.transformer import INSPECT_ATTRIBUTES, copy_locations
+from RestrictedPython.Guards import (
+    guarded_iter_unpack_sequence,
+    guarded_unpack_sequence,
+    safe_builtins,
+)
+from RestrictedPython.transformer import (
+    INSPECT_ATTRIBUTES,
+    RestrictingNodeTransformer,
+    copy_locations,
+)
 
 from . import _wire
 from ._limits import SandboxLimits
@@ -385,7 +392,7 @@ class _Run:
 
 # ---- asyncio on the worker thread --------------------------------------------------------
 
-class _RunSelector:
+class _RunSelector(aio._HostSelector):
     """The guest's `_HostSelector`, bound to one run instead of module globals."""
 
     def __init__(self, run: _Run) -> None:
@@ -419,7 +426,7 @@ class _RunLoop(aio.SandboxEventLoop):
     time sleeps through the run; threads, sockets, pipes, signals and subprocesses refused."""
 
     def __init__(self, run: _Run) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # the guest is unannotated
         self._selector = _RunSelector(run)
         self._run = run
 
@@ -714,7 +721,7 @@ class _ClassFactory:
         return self._meta(bases).__prepare__(name, bases, **kwds)
 
     def __call__(self, name: str, bases: tuple[Any, ...], ns: Any, **kwds: Any) -> type:
-        cls = self._meta(bases)(name, bases, ns, **kwds)
+        cls: type = self._meta(bases)(name, bases, ns, **kwds)
         self._owned.add(cls)
         return cls
 
@@ -732,7 +739,7 @@ class _ReadOnly:
         raise TypeError(f"a {self._what} object is read-only in the sandbox (only the "
                         "program's own objects and plain containers can be changed)")
 
-    __setattr__ = __delattr__ = __setitem__ = __delitem__ = _refuse  # type: ignore[assignment]
+    __setattr__ = __delattr__ = __setitem__ = __delitem__ = _refuse
 
 
 # Types whose instances a program can only reach as its own (or as per-run copies): the
@@ -740,11 +747,11 @@ class _ReadOnly:
 _WRITABLE = (dict, list, set, bytearray, types.SimpleNamespace, collections.deque,
              array.array, decimal.Context)
 _SEQUENCES: dict[type, int] = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
-_INPLACE = {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul,
-            "/=": operator.itruediv, "//=": operator.ifloordiv, "%=": operator.imod,
-            "**=": operator.ipow, "<<=": operator.ilshift, ">>=": operator.irshift,
-            "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor,
-            "@=": operator.imatmul}
+_INPLACE: dict[str, Callable[[Any, Any], Any]] = {
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul,
+    "/=": operator.itruediv, "//=": operator.ifloordiv, "%=": operator.imod,
+    "**=": operator.ipow, "<<=": operator.ilshift, ">>=": operator.irshift,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "@=": operator.imatmul}
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _SHORT_RANGE = 1_000_000
 

@@ -99,9 +99,11 @@ def grep(
     if not os.path.exists(target.real):
         raise FsNotFoundError(f'path not found: "{target.display}"')
     selector = None
+    by_path = False  # a pattern with "/" matches the root-relative path, else the file name
     if file_glob:
         _check_pattern(file_glob)
         selector = compile_glob(file_glob)
+        by_path = "/" in file_glob
     if os.path.isdir(target.real):
         files: Iterator[tuple[str, str]] = _files(workspace, str(target.real), check)
     else:
@@ -110,8 +112,8 @@ def grep(
     for rel, path in files:
         check()
         if selector is not None and not selector.fullmatch(
-            rel if "/" in file_glob else rel.rsplit("/", 1)[-1]
-        ):  # type: ignore[operator]
+            rel if by_path else rel.rsplit("/", 1)[-1]
+        ):
             continue
         try:
             with open(path, "rb") as handle:
