@@ -1,16 +1,19 @@
-import types
+import importlib
+
+import pytest
 
 from codemode import pipeline
+from tests._exports import check_exports
 
 
-def test_public_names_are_exactly_all():
-    # submodules become package attributes once imported anywhere; only names count here
-    names = {
-        n
-        for n, v in vars(pipeline).items()
-        if not n.startswith("_") and not isinstance(v, types.ModuleType)
-    }
-    assert names == set(pipeline.__all__) - {"events", "log"}
+@pytest.mark.parametrize("name", ["codemode.pipeline", "codemode.pipeline.events",
+                                  "codemode.pipeline.fs", "codemode.pipeline.hooks",
+                                  "codemode.pipeline.log"])
+def test_public_names_are_exactly_all_sorted(name):
+    check_exports(importlib.import_module(name))
+
+
+def test_the_pipeline_lists_its_event_and_log_modules():
     assert {"events", "log"} <= set(pipeline.__all__)
 
 
