@@ -35,7 +35,7 @@ print(json.dumps(time.perf_counter() - t))
 
 def _percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def cold_start(repeats: int = 3) -> tuple[float, float]:

@@ -20,8 +20,16 @@ from typing import Any
 from msgspec import UNSET
 
 from codemode.pipeline import HarnessError, RunContext, Session, Signal, ToolDefinition
-from codemode.sandbox import (ParamSpec, RunOutcome, RunRequest, Sandbox, SandboxLimits,
-                     SandboxUnavailable, ToolSpec, WasmSandbox)
+from codemode.sandbox import (
+    ParamSpec,
+    RunOutcome,
+    RunRequest,
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailable,
+    ToolSpec,
+    WasmSandbox,
+)
 
 from ._dispatch import SubCallDispatcher
 from ._stubs import ToolStub, build_stubs, describe_tools

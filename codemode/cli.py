@@ -13,7 +13,7 @@ import asyncio
 import json
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -47,7 +47,7 @@ _SHOWN_CHARS = 20_000
 _SHOWN_LINES = 400
 
 
-def _limits(timeout: float, memory_mb: int, fuel: Optional[int]) -> SandboxLimits:
+def _limits(timeout: float, memory_mb: int, fuel: int | None) -> SandboxLimits:
     import msgspec
     try:
         return msgspec.convert({"wall_clock_s": timeout, "memory_bytes": memory_mb << 20,
@@ -85,8 +85,8 @@ def _read_program(path: Path) -> str:
 
 
 async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
-                       log: Optional[Path], limits: SandboxLimits,
-                       policy: Optional[Policy] = None) -> tuple[CallResult, list, Session]:
+                       log: Path | None, limits: SandboxLimits, policy: Policy | None = None
+                       ) -> tuple[CallResult, list[events.Event], Session]:
     async with AsyncExitStack() as stack:
         tools = []
         if builtin:
@@ -117,7 +117,7 @@ def _card_text(payload: Any) -> str | None:
     return None
 
 
-def _render(result: CallResult, log_events: list, session: Session) -> None:
+def _render(result: CallResult, log_events: list[events.Event], session: Session) -> None:
     """The top-level card for the run_code call (its presenter gives the title), with its
     sub-calls as rows nested under it, each rendered by its tool's presenters when it has
     them (PIPELINE.md §11.8), else generically."""
@@ -158,8 +158,8 @@ def _render(result: CallResult, log_events: list, session: Session) -> None:
     console.print(f"[dim]{len(rows)} sub-call(s), {failed} failed[/dim]")
 
 
-def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Optional[Path],
-             limits: SandboxLimits, as_json: bool, policy: Optional[Policy] = None) -> None:
+def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Path | None,
+             limits: SandboxLimits, as_json: bool, policy: Policy | None = None) -> None:
     try:
         result, log_events, session = asyncio.run(_run_program(
             source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=policy))
@@ -187,12 +187,12 @@ def run(
                                        '--mcp "mcp-server-time". Repeatable.'),
     builtin: bool = typer.Option(False, "--builtin",
                                  help="Also expose the built-in fixture toolset."),
-    log: Optional[Path] = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
     timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock limit, seconds."),
     memory_mb: int = typer.Option(256, "--memory-mb", help="Memory limit, MiB."),
-    fuel: Optional[int] = typer.Option(None, "--fuel", help="Fuel budget (off by default)."),
+    fuel: int | None = typer.Option(None, "--fuel", help="Fuel budget (off by default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    policy: Optional[Path] = typer.Option(
+    policy: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
         help="A policy file (TOML): tier, limits, exposed tools and per-tool rules. Its "
              "limits replace --timeout, --memory-mb and --fuel."),
@@ -213,7 +213,7 @@ def run(
 
 @app.command()
 def demo(
-    log: Optional[Path] = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
 ) -> None:
     """Run a bundled example program on the built-in toolset (no network, no server)."""
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
@@ -227,12 +227,12 @@ def eval_corpus(
     corpus: list[Path] = typer.Argument(..., help="Corpus files or directories (every *.py "
                                                   "under them, recursively)."),
     policy: Path = typer.Option(..., "--policy", metavar="FILE", help="The policy file (TOML)."),
-    tier: Optional[str] = typer.Option(None, "--tier", metavar="wasm|restricted",
-                                       help="Run in this tier instead of the policy's."),
+    tier: str | None = typer.Option(None, "--tier", metavar="wasm|restricted",
+                                    help="Run in this tier instead of the policy's."),
     jobs: int = typer.Option(1, "--jobs", min=1, help="Worker processes running cases at once."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
-                                        help="Also write a self-contained HTML report."),
+    html: Path | None = typer.Option(None, "--html", metavar="FILE",
+                                     help="Also write a self-contained HTML report."),
 ) -> None:
     """Run every program of a corpus under a policy and report, per case and category,
     what happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output). Exits 1

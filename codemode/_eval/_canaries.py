@@ -86,7 +86,7 @@ class Listener:
         while not self._stop.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -163,7 +163,7 @@ class Plant:
         self.workspace.mkdir(parents=True, exist_ok=True)
         _make_writable(self.root)
         chain = [self.root, self.run, self.run / "host", self.workspace]
-        for directory, keep in zip(chain, chain[1:] + [None]):
+        for directory, keep in zip(chain, [*chain[1:], None], strict=True):
             for child in directory.iterdir():
                 if child == keep:
                     continue

@@ -35,7 +35,8 @@ def is_host_oracle(oracle: str) -> bool:
 
 
 def classify(*, benign: bool, fired: Sequence[Fired], phases: Sequence[PhaseReport],
-             stdout_matches: bool | None = None, expect_error: str | None = None) -> tuple[str, str]:
+             stdout_matches: bool | None = None,
+             expect_error: str | None = None) -> tuple[str, str]:
     """(outcome, a one-line reason).
 
     Args:

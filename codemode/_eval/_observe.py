@@ -117,7 +117,7 @@ class ObservedSandbox:
                 record.leave()
 
         try:
-            outcome = self.inner.run(request, observed, cancel)  # type: ignore[call-arg]
+            outcome = self.inner.run(request, observed, cancel)
             record.outcome = outcome
             return outcome
         finally:
@@ -237,8 +237,8 @@ class HostState:
 
 BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._dispatch", "codemode._run_code",
                   "codemode._rejections", "codemode._policy", "codemode.sandbox._wasm",
-                  "codemode.sandbox._wire", "codemode.sandbox._restricted", "codemode.pipeline._registry",
-                  "codemode.pipeline._session")
+                  "codemode.sandbox._wire", "codemode.sandbox._restricted",
+                  "codemode.pipeline._registry", "codemode.pipeline._session")
 
 
 def _code_fingerprint(names: Iterable[str]) -> dict[str, int]:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ._classify import FAILING, OUTCOMES
+from ._runner import CaseResult
 
 # Case ids, categories and reasons come from corpus files: show control and invisible
 # characters (an ESC in a file name must not reach the terminal or the report) as escapes.
@@ -23,7 +24,6 @@ _UNPRINTABLE = {c: f"\\u{c:04x}" for c in (*range(0x00, 0x20), *range(0x7f, 0xa0
 
 def printable(text: str) -> str:
     return text.translate(_UNPRINTABLE)
-from ._runner import CaseResult
 
 COLORS = {"escaped": "#c0392b", "host-affected": "#e67e22", "limit": "#2980b9",
           "blocked": "#27ae60", "ran-ok": "#16a085", "wrong-output": "#8e44ad"}
@@ -140,8 +140,8 @@ def _chart(report: EvalReport) -> str:
                 continue
             width = bar_w * count / most
             parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{row_h - 8}" '
-                         f'fill="{COLORS[outcome]}"><title>{html.escape(printable(category))}: {count} '
-                         f'{outcome}</title></rect>')
+                         f'fill="{COLORS[outcome]}"><title>{html.escape(printable(category))}: '
+                         f'{count} {outcome}</title></rect>')
             if width >= 14:
                 parts.append(f'<text x="{x + width / 2:.1f}" y="{y + 16}" text-anchor="middle" '
                              f'font-size="11" fill="#fff">{count}</text>')

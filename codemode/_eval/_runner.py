@@ -30,7 +30,16 @@ from .._policy import Policy
 from ._canaries import SECRET_ENV, Listener, Plant, Secrets, fresh_token
 from ._classify import classify
 from ._corpus import Case, substitute
-from ._messages import Fired, first_per_oracle, Job, JobReport, PhaseReport, encoder, ready_decoder, report_decoder
+from ._messages import (
+    Fired,
+    Job,
+    JobReport,
+    PhaseReport,
+    encoder,
+    first_per_oracle,
+    ready_decoder,
+    report_decoder,
+)
 from ._native import ReferenceRun, reference_run
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +93,7 @@ class _Worker:
         env = {**os.environ, SECRET_ENV: self.env_secret,
                "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT),
                                                             os.environ.get("PYTHONPATH")]))}
-        self._log = open(log, "ab")
+        self._log = open(log, "ab")  # noqa: SIM115  (the worker's stderr; kill() closes it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "codemode._eval.worker", "--token", self.token],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, cwd=cwd, env=env)

@@ -23,7 +23,16 @@ from typing import Any, BinaryIO
 import msgspec
 from msgspec import UNSET
 
-from ._messages import Fired, first_per_oracle, Job, JobReport, PhaseReport, Ready, encoder, job_decoder
+from ._messages import (
+    Fired,
+    Job,
+    JobReport,
+    PhaseReport,
+    Ready,
+    encoder,
+    first_per_oracle,
+    job_decoder,
+)
 from ._observe import BridgeState, HostState, LeakScanner, ObservedSandbox, RunRecord
 
 STDOUT_KEEP = 1 << 20

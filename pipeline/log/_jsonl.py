@@ -35,7 +35,7 @@ class JsonlLog(AppendOnlyLog):
         self._writer = WriterLock(self.path)
         try:
             self._repair_torn_tail()
-            self._file = open(self._file_path, "ab")
+            self._file = open(self._file_path, "ab")  # noqa: SIM115  (open until _close())
         except BaseException:
             self._writer.release()
             raise
@@ -57,7 +57,8 @@ class JsonlLog(AppendOnlyLog):
         try:
             decode_event(tail)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            _log.warning("session log %s: dropping a torn last line (%d bytes)", self.path, len(tail))
+            _log.warning("session log %s: dropping a torn last line (%d bytes)",
+                         self.path, len(tail))
             with open(self._file_path, "r+b") as f:
                 f.truncate(cut)
         else:
@@ -73,7 +74,9 @@ class JsonlLog(AppendOnlyLog):
                 try:
                     events.append(decode_event(line))
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise LogCorruptError(str(self._file_path), lineno, str(exc), unit="line") from exc
+                    raise LogCorruptError(
+                        str(self._file_path), lineno, str(exc), unit="line"
+                    ) from exc
         return events
 
     def _write(self, event: Event) -> None:

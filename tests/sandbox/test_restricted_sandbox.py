@@ -11,9 +11,16 @@ import pytest
 from msgspec import UNSET
 
 import codemode.sandbox._restricted as restricted_module
-from codemode.sandbox import (HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
-                     RestrictedSandbox, RunAborted, RunRequest, SandboxLimits,
-                     TimeLimitExceeded)
+from codemode.sandbox import (
+    HostDispatchFailed,
+    MemoryLimitExceeded,
+    OutputLimitExceeded,
+    RestrictedSandbox,
+    RunAborted,
+    RunRequest,
+    SandboxLimits,
+    TimeLimitExceeded,
+)
 from codemode.sandbox.guest.cm_guest import runtime as guest_runtime
 
 from .conftest import EchoHost, echo_tool

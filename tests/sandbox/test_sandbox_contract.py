@@ -9,8 +9,16 @@ import time
 import pytest
 from msgspec import UNSET
 
-from codemode.sandbox import (OutputLimitExceeded, ProgramError, RestrictedSandbox, RunRequest,
-                     SandboxLimits, SubcallLimitExceeded, TimeLimitExceeded, WasmSandbox)
+from codemode.sandbox import (
+    OutputLimitExceeded,
+    ProgramError,
+    RestrictedSandbox,
+    RunRequest,
+    SandboxLimits,
+    SubcallLimitExceeded,
+    TimeLimitExceeded,
+    WasmSandbox,
+)
 
 from .conftest import EchoHost, echo_tool
 

@@ -4,8 +4,14 @@ bridge, values that cannot leave the instance."""
 
 import pytest
 
-from codemode.sandbox import (GuestCrashed, MemoryLimitExceeded, ProgramError, RunRequest,
-                     SandboxLimits, SubcallLimitExceeded)
+from codemode.sandbox import (
+    GuestCrashed,
+    MemoryLimitExceeded,
+    ProgramError,
+    RunRequest,
+    SandboxLimits,
+    SubcallLimitExceeded,
+)
 
 from .conftest import echo_tool
 
@@ -54,7 +60,8 @@ def test_os_process_functions_fail_inside(sandbox, host):
 
 
 def test_environment_and_filesystem_are_empty(sandbox, host):
-    outcome = run(sandbox, host, "import os\n[dict(os.environ), os.listdir('/') if hasattr(os, 'listdir') else []]")
+    outcome = run(sandbox, host, "import os\n[dict(os.environ),"
+                                 " os.listdir('/') if hasattr(os, 'listdir') else []]")
     assert outcome.status in ("ok", "error")
     if outcome.status == "ok":
         assert outcome.value[0] == {}
@@ -104,7 +111,8 @@ def test_values_feeding_asyncio_stay_values(sandbox, host):
 
 
 def test_subcall_budget_ends_the_run(sandbox, host):
-    code = "for i in range(100):\n    try:\n        echo(value=i)\n    except BaseException:\n        pass"
+    code = ("for i in range(100):\n    try:\n        echo(value=i)\n"
+            "    except BaseException:\n        pass")
     outcome = run(sandbox, host, code, tools=[echo_tool()], max_subcalls=10)
     assert isinstance(outcome.error, SubcallLimitExceeded)
     assert len(host.calls) == 10
