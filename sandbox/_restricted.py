@@ -68,7 +68,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from msgspec import UNSET
@@ -1004,6 +1004,9 @@ class RestrictedSandbox:
     restricted tier"): it shares the host process, memory is not isolated, and CPU limits
     are best-effort. For trusted code and for comparing policies only.
     """
+
+    #: The guest's list minus `REFUSED_MODULES`.
+    allowed_modules: ClassVar[frozenset[str]] = ALLOWED_MODULES
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:

@@ -6,7 +6,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import wasmtime
@@ -19,6 +19,7 @@ from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed,
                         ProgramError, RunAborted, RunOutcome, RunRequest,
                         SubcallLimitExceeded, TimeLimitExceeded)
 from ._ticker import EpochTicker
+from .guest.cm_guest import runtime as guest_runtime
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
@@ -145,6 +146,9 @@ class WasmSandbox:
     The Engine, Component and Linker are shared per process (and the compiled component
     per machine, on disk).
     """
+
+    #: What programs may import: the guest's own list (`cm_guest.runtime.ALLOWED_MODULES`).
+    allowed_modules: ClassVar[frozenset[str]] = guest_runtime.ALLOWED_MODULES
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:

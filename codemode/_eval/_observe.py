@@ -103,6 +103,7 @@ class ObservedSandbox:
         self.inner = inner
         self.scanner = scanner
         self.records: list[RunRecord] = []
+        self.allowed_modules = inner.allowed_modules
 
     def run(self, request: RunRequest, dispatch: Callable[[str], str],
             cancel: threading.Event | None = None) -> RunOutcome:
