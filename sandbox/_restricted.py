@@ -68,7 +68,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -1006,7 +1006,7 @@ class RestrictedSandbox:
     """
 
     #: The guest's list minus `REFUSED_MODULES`.
-    allowed_modules: ClassVar[frozenset[str]] = ALLOWED_MODULES
+    allowed_modules: frozenset[str] = ALLOWED_MODULES
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:

@@ -6,7 +6,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 import wasmtime
@@ -148,7 +148,7 @@ class WasmSandbox:
     """
 
     #: What programs may import: the guest's own list (`cm_guest.runtime.ALLOWED_MODULES`).
-    allowed_modules: ClassVar[frozenset[str]] = guest_runtime.ALLOWED_MODULES
+    allowed_modules: frozenset[str] = guest_runtime.ALLOWED_MODULES
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:

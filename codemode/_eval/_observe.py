@@ -103,7 +103,11 @@ class ObservedSandbox:
         self.inner = inner
         self.scanner = scanner
         self.records: list[RunRecord] = []
-        self.allowed_modules = inner.allowed_modules
+
+    @property
+    def allowed_modules(self) -> frozenset[str]:
+        """The wrapped sandbox's."""
+        return self.inner.allowed_modules
 
     def run(self, request: RunRequest, dispatch: Callable[[str], str],
             cancel: threading.Event | None = None) -> RunOutcome:

@@ -1,6 +1,7 @@
 """Policies as data: loading and validating TOML, exposing tools by glob, per-tool rules
 enforced in the pipeline (deny, ask without an approval channel), `codemode run --policy`."""
 
+import json
 import os
 import subprocess
 import sys
@@ -223,7 +224,7 @@ def test_run_with_a_policy_file(tmp_path):
     done = codemode("run", str(program), "--builtin", "--json",
                     "--policy", str(POLICIES / "example.toml"))
     assert done.returncode == 0, done.stderr
-    assert '"sleeping on the host needs approval",\n      3' in done.stdout
+    assert json.loads(done.stdout)["value"] == ["sleeping on the host needs approval", 3]
 
 
 def test_run_with_an_invalid_policy_exits_2_naming_path_and_key(tmp_path):
