@@ -81,7 +81,7 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
             for server in servers:
                 tools.extend(server.definitions)
         session = Session(tools=tools, log=str(log) if log else None)
-        stack.callback(session.log.close)
+        stack.push_async_callback(session.aclose)
         rejections: dict[str, Rejection] = {}
 
         def observe(execution: Any, result: CallResult) -> None:

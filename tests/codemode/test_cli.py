@@ -396,3 +396,14 @@ def test_a_log_in_a_missing_directory_is_refused(tmp_path):
     assert f"Invalid value for '--log': directory '{log.parent}' does not exist." in \
         " ".join(done.stderr.decode().split())
     assert not log.parent.exists()
+
+
+def test_a_log_another_session_is_writing_is_refused(tmp_path):
+    from codemode.pipeline import open_log
+
+    log = tmp_path / "session.jsonl"
+    with open_log(str(log)):
+        done = codemode("run", program(tmp_path, "1\n"), "--log", str(log))
+    assert done.returncode == 2
+    assert b"LogInUseError: session log" in done.stderr
+    assert b"is in use by another session or process" in done.stderr
