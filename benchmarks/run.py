@@ -124,11 +124,27 @@ def pipeline_round_trip(n: int) -> float:
     return asyncio.run(main())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200, help="runs for per-run latency")
-    parser.add_argument("--subcalls", type=int, default=500, help="sub-calls per program")
-    args = parser.parse_args()
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse names the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the options and print the table. Bad options exit 2 with a message naming the
+    option (argparse's usage error), before anything is measured."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=_positive_int, default=200,
+                        help="runs for per-run latency (at least 1)")
+    parser.add_argument("--subcalls", type=_positive_int, default=500,
+                        help="sub-calls per program (at least 1)")
+    args = parser.parse_args(argv)
 
     print("warming the component cache ...", file=sys.stderr)
     per_run(1)

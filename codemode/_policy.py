@@ -187,7 +187,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         limits: the limits of every run (`sandbox.SandboxLimits`, units in field names;
             `max_subcalls` and `max_concurrent_subcalls` bound the sub-calls).
         expose: fnmatch globs (case-sensitive) over the names of the session's tools;
-            programs see the tools matching any of them.
+            programs see the tools matching any of them. A glob or name that matches no
+            tool of the session is skipped (see `apply` for when that is an error).
         rules: per-tool rules, first match wins; a call no rule matches is allowed.
         description: what the policy is for, for people.
     """
@@ -275,13 +276,16 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         Returns:
             The `CodeMode` that reserved `run_code`.
         Raises:
-            PolicyError: the tier is not available, or `expose` matches no tool.
+            PolicyError: the tier is not available, or the session has tools and `expose`
+                matches none of them (most likely a typo: `expose = []` says "none"). A
+                session with no tools is not checked, and names of tools the session lacks
+                are not errors: one policy serves sessions with different toolsets.
         """
         exposed = self.exposed_names(session)
-        if self.expose and not exposed:     # a typo, not an intent: `expose = []` says none
-            names = ", ".join(d.name for d in session.visible_tools()) or "none"
+        tools = [d.name for d in session.visible_tools() if d.name != RUN_CODE]
+        if self.expose and tools and not exposed:
             raise PolicyError(f"{list(self.expose)} matches none of the session's tools "
-                              f"({names})", key="expose")
+                              f"({', '.join(tools)})", key="expose")
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         if self.rules:
             session.on("tools/pre-execute", self._listener())

@@ -64,8 +64,7 @@ concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed cal
 `ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
 `ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
 succeed. To return a value, end the program with an expression; use print() for anything \
-else you want to see. Only a curated standard library is importable (json, re, math, \
-datetime, collections, itertools, asyncio, ...).
+else you want to see.
 """
 
 _CODE_MODE_RULE = """
@@ -73,6 +72,33 @@ Only `run_code` may be called directly: call every other tool inside a program.
 """
 
 _LISTING_HEADING = "\nAvailable tools:\n"
+
+
+def _modules_text(modules: frozenset[str]) -> str:
+    """The importable modules, sorted, as one paragraph."""
+    return ("\nImportable modules (nothing else, not even the rest of the standard library): "
+            + ", ".join(sorted(modules)) + ".\n")
+
+
+def _size(n_bytes: int) -> str:
+    """`n_bytes` in the largest binary unit that divides it: "256 MiB", "64 KiB", "100 bytes"."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n_bytes >= size and n_bytes % size == 0:
+            return f"{n_bytes // size} {unit}"
+    return f"{n_bytes} bytes"
+
+
+def _limits_text(limits: SandboxLimits) -> str:
+    """The limits a program runs under, as one paragraph."""
+    parts = [f"{limits.wall_clock_s:g} s of wall-clock time (sleeps and tool calls count)",
+             f"{_size(limits.memory_bytes)} of memory",
+             f"{_size(limits.output_bytes)} each of printed output and of error output",
+             f"{limits.max_subcalls} tool calls",
+             f"{_size(limits.request_bytes)} of JSON arguments per tool call"]
+    if limits.fuel is not None:
+        parts.append(f"{limits.fuel} units of fuel (about one per instruction)")
+    return "\nEach run may use at most " + "; ".join(parts) + ". Past a limit the run stops " \
+        "and fails.\n"
 
 
 class CodeRunFailed(HarnessError):
@@ -171,12 +197,16 @@ class CodeMode:
                            for d in self.exposed_tools(agent))
 
     def description(self, agent: str | None = None) -> str:
-        """The model-facing description of `run_code`: how to write a program, and every
-        exposed tool as a typed Python signature with its docstring."""
+        """The model-facing description of `run_code`: how to write a program, the modules
+        it may import (`sandbox.allowed_modules`), the limits of a run (`limits`), and every
+        exposed tool as a typed Python signature with its docstring. It stands alone: the
+        model cannot read anything it points to."""
         stubs = self.stubs(agent)
         listing = describe_tools(stubs) if stubs else "(no tools are available)"
         rule = _CODE_MODE_RULE if self.session.mode_for(agent) == "code" else ""
-        return _PREAMBLE + rule + _LISTING_HEADING + listing
+        modules = getattr(self.sandbox, "allowed_modules", WasmSandbox.allowed_modules)
+        return (_PREAMBLE + _modules_text(modules) + _limits_text(self.limits) + rule
+                + _LISTING_HEADING + listing)
 
     # ---- the body ------------------------------------------------------------------------
 

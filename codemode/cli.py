@@ -1,245 +1,268 @@
 """The `codemode` command line: `run`, `demo` and `eval`.
 
-    codemode run PROGRAM.py [--mcp "CMD ARGS"]... [--log FILE] [--builtin] [--timeout S]
-                            [--policy FILE]
-    codemode demo
+    codemode run PROGRAM.py|- [--mcp CMD]... [--builtin] [--policy FILE] [--timeout S]
+                              [--memory-mb MIB] [--fuel N] [--log FILE] [--json]
+                              [--table/--no-table]
+    codemode demo [--log FILE]
     codemode eval CORPUS... --policy FILE [--tier wasm|restricted] [--jobs N] [--json]
                             [--html FILE]
+    codemode --version
+
+`codemode run` composes like any filter: the program's stdout and stderr become ours,
+unchanged (to a terminal, control characters are shown as escapes); the card (final value
+or error, sub-call table, summary) goes to stderr, drawn when stderr is a terminal or
+`--table` asks; when it is not drawn, a failed run's reason follows the program's stderr.
+`--json` prints one `RunReport` on stdout instead. Exit status: 0 the program completed,
+1 it failed or hit a limit, 2 bad usage (options, program file, policy, log, MCP server).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from contextlib import AsyncExitStack
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
 
-from codemode.pipeline import CallResult, Session, events
-from codemode.sandbox import SandboxLimits, SandboxUnavailable
+from codemode.sandbox import SandboxLimits
 
+from ._cli_render import draw_card, failure_text, write_output
+from ._cli_run import run_program
 from ._policy import Policy, PolicyError
-from ._run_code import CodeMode
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+def _plain_flags(params: list[Any]) -> list[Any]:
+    """No `<bool>` type beside flags in help (`--json`, `--builtin`, `--help`): a flag takes
+    no value."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
+app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
                   help="Run model-written Python in a wasmtime sandbox, with every tool "
                        "call governed by one pipeline.")
-console = Console()
 err_console = Console(stderr=True)
 
 DEMO_PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "demo_program.py"
 
-
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
-# What a user may see on the screen: newlines and tabs, not terminal control sequences
-# (C0, DEL, C1), bidirectional overrides, invisible or line-breaking format characters.
-_CONTROL = {c: f"\\u{c:04x}" if c > 0xff else f"\\x{c:02x}"
-            for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
-                      *range(0x200b, 0x2010), *range(0x2028, 0x202f), *range(0x2066, 0x206a),
-                      0xfeff)}
-_SHOWN_CHARS = 20_000
-_SHOWN_LINES = 400
+_BOUNDS = {"--timeout": "between 0 and 86400 seconds", "--memory-mb": "between 16 and 4096 MiB",
+           "--fuel": "a positive number"}
 
 
-def _limits(timeout: float, memory_mb: int, fuel: int | None) -> SandboxLimits:
-    import msgspec
+def _version(value: bool) -> None:
+    if value:
+        print(f"codemode {metadata.version('codemode')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                 help="Print the version and exit."),
+) -> None:
+    """Options of `codemode` itself (the group's help is the Typer's)."""
+
+
+def _usage_error(message: str) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return typer.Exit(2)
+
+
+def _limits(base: SandboxLimits, timeout: float | None, memory_mb: int | None,
+            fuel: int | None) -> SandboxLimits:
+    """`base` (the policy's limits, or the defaults) with the limits given as options."""
+    given: dict[str, Any] = {}
+    if timeout is not None:
+        given["wall_clock_s"] = timeout
+    if memory_mb is not None:
+        given["memory_bytes"] = memory_mb << 20
+    if fuel is not None:
+        given["fuel"] = fuel
     try:
-        return msgspec.convert({"wall_clock_s": timeout, "memory_bytes": memory_mb << 20,
-                                "fuel": fuel}, SandboxLimits)
+        return msgspec.convert({**msgspec.to_builtins(base), **given}, SandboxLimits)
     except msgspec.ValidationError as exc:
         field = str(exc).rsplit("$.", 1)[-1].rstrip("`")
-        if field in _OPTION_OF:
-            bounds = {"--timeout": "between 0 and 86400 seconds",
-                      "--memory-mb": "between 16 and 4096 MiB",
-                      "--fuel": "a positive number"}[_OPTION_OF[field]]
-            raise typer.BadParameter(f"{_OPTION_OF[field]} must be {bounds}") from None
+        if field in _OPTION_OF and field in given:
+            option = _OPTION_OF[field]
+            raise typer.BadParameter(f"{option} must be {_BOUNDS[option]}") from None
         raise typer.BadParameter(str(exc)) from None
 
 
-def _shown(text: str) -> str:
-    """Text safe and small enough for the terminal: control and invisible characters made
-    visible, cut after `_SHOWN_CHARS` characters or `_SHOWN_LINES` lines (the log and
-    --json keep everything)."""
-    if len(text) > _SHOWN_CHARS:
-        text = text[:_SHOWN_CHARS] + f"\n[... {len(text) - _SHOWN_CHARS} more characters]"
-    lines = text.split("\n")
-    if len(lines) > _SHOWN_LINES:
-        text = "\n".join(lines[:_SHOWN_LINES]) + \
-            f"\n[... {len(lines) - _SHOWN_LINES} more lines]"
-    return escape(text.translate(_CONTROL))
-
-
-def _read_program(path: Path) -> str:
+def _read_program(program: Path) -> tuple[str, str]:
+    """The program's text and its title: the file's name, or `<stdin>` for `-`."""
+    if str(program) == "-":
+        data, title = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        try:
+            data, title = program.read_bytes(), program.name
+        except FileNotFoundError:
+            raise typer.BadParameter(f"file {str(program)!r} does not exist.",
+                                     param_hint="'PROGRAM'") from None
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot read {str(program)!r}: "
+                                     f"{exc.strerror or exc}.", param_hint="'PROGRAM'") from None
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        return data.decode("utf-8-sig"), title
     except UnicodeDecodeError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(path))} is not valid UTF-8 "
-                          f"(byte {exc.start}); save the program as UTF-8")
-        raise typer.Exit(2) from None
-
-
-async def _run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
-                       log: Path | None, limits: SandboxLimits, policy: Policy | None = None
-                       ) -> tuple[CallResult, list[events.Event], Session]:
-    async with AsyncExitStack() as stack:
-        tools = []
-        if builtin:
-            from codemode.fixtures.toolset import builtin_tools
-            tools.extend(builtin_tools())
-        if mcp:
-            from ._mcp import connect_servers
-            servers = await stack.enter_async_context(connect_servers(mcp))
-            for server in servers:
-                tools.extend(server.definitions)
-        session = Session(tools=tools, log=str(log) if log else None)
-        stack.callback(session.log.close)
-        if policy is not None:
-            policy.apply(session)
-        else:
-            CodeMode(session, limits=limits)
-        result = await session.call("run_code", {"code": source, "description": title})
-        return result, list(session.log.read()), session
-
-
-def _card_text(payload: Any) -> str | None:
-    """Text of a presenter's card payload: a string, or a mapping's title/summary."""
-    if isinstance(payload, str):
-        return payload
-    if isinstance(payload, dict):
-        parts = [str(payload[k]) for k in ("title", "summary", "text") if payload.get(k)]
-        return " — ".join(parts) or None
-    return None
-
-
-def _render(result: CallResult, log_events: list[events.Event], session: Session) -> None:
-    """The top-level card for the run_code call (its presenter gives the title), with its
-    sub-calls as rows nested under it, each rendered by its tool's presenters when it has
-    them (PIPELINE.md §11.8), else generically."""
-    call = [e for e in log_events if isinstance(e, events.ToolCall)][-1]   # this run's
-    arguments = json.loads(call.arguments)
-    card = session.present_call(call.name, arguments) or {}
-    title = card.get("title", call.name) if isinstance(card, dict) else call.name
-    style = "red" if result.is_error else "green"
-    console.print(Panel(_shown(result.text) or "(no output)", title=f"run_code: {_shown(title)}",
-                        border_style=style, title_align="left"))
-    ours = [e for e in log_events if getattr(e, "root_call_id", None) == call.call_id]
-    starts = {e.sub_call_id: e for e in ours if isinstance(e, events.CodeDispatchStart)}
-    rows = [e for e in ours if isinstance(e, events.CodeDispatch)]
-    if rows:
-        table = Table(title="sub-calls", title_justify="left", show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("tool")
-        table.add_column("arguments", overflow="fold")
-        table.add_column("outcome", overflow="fold")
-        table.add_column("ms", justify="right")
-        for event in rows:
-            start = starts.get(event.sub_call_id)
-            ms = f"{(event.time - start.time) * 1000:.0f}" if start else ""
-            projection = {"content": list(event.content), "isError": event.is_error,
-                          "meta": None}
-            text = _card_text(session.present_result(event.name, event.arguments, projection))
-            if text is None:
-                text = " ".join(" ".join(b.get("text", "").split())
-                                for b in event.content if isinstance(b, dict))
-            text = text[:80] + ("…" if len(text) > 80 else "")
-            outcome = f"[red]{_shown(text)}[/red]" if event.is_error else _shown(text)
-            shown = _card_text(session.present_call(event.name, event.arguments))
-            table.add_row(event.sub_call_id.rsplit(":", 1)[-1], event.name,
-                          _shown(shown or json.dumps(event.arguments, ensure_ascii=False)[:80]),
-                          outcome, ms)
-        console.print(table)
-    failed = sum(1 for e in rows if e.is_error)
-    console.print(f"[dim]{len(rows)} sub-call(s), {failed} failed[/dim]")
+        raise _usage_error(f"{title} is not valid UTF-8 (byte {exc.start}); save the program "
+                           "as UTF-8") from None
 
 
 def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Path | None,
-             limits: SandboxLimits, as_json: bool, policy: Policy | None = None) -> None:
+             limits: SandboxLimits, policy: Policy | None, as_json: bool,
+             table: bool | None) -> None:
     try:
-        result, log_events, session = asyncio.run(_run_program(
-            source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=policy))
-    except SandboxUnavailable as exc:
-        err_console.print(f"[red]sandbox unavailable:[/red] {exc}")
-        raise typer.Exit(3) from None
-    except Exception as exc:  # MCP start failures and the like: clear, typed, no traceback
-        err_console.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")
-        raise typer.Exit(2) from None
+        ran = asyncio.run(run_program(source, title, mcp=mcp, builtin=builtin, log=log,
+                                      limits=limits, policy=policy))
+    except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
+        raise _usage_error(f"{type(exc).__name__}: {exc}") from None
+    report = ran.report
+    draw = table if table is not None else (not as_json and sys.stderr.isatty())
     if as_json:
-        value = None if result.is_error else result.value
-        print(json.dumps({"is_error": result.is_error, "text": result.text, "value": value},
-                         ensure_ascii=False, indent=2))
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2)
+                                + b"\n")
+        sys.stdout.flush()
     else:
-        _render(result, log_events, session)
-    raise typer.Exit(1 if result.is_error else 0)
+        write_output(sys.stdout, report.stdout)
+        write_output(sys.stderr, report.stderr)
+    if draw:
+        draw_card(err_console, report, title, ran.session)
+    elif not report.ok and not as_json:
+        write_output(sys.stderr, f"codemode: {failure_text(report)}\n")
+    raise typer.Exit(0 if report.ok else 1)
 
 
-@app.command()
+# Help texts: one line per paragraph (rich keeps a docstring's line breaks, then rewraps).
+_RUN_HELP = (
+    "Run PROGRAM in the sandbox, with the tools of the given MCP servers (and of the "
+    "built-in toolset with --builtin).\n\n"
+    "The program's stdout and stderr go to stdout and stderr unchanged. The card (the final "
+    "value or the error, the sub-call table and a summary) goes to stderr when stderr is a "
+    "terminal or --table is given. --timeout, --memory-mb and --fuel replace the policy's "
+    "limits.\n\n"
+    "Exit status: 0 the program completed, 1 it failed or hit a limit, 2 bad usage.")
+_DEMO_HELP = (
+    "Run a bundled example program on the built-in toolset (no network, no server).\n\n"
+    "The program's output goes to stdout; its listing and the card go to stderr.")
+_EVAL_HELP = (
+    "Run every program of a corpus under a policy and report, per case and category, what "
+    "happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output).\n\n"
+    "Exits 1 when a case escaped or affected the host.")
+
+
+@app.command(cls=_Command, help=_RUN_HELP,
+             short_help="Run a program in the sandbox, with the tools of MCP servers or the "
+                        "built-in toolset.")
 def run(
-    program: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
-                                   help="The Python program to run in the sandbox."),
-    mcp: list[str] = typer.Option([], "--mcp", metavar="CMD",
-                                  help='Start an MCP server over stdio, e.g. '
-                                       '--mcp "mcp-server-time". Repeatable.'),
+    program: Path = typer.Argument(
+        ..., metavar="PROGRAM",
+        help="The Python program to run (a UTF-8 file), or - to read it from stdin."),
+    mcp: list[str] = typer.Option(
+        [], "--mcp", metavar="CMD",
+        help='Start an MCP server over stdio and expose its tools, e.g. '
+             '--mcp "mcp-server-time"; repeatable.'),
     builtin: bool = typer.Option(False, "--builtin",
-                                 help="Also expose the built-in fixture toolset."),
-    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
-    timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock limit, seconds."),
-    memory_mb: int = typer.Option(256, "--memory-mb", help="Memory limit, MiB."),
-    fuel: int | None = typer.Option(None, "--fuel", help="Fuel budget (off by default)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+                                 help="Expose the built-in fixture toolset too."),
     policy: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
-        help="A policy file (TOML): tier, limits, exposed tools and per-tool rules. Its "
-             "limits replace --timeout, --memory-mb and --fuel."),
+        help="Apply a policy file (TOML): tier, limits, exposed tools and per-tool rules."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", metavar="SECONDS",
+        help="Wall-clock limit of the run in seconds (default 10, or the policy's)."),
+    memory_mb: int | None = typer.Option(
+        None, "--memory-mb", metavar="MIB",
+        help="Memory limit of the run in MiB (default 256, or the policy's)."),
+    fuel: int | None = typer.Option(
+        None, "--fuel", metavar="N",
+        help="Fuel budget of the run in wasm fuel units (default none, or the policy's)."),
+    log: Path | None = typer.Option(
+        None, "--log", metavar="FILE",
+        help="Append the session's events to this file (.db or .jsonl) in an existing "
+             "directory."),
+    as_json: bool = typer.Option(
+        False, "--json",
+        help="Print a JSON report on stdout (with the program's output) and nothing else."),
+    table: bool | None = typer.Option(
+        None, "--table/--no-table",
+        help="Draw the card and sub-call table on stderr (default: when it is a terminal)."),
 ) -> None:
-    """Run PROGRAM in the sandbox with the tools of the given MCP servers; print its
-    output, final value and a sub-call summary."""
+    """`codemode run` (its help is `_RUN_HELP`)."""
     loaded = None
     if policy is not None:
         try:
             loaded = Policy.load(policy)
         except PolicyError as exc:
-            err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}")
+            err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
-    _execute(_read_program(program), program.name, mcp=mcp, builtin=builtin,
-             log=log, limits=_limits(timeout, memory_mb, fuel), as_json=as_json,
-             policy=loaded)
+    limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
+    if log is not None and not log.parent.is_dir():
+        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
+                                 param_hint="'--log'")
+    source, title = _read_program(program)
+    _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
+             as_json=as_json, table=table)
 
 
-@app.command()
+@app.command(cls=_Command, help=_DEMO_HELP,
+             short_help="Run a bundled example program on the built-in toolset (no network, "
+                        "no server).")
 def demo(
-    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    log: Path | None = typer.Option(
+        None, "--log", metavar="FILE",
+        help="Append the session's events to this file (.db or .jsonl) in an existing "
+             "directory."),
 ) -> None:
-    """Run a bundled example program on the built-in toolset (no network, no server)."""
+    """`codemode demo` (its help is `_DEMO_HELP`)."""
+    if log is not None and not log.parent.is_dir():
+        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
+                                 param_hint="'--log'")
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
-    console.print(Panel(source.rstrip(), title="program", title_align="left", border_style="dim"))
-    _execute(source, "demo", mcp=[], builtin=True, log=log,
-             limits=SandboxLimits(), as_json=False)
+    err_console.print(Panel(escape(source.rstrip()), title="program", title_align="left",
+                            border_style="dim"))
+    _execute(source, "demo", mcp=[], builtin=True, log=log, limits=SandboxLimits(),
+             policy=None, as_json=False, table=True)
 
 
-@app.command("eval")
+@app.command("eval", cls=_Command, help=_EVAL_HELP,
+             short_help="Run a corpus of programs under a policy and report what each did.")
 def eval_corpus(
-    corpus: list[Path] = typer.Argument(..., help="Corpus files or directories (every *.py "
-                                                  "under them, recursively)."),
-    policy: Path = typer.Option(..., "--policy", metavar="FILE", help="The policy file (TOML)."),
+    corpus: list[Path] = typer.Argument(
+        ..., metavar="CORPUS",
+        help="Corpus files or directories; every *.py under a directory is a case."),
+    policy: Path = typer.Option(..., "--policy", metavar="FILE",
+                                help="Run the cases under this policy file (TOML)."),
     tier: str | None = typer.Option(None, "--tier", metavar="wasm|restricted",
-                                    help="Run in this tier instead of the policy's."),
-    jobs: int = typer.Option(1, "--jobs", min=1, help="Worker processes running cases at once."),
+                                       help="Run in this tier instead of the policy's."),
+    jobs: int = typer.Option(1, "--jobs", min=1, metavar="N",
+                             help="Run this many cases at once, in worker processes."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
-                                     help="Also write a self-contained HTML report."),
+                                        help="Also write a self-contained HTML report."),
 ) -> None:
-    """Run every program of a corpus under a policy and report, per case and category,
-    what happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output). Exits 1
-    when a case escaped or affected the host."""
+    """`codemode eval` (its help is `_EVAL_HELP`)."""
     from ._eval import run_command
     raise typer.Exit(run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
-                                 html_path=html, console=console, err_console=err_console))
+                                 html_path=html, console=Console(), err_console=err_console))
 
 
 def main() -> None:

@@ -130,5 +130,11 @@ class Sandbox(Protocol):
     """WasmSandbox, RestrictedSandbox: one program per call, a fresh state per run.
     Setting `cancel` (from any thread) ends the run as `RunAborted`."""
 
+    @property
+    def allowed_modules(self) -> frozenset[str]:
+        """The dotted names of the modules a program may import (any other import raises
+        `ModuleNotFoundError`). Known without running a program."""
+        ...
+
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome: ...

@@ -1022,6 +1022,9 @@ class RestrictedSandbox:
     are best-effort. For trusted code and for comparing policies only.
     """
 
+    #: The guest's list minus `REFUSED_MODULES`.
+    allowed_modules: frozenset[str] = ALLOWED_MODULES
+
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:
         """Run one program on a fresh worker thread and report how it ended.

@@ -30,6 +30,7 @@ from ._protocol import (
     TimeLimitExceeded,
 )
 from ._ticker import EpochTicker
+from .guest.cm_guest import runtime as guest_runtime
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
@@ -157,6 +158,9 @@ class WasmSandbox:
     The Engine, Component and Linker are shared per process (and the compiled component
     per machine, on disk).
     """
+
+    #: What programs may import: the guest's own list (`cm_guest.runtime.ALLOWED_MODULES`).
+    allowed_modules: frozenset[str] = guest_runtime.ALLOWED_MODULES
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:

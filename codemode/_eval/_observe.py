@@ -104,6 +104,11 @@ class ObservedSandbox:
         self.scanner = scanner
         self.records: list[RunRecord] = []
 
+    @property
+    def allowed_modules(self) -> frozenset[str]:
+        """The wrapped sandbox's."""
+        return self.inner.allowed_modules
+
     def run(self, request: RunRequest, dispatch: Callable[[str], str],
             cancel: threading.Event | None = None) -> RunOutcome:
         record = RunRecord(self.scanner)

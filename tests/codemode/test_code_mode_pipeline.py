@@ -107,6 +107,38 @@ def test_both_mode_omits_the_rule():
     assert "Only `run_code` may be called directly" not in mode.description()
 
 
+def _line(text, prefix):
+    [line] = [line for line in text.splitlines() if line.startswith(prefix)]
+    return line
+
+
+def test_the_description_lists_the_importable_modules_and_the_limits_inline():
+    from codemode.sandbox import SandboxLimits, WasmSandbox
+
+    limits = SandboxLimits(wall_clock_s=2.5, memory_bytes=64 << 20, output_bytes=65536,
+                           max_subcalls=7, request_bytes=1000, fuel=5000)
+    text = CodeMode(Session(tools=[add]), limits=limits).description()
+    modules = _line(text, "Importable modules (nothing else, not even the rest of the "
+                          "standard library): ")
+    assert modules.split(": ", 1)[1].rstrip(".").split(", ") == sorted(
+        WasmSandbox.allowed_modules)
+    assert _line(text, "Each run may use at most") == (
+        "Each run may use at most 2.5 s of wall-clock time (sleeps and tool calls count); "
+        "64 MiB of memory; 64 KiB each of printed output and of error output; 7 tool calls; "
+        "1000 bytes of JSON arguments per tool call; 5000 units of fuel (about one per "
+        "instruction). Past a limit the run stops and fails.")
+    assert "docs/" not in text and ".md" not in text
+
+
+def test_the_description_lists_the_modules_of_the_sandbox_in_use():
+    from codemode.sandbox import RestrictedSandbox
+
+    text = CodeMode(Session(tools=[add]), sandbox=RestrictedSandbox()).description()
+    modules = _line(text, "Importable modules").split(": ", 1)[1].rstrip(".").split(", ")
+    assert modules == sorted(RestrictedSandbox.allowed_modules)
+    assert "os" not in modules
+
+
 def test_sdk_text_is_byte_identical_across_assemblies():
     first = CodeMode(Session(tools=TOOLS)).description()
     second = CodeMode(Session(tools=list(reversed(TOOLS)))).description()

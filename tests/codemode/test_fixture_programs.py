@@ -173,8 +173,8 @@ def test_program_through_the_cli(git_repo, tmp_path):
     assert done.returncode == 0, done.stderr + done.stdout
     output = json.loads(done.stdout)
     expected, calls, failed = EXPECTED["commit_timeline"]
-    assert output["is_error"] is False
-    assert output["value"]["result"] == expected
+    assert output["ok"] is True
+    assert output["value"] == expected
     check_log(read_log(log_path), calls, failed)
 
 

@@ -1,6 +1,7 @@
 """Policies as data: loading and validating TOML, exposing tools by glob, per-tool rules
 enforced in the pipeline (deny, ask without an approval channel), `codemode run --policy`."""
 
+import json
 import os
 import subprocess
 import sys
@@ -224,7 +225,7 @@ def test_run_with_a_policy_file(tmp_path):
     done = codemode("run", str(program), "--builtin", "--json",
                     "--policy", str(POLICIES / "example.toml"))
     assert done.returncode == 0, done.stderr
-    assert '"sleeping on the host needs approval",\n      3' in done.stdout
+    assert json.loads(done.stdout)["value"] == ["sleeping on the host needs approval", 3]
 
 
 def test_run_with_an_invalid_policy_exits_2_naming_path_and_key(tmp_path):
@@ -248,3 +249,23 @@ def test_an_expose_list_that_matches_no_tool_is_an_error():
     with pytest.raises(PolicyError) as caught:
         Policy(expose=("nope",)).apply(Session(tools=[add]))
     assert str(caught.value) == "expose: ['nope'] matches none of the session's tools (add)"
+
+
+@pytest.mark.parametrize("name", ["default", "strict", "example"])
+async def test_bundled_policies_apply_to_a_session_without_tools(name):
+    session = Session()
+    mode = Policy.load(POLICIES / f"{name}.toml").apply(session)
+    assert mode.exposed_tools() == []
+    assert await run(session, "print('hi')\n6 * 7") == 42
+
+
+@pytest.mark.parametrize("name, exposed", [
+    ("default", ["get_weather", "add", "search_docs", "sleep_ms", "echo", "fail"]),
+    ("strict", ["get_weather", "add", "search_docs", "echo", "fail"]),
+])
+def test_names_of_tools_the_session_lacks_are_skipped(name, exposed):
+    from codemode.fixtures.toolset import builtin_tools
+
+    session = Session(tools=builtin_tools())      # has no get_cached_config
+    mode = Policy.load(POLICIES / f"{name}.toml").apply(session)
+    assert [d.name for d in mode.exposed_tools()] == exposed

@@ -168,7 +168,8 @@ def test_a_second_writer_of_the_same_log_is_refused(tmp_path, name):
             open_log(str(path))
         assert caught.value.code == "LOG_IN_USE"
         other = subprocess.run(
-            [sys.executable, "-c", f"from pipeline import open_log; open_log({str(path)!r})"],
+            [sys.executable, "-c",
+             f"from codemode.pipeline import open_log; open_log({str(path)!r})"],
             capture_output=True,
             text=True,
             cwd=str(__import__("pathlib").Path(__file__).parents[2]),
@@ -176,3 +177,52 @@ def test_a_second_writer_of_the_same_log_is_refused(tmp_path, name):
         assert other.returncode != 0 and "is in use by another session or process" in other.stderr
     with open_log(str(path)) as reopened:           # released on close
         assert reopened.read() == []
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "session.db"])
+def test_the_lock_file_exists_only_while_the_log_is_open(tmp_path, name):
+    from codemode.pipeline import LogInUseError
+
+    path = tmp_path / name
+    lock = tmp_path / f"{name}.lock"
+    with open_log(str(path)):
+        assert lock.exists()
+    assert not lock.exists()
+    with open_log(str(path)), pytest.raises(LogInUseError):   # a second session, after
+        open_log(str(path))                                    # a clean close
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_lock_file_left_by_a_crash_is_reused(tmp_path):
+    path = tmp_path / "session.jsonl"
+    (tmp_path / "session.jsonl.lock").write_bytes(b"")   # its process died holding it
+    with open_log(str(path)) as log:
+        assert log.read() == []
+    assert not (tmp_path / "session.jsonl.lock").exists()
+
+
+def test_an_opener_that_locked_a_removed_lock_file_opens_the_path_again(tmp_path, monkeypatch):
+    import os
+
+    from codemode.pipeline.log import _lock
+
+    path = str(tmp_path / "session.jsonl")
+    removed = tmp_path / "removed.lock"
+    removed.write_bytes(b"")
+    real_open, opened = os.open, []
+
+    def open_(name, *args):
+        opened.append(name)
+        if len(opened) == 1:      # as if the previous holder removed the file after our open
+            fd = real_open(str(removed), *args)
+            removed.unlink()
+            return fd
+        return real_open(name, *args)
+
+    monkeypatch.setattr(_lock.os, "open", open_)
+    lock = _lock.WriterLock(path)
+    monkeypatch.undo()
+    assert opened == [f"{path}.lock", f"{path}.lock"]
+    assert os.path.exists(f"{path}.lock")
+    lock.release()
+    assert not os.path.exists(f"{path}.lock")

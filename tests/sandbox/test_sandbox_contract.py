@@ -284,6 +284,41 @@ def test_unavailable_imports_raise_module_not_found(tier, host, code, message):
     assert outcome.error.message.startswith(message)
 
 
+def _importable(tier, host, names):
+    """The names among `names` that a program on `tier` can import."""
+    lines = ["ok = []"]
+    for name in sorted(names):
+        lines += [f"try:\n    import {name}\nexcept ImportError:\n    pass",
+                  f"else:\n    ok.append({name!r})"]
+    outcome = run(tier, host, "\n".join(lines) + "\nok")
+    assert outcome.status == "ok", outcome.error
+    return set(outcome.value)
+
+
+def _preloaded_by_the_guest():
+    """Every module the guest's entry point imports (and so keeps in its snapshot)."""
+    import ast
+    from pathlib import Path
+
+    import codemode.sandbox
+    source = (Path(codemode.sandbox.__file__).parent / "guest" / "guest_main.py").read_text()
+    return {alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
+            for alias in node.names}
+
+
+def test_allowed_modules_are_exactly_what_a_program_can_import(tier, host):
+    from codemode.sandbox import _restricted
+    from codemode.sandbox.guest.cm_guest import runtime
+
+    implicit = (runtime._IMPLICIT_MODULES if isinstance(tier, WasmSandbox)
+                else _restricted._IMPLICIT_MODULES)
+    candidates = {n for n in _preloaded_by_the_guest() | WasmSandbox.allowed_modules
+                  | {"socket", "subprocess", "importlib", "ctypes", "inspect", "threading"}
+                  if not n.startswith("_")}            # a program cannot spell those on
+    assert WasmSandbox.allowed_modules <= candidates    # the restricted tier
+    assert _importable(tier, host, candidates) - implicit == tier.allowed_modules
+
+
 def test_curated_stdlib_is_importable(tier, host):
     code = ("import json, re, math, statistics, decimal, fractions, datetime, collections, "
             "itertools, functools, operator, heapq, bisect, string, textwrap, difflib, random, "

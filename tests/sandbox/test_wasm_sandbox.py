@@ -131,3 +131,16 @@ def test_arguments_over_the_request_limit_are_refused_in_the_guest(sandbox, host
                   request_bytes=1000)
     assert outcome.error.type == "ValueError"
     assert host.calls == []
+
+
+def test_no_module_beyond_the_allowed_list_is_importable(sandbox, host):
+    """Every module loaded in the guest, tried by name: only the listed ones and the private
+    helpers C code imports lazily come back."""
+    from codemode.sandbox.guest.cm_guest import runtime
+
+    code = ("import sys\nok = []\nfor name in sorted(sys.modules):\n"
+            "    try:\n        __import__(name)\n    except ImportError:\n        pass\n"
+            "    else:\n        ok.append(name)\nok")
+    outcome = run(sandbox, host, code)
+    assert outcome.status == "ok", outcome.error
+    assert set(outcome.value) - runtime._IMPLICIT_MODULES == sandbox.allowed_modules

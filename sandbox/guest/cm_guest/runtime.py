@@ -24,7 +24,8 @@ PROGRAM_FILENAME = "<program>"
 MAX_MESSAGE_CHARS = 8192
 VALUE_SLOT = "__codemode_value__"
 
-# Modules a program may import: the curated, preloaded standard-library set (docs/sandbox.md).
+# Modules a program may import: the curated, preloaded standard-library set. The host reads
+# this list too (`WasmSandbox.allowed_modules`, listed in the run_code description).
 ALLOWED_MODULES = frozenset("""
     abc array asyncio base64 binascii bisect calendar collections collections.abc contextlib
     copy csv dataclasses datetime decimal difflib enum fractions functools hashlib heapq html
@@ -70,8 +71,7 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
         raise ImportError("relative imports are not available in the sandbox")
     if name not in ALLOWED_MODULES and name not in _IMPLICIT_MODULES:
         raise ModuleNotFoundError(
-            f"module {name!r} is not available in the sandbox (see docs/sandbox.md for the "
-            "modules that are)", name=name)
+            f"module {name!r} is not available in the sandbox", name=name)
     module = builtins.__import__(name, globals, locals, fromlist, level)
     for item in fromlist or ():
         sub = getattr(module, item, None)

@@ -1,0 +1,128 @@
+"""What `codemode run` writes: the program's own output, and the card drawn on stderr.
+
+The program's stdout and stderr are written as they are, except to a terminal, where
+control and invisible characters are made visible (`safe_text`), so a program cannot
+drive the user's terminal. The card (the final value or the error, the sub-call table and
+a summary line) is rich output with the same protection, cut to a screenful.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from codemode.pipeline import Session
+
+from ._run_report import RunReport, SubcallReport
+
+# What a user may see on the screen: newlines and tabs, not terminal control sequences
+# (C0, DEL, C1), bidirectional overrides, invisible or line-breaking format characters.
+_CONTROL = {c: f"\\u{c:04x}" if c > 0xff else f"\\x{c:02x}"
+            for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
+                      *range(0x200b, 0x2010), *range(0x2028, 0x202f), *range(0x2066, 0x206a),
+                      0xfeff)}
+_SHOWN_CHARS = 20_000
+_SHOWN_LINES = 400
+_CELL_CHARS = 80
+
+
+def safe_text(text: str) -> str:
+    """`text` with control and invisible characters written as escapes (`\\x1b`, `\\u202e`)."""
+    return text.translate(_CONTROL)
+
+
+def write_output(stream: TextIO, text: str) -> None:
+    """Write what the program printed to `stream`: as UTF-8, unchanged, unless `stream` is
+    a terminal (then through `safe_text`)."""
+    if not text:
+        return
+    if stream.isatty():
+        text = safe_text(text)
+    stream.flush()
+    stream.buffer.write(text.encode("utf-8", "backslashreplace"))
+    stream.buffer.flush()
+
+
+def _shown(text: str) -> str:
+    """Rich markup for `text`, safe and small enough for the terminal: cut after
+    `_SHOWN_CHARS` characters or `_SHOWN_LINES` lines (the log and --json keep all)."""
+    if len(text) > _SHOWN_CHARS:
+        text = text[:_SHOWN_CHARS] + f"\n[... {len(text) - _SHOWN_CHARS} more characters]"
+    lines = text.split("\n")
+    if len(lines) > _SHOWN_LINES:
+        text = "\n".join(lines[:_SHOWN_LINES]) + \
+            f"\n[... {len(lines) - _SHOWN_LINES} more lines]"
+    return escape(safe_text(text))
+
+
+def failure_text(report: RunReport) -> str:
+    """`code run failed (<code>): <message>`, then the program's traceback if any."""
+    assert report.error is not None
+    text = f"code run failed ({report.code}): {report.error.message}"
+    if report.error.traceback:
+        text += "\n" + report.error.traceback.rstrip("\n")
+    return text
+
+
+def _value_text(report: RunReport) -> str:
+    if report.value is None:
+        return "(no final value)"
+    if isinstance(report.value, str):
+        return report.value
+    return json.dumps(report.value, indent=2, ensure_ascii=False)
+
+
+def _card_text(payload: Any) -> str | None:
+    """Text of a presenter's card payload: a string, or a mapping's title/summary."""
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict):
+        parts = [str(payload[k]) for k in ("title", "summary", "text") if payload.get(k)]
+        return " — ".join(parts) or None
+    return None
+
+
+def _cut(text: str) -> str:
+    return text[:_CELL_CHARS] + ("…" if len(text) > _CELL_CHARS else "")
+
+
+def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]:
+    """One table row, through the tool's presenters when it has them (PIPELINE.md §11.8)."""
+    shown = _card_text(session.present_call(row.tool, row.arguments))
+    arguments = shown or json.dumps(row.arguments, ensure_ascii=False)
+    projection = {"content": [{"type": "text", "text": row.text}], "isError": not row.ok,
+                  "meta": None}
+    outcome = _card_text(session.present_result(row.tool, row.arguments, projection))
+    if outcome is None:
+        outcome = " ".join(row.text.split())
+    if not row.ok:
+        outcome = f"{row.code}: {outcome}"
+    outcome = _shown(_cut(outcome))
+    ms = "" if row.duration_ms is None else f"{row.duration_ms:.0f}"
+    return (str(row.n), _shown(row.tool), _shown(_cut(arguments)),
+            f"[red]{outcome}[/red]" if not row.ok else outcome, ms)
+
+
+def draw_card(console: Console, report: RunReport, title: str, session: Session) -> None:
+    """The run's card: the final value (or why the run failed) under the title, the table
+    of sub-calls, and `N sub-call(s), M failed`."""
+    body = _value_text(report) if report.ok else failure_text(report)
+    console.print(Panel(_shown(body), title=f"run_code: {_shown(title)}",
+                        border_style="green" if report.ok else "red", title_align="left"))
+    if report.subcalls:
+        table = Table(title="sub-calls", title_justify="left", show_lines=False)
+        table.add_column("#", justify="right")
+        table.add_column("tool")
+        table.add_column("arguments", overflow="fold")
+        table.add_column("outcome", overflow="fold")
+        table.add_column("ms", justify="right")
+        for row in report.subcalls:
+            table.add_row(*_row(session, row))
+        console.print(table)
+    failed = sum(1 for row in report.subcalls if not row.ok)
+    console.print(f"[dim]{len(report.subcalls)} sub-call(s), {failed} failed[/dim]")
