@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._policy import Policy, PolicyError
     from ._rejections import rejection_code
     from ._run_code import RUN_CODE, CodeMode, CodeRunFailed
+    from ._serve import CodeModeServer
 
 # name -> the private module that defines it
 _LAZY = {
@@ -27,6 +28,7 @@ _LAZY = {
     **dict.fromkeys(("Policy", "PolicyError"), "._policy"),
     "rejection_code": "._rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
+    "CodeModeServer": "._serve",
 }
 
 __all__ = sorted({*_pipeline_all, *_LAZY})
