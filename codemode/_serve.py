@@ -42,7 +42,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,6 +54,7 @@ from codemode.pipeline import (ApprovalRequest, Ask, CallResult, Deny, Execution
                                thaw)
 from codemode.sandbox import SandboxLimits
 
+from ._calls import CallIndex
 from ._policy import Policy
 from ._run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
 
@@ -106,17 +106,6 @@ _LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "crit
                             "alert", "emergency")
 _CONTENT = TypeAdapter[Any](types.ContentBlock)
 _SEND_TIMEOUT_S = 10.0       # a client that stops reading cannot hold a call's result back
-
-
-@dataclass
-class _Started:
-    """What the pre-execute listener saw of a call (the approval request carries no
-    arguments; the result observer wants a duration)."""
-
-    name: str
-    arguments: Any
-    root_call_id: str
-    monotonic_s: float
 
 
 class _McpCall:
@@ -268,8 +257,9 @@ class CodeModeServer:
         self.progress_interval_s = progress_interval_s
         self.log_level = "info"
         self._calls: dict[str, _McpCall] = {}        # root call id -> the request it serves
-        self._started: dict[str, _Started] = {}      # call id -> what pre-execute saw
+        self._index = CallIndex(session)
         self._disposers: list[Callable[[], None]] = [
+            self._index.close,
             session.on("tools/pre-execute", self._pre_execute),
             session.on("approval/answer", self._answer),
             session.on("tools/result", self._observe),
@@ -351,8 +341,6 @@ class CodeModeServer:
     # ---- pipeline listeners -------------------------------------------------------------
 
     async def _pre_execute(self, execution: Execution, next: Callable[[], Any]) -> Any:
-        self._started[execution.call_id] = _Started(
-            execution.name, execution.arguments, execution.root_call_id, time.monotonic())
         decision = await next()
         if isinstance(decision, Ask):
             call = self._calls.get(execution.root_call_id)
@@ -363,7 +351,7 @@ class CodeModeServer:
         return decision
 
     async def _answer(self, request: ApprovalRequest, next: Callable[[], Any]) -> Any:
-        started = self._started.get(request.call_id)
+        started = self._index.get(request.call_id)
         call = self._calls.get(started.root_call_id) if started is not None else None
         if call is None or started is None:
             return await next()
@@ -388,13 +376,11 @@ class CodeModeServer:
         return "rejected" if answer.action == "decline" else "cancelled"
 
     def _observe(self, execution: Execution, result: CallResult) -> None:
-        started = self._started.pop(execution.call_id, None)
-        if execution.parent is None:
-            return
         call = self._calls.get(execution.root_call_id)
-        if call is None:
+        if execution.parent is None or call is None:
             return
-        duration_ms = ((time.monotonic() - started.monotonic_s) * 1000
+        started = self._index.get(execution.call_id)
+        duration_ms = ((time.monotonic() - started.started_s) * 1000
                        if started is not None else None)
         call.report_subcall(execution, result, duration_ms)
 
