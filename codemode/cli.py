@@ -293,3 +293,17 @@ def serve_command(
     except Exception as exc:   # an upstream that did not start, a port in use, ...
         err_console.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
         raise typer.Exit(2) from None
+
+
+# `codemode log ...`: commands that read session logs. Each lives in its own module as a
+# plain typer command function, registered here.
+log_app = typer.Typer(no_args_is_help=True, help="Inspect session logs.")
+app.add_typer(log_app, name="log")
+
+
+def _register_log_commands() -> None:
+    from ._log_show import show
+    log_app.command("show")(show)
+
+
+_register_log_commands()
