@@ -337,6 +337,29 @@ async def test_a_client_that_cannot_elicit_is_denied_with_the_reason():
                 "Paris"]
 
 
+async def test_a_2026_client_cannot_be_asked_and_is_told_why():
+    """At protocol 2026-07-28 (negotiated with `server/discover`) a server sends no requests
+    to the client, so an ask is a denial naming the protocol."""
+    params = StdioServerParameters(command=sys.executable, env=dict(os.environ), cwd=str(ROOT),
+                                   args=["-m", "codemode", "serve", "--builtin",
+                                         "--policy", str(EXAMPLE_POLICY)])
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("a 2026-07-28 connection carries no elicitation request")
+
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=answer) as client:
+                discovered = await client.discover()
+                result = await client.call_tool("run_code", {"code": APPROVAL_PROGRAM.replace(
+                    "first = sleep_ms(ms=5)", "first = 5")})
+    version = discovered.supported_versions[-1]
+    assert structured(result)["result"][1] == (
+        'tool "sleep_ms" requires approval (sleeping on the host needs approval), but this '
+        f"MCP connection (protocol {version}) cannot carry a request from the server to the "
+        "client")
+
+
 KILLED_PROGRAM = '''
 try:
     nap(seconds=60, marker=MARKER)
