@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
     from ._run_code import RUN_CODE as RUN_CODE
     from ._run_code import CodeMode as CodeMode
     from ._run_code import CodeRunFailed as CodeRunFailed
+    from ._serve import CodeModeServer as CodeModeServer
 
 # name -> the private module that defines it
 _LAZY = {
@@ -35,6 +36,7 @@ _LAZY = {
     **dict.fromkeys(("Policy", "PolicyError"), "._policy"),
     "rejection_code": "._rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
+    "CodeModeServer": "._serve",
 }
 
 

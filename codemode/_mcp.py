@@ -2,7 +2,8 @@
 
 `McpServer.connect(command)` starts a server process, performs the MCP handshake, lists its
 tools and turns each into a `ToolDefinition` whose body sends `tools/call` to that server.
-`connect_servers([...])` does the same for several commands and closes them all on exit.
+`McpServer.connect_url(url)` does the same for a server already listening on streamable HTTP.
+`connect_servers([...], urls=[...])` connects several and closes them all on exit.
 
 Ownership. The MCP SDK's transport and session are anyio contexts (cancel scopes and task
 groups) that must be entered and exited by one task. Each `McpServer` therefore runs a
@@ -251,30 +252,70 @@ class McpServer:
         params = StdioServerParameters(
             command=argv[0], args=argv[1:], env=dict(env) if env is not None else None,
             cwd=os.fspath(cwd) if cwd is not None else None)
+        return await server._start(lambda: stdio_client(params, errlog=server._stderr),  # type: ignore[arg-type]
+                                   startup_timeout_s)
+
+    @classmethod
+    async def connect_url(
+        cls,
+        url: str,
+        *,
+        name: str | None = None,
+        startup_timeout_s: float = 20.0,
+        call_timeout_s: float = 60.0,
+    ) -> McpServer:
+        """Connect to a server listening on streamable HTTP, complete the MCP handshake and
+        list its tools.
+
+        Args:
+            url: the server's MCP endpoint (`http://127.0.0.1:8000/mcp`).
+            name: display name (default: the URL's host and port).
+            startup_timeout_s: seconds for connection + handshake + tool listing (> 0).
+            call_timeout_s: seconds each `tools/call` may take (> 0).
+        Raises:
+            ValueError: a URL that is not http(s), or a non-positive timeout.
+            McpStartError: the server could not be reached, the handshake failed, or it took
+                longer than `startup_timeout_s`.
+        """
+        from urllib.parse import urlsplit
+
+        from mcp.client.streamable_http import streamable_http_client
+
+        if not startup_timeout_s > 0 or not call_timeout_s > 0:
+            raise ValueError("startup_timeout_s and call_timeout_s must be positive")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        server = cls(name=name or parts.netloc, command=(url,), call_timeout_s=call_timeout_s,
+                     stderr=tempfile.TemporaryFile())  # noqa: SIM115  (the server owns it)
+        return await server._start(lambda: streamable_http_client(url), startup_timeout_s)
+
+    async def _start(self, transport: Callable[[], Any], startup_timeout_s: float) -> McpServer:
+        """Run the owner task over `transport` and wait for the handshake (see `connect`)."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        server._owner = asyncio.create_task(server._own(params, ready),
-                                            name=f"mcp-server {server.name}")
+        self._owner = asyncio.create_task(self._own(transport, ready),
+                                          name=f"mcp-server {self.name}")
         reason: str | None = None
         try:
             await asyncio.wait_for(asyncio.shield(ready), startup_timeout_s)
         except TimeoutError:
             reason = f"did not complete the MCP handshake within {startup_timeout_s:g} s"
-            await server._shutdown(cancel=True)
+            await self._shutdown(cancel=True)
         except _StartFailure as failure:
             reason = failure.reason
-            await server._shutdown(cancel=False)
+            await self._shutdown(cancel=False)
         except BaseException:                    # the caller was cancelled: leave no process
-            await server._shutdown(cancel=True)
-            server._release()
+            await self._shutdown(cancel=True)
+            self._release()
             raise
         finally:
             if ready.done() and not ready.cancelled():
                 ready.exception()                  # retrieved: no "never retrieved" warning
         if reason is not None:                     # after the process is gone: full stderr
-            error = server._start_error(reason)
-            server._release()
+            error = self._start_error(reason)
+            self._release()
             raise error
-        return server
+        return self
 
     async def aclose(self) -> None:
         """Ask the owner task to leave the session and stop the process; wait for it.
@@ -310,15 +351,16 @@ class McpServer:
             return ""
         return data.decode("utf-8", errors="replace")
 
-    async def _own(self, params: StdioServerParameters, ready: asyncio.Future[None]) -> None:
-        """The owner task: enters and exits every SDK context of this connection.
+    async def _own(self, transport: Callable[[], Any], ready: asyncio.Future[None]) -> None:
+        """The owner task: enters and exits every SDK context of this connection
+        (`transport()` is the SDK's stdio or streamable-HTTP client context).
 
         Messages from the server pass through `_relay`, which notices the end of the
         server's stdout; the task then leaves at once (the process has exited or is about
         to), so `alive` turns false without waiting for a call to fail.
         """
         try:
-            async with stdio_client(params, errlog=self._stderr) as (read, write):  # type: ignore[arg-type]
+            async with transport() as (read, write):
                 relayed, inbox = anyio.create_memory_object_stream[Any](0)
                 ended = asyncio.Event()
                 async with anyio.create_task_group() as relays:
@@ -551,14 +593,16 @@ async def connect_servers(
     call_timeout_s: float = 60.0,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    urls: Sequence[str] = (),
 ) -> AsyncIterator[list[McpServer]]:
     """Connect to several servers at once; close them all on exit (`AsyncExitStack`).
 
     Args:
         commands: one command per server (a string is split with `shlex`).
         startup_timeout_s, call_timeout_s, cwd, env: as for `McpServer.connect`, per server.
+        urls: streamable-HTTP endpoints of servers already running (`McpServer.connect_url`).
     Yields:
-        the servers, in the order of `commands`; `[d for s in servers for d in
+        the servers, in the order of `commands` then `urls`; `[d for s in servers for d in
         s.definitions]` are the tools (names are not prefixed: two servers offering the same
         name fail when both are registered on one session).
     Raises:
@@ -570,6 +614,9 @@ async def connect_servers(
             *(McpServer.connect(c, startup_timeout_s=startup_timeout_s,
                                 call_timeout_s=call_timeout_s, cwd=cwd, env=env)
               for c in commands),
+            *(McpServer.connect_url(u, startup_timeout_s=startup_timeout_s,
+                                    call_timeout_s=call_timeout_s)
+              for u in urls),
             return_exceptions=True)
         servers: list[McpServer] = []
         for outcome in outcomes:

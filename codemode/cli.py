@@ -267,3 +267,67 @@ def eval_corpus(
 
 def main() -> None:
     app()
+
+
+@app.command("serve")
+def serve_command(
+    mcp: list[str] = typer.Option([], "--mcp", metavar="CMD",
+                                  help='An upstream MCP server over stdio, e.g. --mcp '
+                                       '"python -m mcp_server_time". Repeatable.'),
+    mcp_url: list[str] = typer.Option([], "--mcp-url", metavar="URL",
+                                      help="An upstream MCP server over streamable HTTP, e.g. "
+                                           "http://127.0.0.1:8001/mcp. Repeatable."),
+    builtin: bool = typer.Option(False, "--builtin",
+                                 help="Also expose the built-in demo toolset."),
+    policy: Path | None = typer.Option(None, "--policy", metavar="FILE",
+                                        help="A policy file (TOML): tier, limits, exposed "
+                                               "tools and per-tool rules (ask = elicitation)."),
+    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    mode: str = typer.Option("code", "--mode", metavar="code|both",
+                             help="code: list only run_code; both: the upstream tools too."),
+    transport: str = typer.Option("stdio", "--transport", metavar="stdio|http",
+                                  help="How clients connect."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (http)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535,
+                             help="TCP port (http); 0 picks a free one."),
+    mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001,
+                                      help="Seconds each upstream tool call may take."),
+) -> None:
+    """Serve run_code (the tools of the upstream MCP servers, composed by a sandboxed
+    program) as an MCP server. Every call goes through one pipeline and one log."""
+    from ._serve import serve
+
+    if mode not in ("code", "both"):
+        raise typer.BadParameter("--mode must be code or both")
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("--transport must be stdio or http")
+    loaded = None
+    if policy is not None:
+        try:
+            loaded = Policy.load(policy)
+        except PolicyError as exc:
+            err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+    try:
+        serve(transport="http" if transport == "http" else "stdio", host=host, port=port,
+              mcp=mcp, mcp_urls=mcp_url, builtin=builtin, policy=loaded, log=log, mode=mode,
+              call_timeout_s=mcp_timeout)
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:   # an upstream that did not start, a port in use, ...
+        err_console.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+# `codemode log ...`: commands that read session logs. Each lives in its own module as a
+# plain typer command function, registered here.
+log_app = typer.Typer(no_args_is_help=True, help="Inspect session logs.")
+app.add_typer(log_app, name="log")
+
+
+def _register_log_commands() -> None:
+    from ._log_show import show
+    log_app.command("show")(show)
+
+
+_register_log_commands()

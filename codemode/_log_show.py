@@ -1,0 +1,249 @@
+"""`codemode log show FILE`: a session log's calls as a tree (call -> sub-calls), with
+outcomes, codes, durations and approvals; `--json` for the same as data.
+
+The log is read without being opened for writing: no lock is taken and no crash repair is
+written, so a log another process is still appending to can be shown (its calls in flight
+show as "running"). JSONL: one event per line (a torn last line is skipped). SQLite: the
+`events` table, read-only.
+
+A node (the `--json` shape, camelCase like the log):
+
+    {"callId", "name", "arguments", "status": "ok" | "error" | "denied" | "running",
+     "code"?: stable error code, "message"?: the error's first line,
+     "startedAt": Unix time in seconds, "durationMs"?: number,
+     "approvals": [{"reason"?, "outcome"?}], "subcalls": [node, ...]}
+
+A denial is a failed call whose last approval was not granted, or a sub-call whose code
+is DENIED; sub-call events carry no error code, so a failed sub-call's code is derived
+from its approvals or left out.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import typer
+
+from codemode.pipeline import LogCorruptError, events
+
+__all__ = ["CallNode", "build_tree", "read_events", "render_tree", "show"]
+
+_ARGUMENT_CHARS = 80
+
+
+def read_events(path: Path) -> list[events.Event]:
+    """Every event of a JSONL or SQLite session log, in `seq` order, read-only.
+
+    Raises:
+        ValueError: the suffix is neither `.jsonl` nor `.db`/`.sqlite`/`.sqlite3`.
+        LogCorruptError: a line or row that is not an event (names file and position).
+        OSError: the file cannot be read.
+    """
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        found: list[events.Event] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                found.append(events.decode_event(line))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if number == len(lines):          # torn by a writer that is still busy
+                    break
+                raise LogCorruptError(str(path), number, str(exc), unit="line") from exc
+        return found
+    if suffix in (".db", ".sqlite", ".sqlite3"):
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT seq, body FROM events ORDER BY seq").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise LogCorruptError(str(path), 0, str(exc), unit="row") from exc
+        finally:
+            db.close()
+        out: list[events.Event] = []
+        for seq, body in rows:
+            try:
+                out.append(events.decode_event(body))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise LogCorruptError(str(path), seq, str(exc), unit="row") from exc
+        return out
+    raise ValueError(f"unknown session log type {str(path)!r}: use .db/.sqlite (SQLite) "
+                     "or .jsonl")
+
+
+@dataclass
+class CallNode:
+    """One call (top-level or sub-call) of the tree; `to_json()` is the `--json` shape."""
+
+    call_id: str
+    name: str
+    arguments: Any
+    started_at: float
+    status: str = "running"
+    code: str | None = None
+    message: str | None = None
+    ended_at: float | None = None
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    subcalls: list[CallNode] = field(default_factory=list)
+
+    @property
+    def duration_ms(self) -> float | None:
+        return None if self.ended_at is None else (self.ended_at - self.started_at) * 1000
+
+    def to_json(self) -> dict[str, Any]:
+        node: dict[str, Any] = {"callId": self.call_id, "name": self.name,
+                                "arguments": self.arguments, "status": self.status}
+        if self.code is not None:
+            node["code"] = self.code
+        if self.message is not None:
+            node["message"] = self.message
+        node["startedAt"] = self.started_at
+        if self.duration_ms is not None:
+            node["durationMs"] = round(self.duration_ms, 3)
+        node["approvals"] = list(self.approvals)
+        node["subcalls"] = [child.to_json() for child in self.subcalls]
+        return node
+
+    def _settle(self, is_error: bool, content: Any, time: float, code: str | None) -> None:
+        self.ended_at = time
+        if not is_error:
+            self.status = "ok"
+            return
+        denied = code == "DENIED" or (code is None and bool(self.approvals)
+                                      and self.approvals[-1].get("outcome") != "allowed-once")
+        self.status = "denied" if denied else "error"
+        self.code = "DENIED" if denied else code
+        self.message = _first_line(content)
+
+
+def build_tree(log: list[events.Event]) -> list[CallNode]:
+    """The top-level calls of a log, in log order, each with its sub-calls in order."""
+    roots: list[CallNode] = []
+    nodes: dict[str, CallNode] = {}
+    approvals: dict[str, dict[str, Any]] = {}
+    for event in log:
+        match event:
+            case events.ToolCall(call_id=call_id, name=name, arguments=text, time=time):
+                node = CallNode(call_id, name, _parse(text), time)
+                nodes[call_id] = node
+                roots.append(node)
+            case events.CodeDispatchStart(sub_call_id=call_id, parent_call_id=parent, name=name,
+                                          arguments=arguments, time=time):
+                node = CallNode(call_id, name, arguments, time)
+                nodes[call_id] = node
+                if parent in nodes:
+                    nodes[parent].subcalls.append(node)
+                else:                              # the parent's start was not logged
+                    roots.append(node)
+            case events.CodeDispatch(sub_call_id=call_id, is_error=is_error, content=content,
+                                     time=time) if call_id in nodes:
+                nodes[call_id]._settle(is_error, content, time, None)
+            case events.ToolResult(message=message, error=error, time=time):
+                for block in message.content:
+                    if block.tool_call_id in nodes:
+                        code = error.code if isinstance(error, events.ErrorInfo) else None
+                        nodes[block.tool_call_id]._settle(block.is_error, block.content, time,
+                                                          code)
+            case events.ApprovalAsked(id=approval_id, call_id=call_id, reason=reason) \
+                    if isinstance(call_id, str) and call_id in nodes:
+                asked: dict[str, Any] = {} if reason is msgspec.UNSET else {"reason": reason}
+                approvals[approval_id] = asked
+                nodes[call_id].approvals.append(asked)
+            case events.ApprovalDecided(id=approval_id, outcome=outcome) \
+                    if approval_id in approvals:
+                approvals[approval_id]["outcome"] = outcome
+            case _:
+                pass
+    return roots
+
+
+def render_tree(roots: list[CallNode]) -> str:
+    """The tree as text, one line per call::
+
+        run_code "order total" · ok · 152 ms
+        ├── list_orders(customer="ada@example.com") · ok · 3 ms
+        └── sleep_ms(ms=5) · denied · 0 ms · approval: rejected · the user rejected ...
+
+    A call is shown as `name(arguments)` (JSON values, cut at 80 characters), or as
+    `name "description"` when its arguments carry a description (`run_code`'s title).
+    """
+    lines: list[str] = []
+
+    def walk(node: CallNode, lead: str, branch: str) -> None:
+        lines.append(lead + branch + _line(node))
+        inner = lead + ("    " if branch == "└── " else "│   " if branch else "")
+        for index, child in enumerate(node.subcalls):
+            walk(child, inner, "└── " if index == len(node.subcalls) - 1 else "├── ")
+
+    for root in roots:
+        walk(root, "", "")
+    return "\n".join(lines)
+
+
+def _line(node: CallNode) -> str:
+    titled = isinstance(node.arguments, dict) and isinstance(node.arguments.get("description"), str)
+    head = (f"{node.name} \"{node.arguments['description']}\"" if titled
+            else f"{node.name}({_arguments(node.arguments)})")
+    parts = [head, node.status]
+    if node.code is not None and node.code != node.status.upper():
+        parts[-1] += f" {node.code}"
+    if node.duration_ms is not None:
+        parts.append(f"{node.duration_ms:.0f} ms")
+    for approval in node.approvals:
+        parts.append(f"approval: {approval.get('outcome', 'pending')}")
+    if node.message is not None:
+        parts.append(node.message)
+    return " · ".join(parts)
+
+
+def _arguments(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    else:
+        text = json.dumps(arguments, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= _ARGUMENT_CHARS else text[:_ARGUMENT_CHARS - 1] + "…"
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return text
+
+
+def _first_line(content: Any) -> str | None:
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = str(block.get("text", "")).removeprefix("Error: ")
+            return text.split("\n", 1)[0]
+    return None
+
+
+def show(
+    file: Path = typer.Argument(..., metavar="FILE", help="A session log (.jsonl or .db)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the tree as JSON."),
+) -> None:
+    """Show a session log's calls as a tree (call -> sub-calls) with outcomes, codes,
+    durations and approvals."""
+    try:
+        roots = build_tree(read_events(file))
+    except (OSError, ValueError, LogCorruptError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps({"calls": [r.to_json() for r in roots]}, ensure_ascii=False,
+                              indent=2))
+    elif roots:
+        typer.echo(render_tree(roots))
+    else:
+        typer.echo("(no calls)")
