@@ -19,7 +19,8 @@ submission order, and answers with the calls that settled. Each sub-call:
    its `additionalContexts` to the outer call, and only then is reported to the program.
 
 A name that is not exposed to the run never reaches a tool: it fails `UNKNOWN_TOOL`, logged
-like any sub-call.
+like any sub-call. Neither do arguments naming a parent-token field (`RESERVED_ARGUMENTS`):
+only the host mints those, so such a call fails `INVALID_ARGS`, logged the same way.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ from ._rejections import rejection_code
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
+
+RESERVED_ARGUMENTS = frozenset({"root_call_id", "parent_call_id", "sub_call_id",
+                                "rootCallId", "parentCallId", "subCallId"})
+"""Top-level argument names a program may not send: the parent token's fields, which the
+host sets on every sub-call (a program must not make a call look like another's child)."""
 
 
 @dataclass
@@ -168,12 +174,18 @@ class SubCallDispatcher:
                 await asyncio.shield(previous.committed if exclusive else previous.started)
             async with self._pool:
                 self._log_start(sub)
-                if sub.name in self._exposed:
-                    pending = await self._session.start(self._input(sub))
-                    sub.execution = pending.execution
-                else:
+                reserved = _reserved_arguments(self._arguments(sub))
+                if sub.name not in self._exposed:
                     sub.result = CallResult.failure(f'unknown tool "{sub.name}"',
                                                     code="UNKNOWN_TOOL", name="UnknownToolError")
+                elif reserved:
+                    sub.result = CallResult.failure(
+                        f'invalid arguments: "{reserved[0]}" is reserved for the host '
+                        "(it sets the parent token of every sub-call)",
+                        code="INVALID_ARGS", name="InvalidArgumentsError")
+                else:
+                    pending = await self._session.start(self._input(sub))
+                    sub.execution = pending.execution
                 if not exclusive:
                     _settle(sub.started)              # the next call may start now
                 if pending is not None:
@@ -290,6 +302,13 @@ class SubCallDispatcher:
                 if sub.task in still and sub.logged_start and not sub.commit_logged:
                     sub.result = _abandoned()
                     self._log_settle(sub, tuple(sub.result.content))
+
+
+def _reserved_arguments(arguments: Any) -> list[str]:
+    """The parent-token fields among the top-level argument names, sorted."""
+    if not isinstance(arguments, dict):
+        return []
+    return sorted(k for k in arguments if k in RESERVED_ARGUMENTS)
 
 
 def _is_image(block: Any) -> bool:

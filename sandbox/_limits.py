@@ -29,9 +29,11 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         max_subcalls: tool sub-calls per run; the next one ends the run
             (`SubcallLimitExceeded`).
         max_concurrent_subcalls: sub-calls of one batch run at the same time on the host.
-        request_bytes: JSON bytes of one sub-call's arguments (refused in the guest, and a
-            batch over `request_bytes * 4` is refused by the host before decoding).
-        result_bytes: JSON bytes of the run's whole result (output, value, error).
+        request_bytes: JSON bytes of one sub-call's arguments (refused in the guest; the
+            host refuses a batch over `request_bytes * 4` before decoding, and a call over
+            `request_bytes` after, ending the run with `HostDispatchFailed`).
+        result_bytes: JSON bytes of the run's whole result (output, value, error); the
+            guest enforces it and `output_bytes`, and the host checks both again.
     """
 
     wall_clock_s: Annotated[float, Meta(gt=0, le=86_400)] = 10.0

@@ -6,11 +6,11 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import wasmtime
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from . import _component, _interrupt, _wire
 from ._limits import SandboxLimits
@@ -33,6 +33,30 @@ from ._ticker import EpochTicker
 from .guest.cm_guest import runtime as guest_runtime
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
+# Room for the guest's own cut marker ("[... stdout truncated at N bytes]") past the limit.
+_MARKER_BYTES = 128
+
+
+class _GuestError(msgspec.Struct, frozen=True):
+    type: str = "Error"
+    message: str = ""
+    traceback: str = ""
+
+
+class _GuestOutcome(msgspec.Struct, frozen=True):
+    """The guest's reply to `run` (`guest/cm_guest/runtime.py`). The program can rewrite the
+    runtime that writes it, so the host validates its shape and checks its sizes again."""
+
+    status: Literal["ok", "error", "limit"]
+    stdout: str = ""
+    stderr: str = ""
+    value: Any | UnsetType = UNSET
+    value_repr: bool = False
+    limit: str | None = None
+    error: _GuestError | None = None
+
+
+_OUTCOME_DECODER = msgspec.json.Decoder(_GuestOutcome)
 _TICKER = EpochTicker(_component.engines)
 # Wasm runs on the calling thread's native stack, which must exceed the wasm stack limit
 # (wasmtime's Config.max_wasm_stack docs), so runs happen on threads of this size. The
@@ -114,7 +138,13 @@ def _host_dispatch(_store: Any, batch: str) -> str:
             message=f"a sub-call batch of {len(batch)} bytes exceeds the host's limit"))
     try:
         request = _wire.request_decoder.decode(batch)
-    except msgspec.DecodeError as exc:
+        for call in request.calls:      # the guest checks these too, but a program can bypass it
+            if len(call.args) > limits.request_bytes:
+                raise _Trip(HostDispatchFailed(
+                    message=f"the arguments of sub-call {call.id} are {len(call.args)} bytes "
+                            f"of JSON, over the limit of {limits.request_bytes} bytes"))
+            msgspec.json.decode(call.args)          # numbers in range, nesting the host decodes
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise _Trip(HostDispatchFailed(message=f"malformed sub-call batch: {exc}")) from None
     run.subcalls += len(request.calls)
     if run.subcalls > limits.max_subcalls:
@@ -245,27 +275,58 @@ class WasmSandbox:
 
     def _decode(self, run: _Run, store: wasmtime.Store, started: float,
                 reply: str) -> RunOutcome:
-        data = msgspec.json.decode(reply)
+        """The outcome from the guest's reply, validated: a malformed reply is `GuestCrashed`;
+        output or a result over the limits (which the guest enforces, unless the program
+        tampered with it) is cut here and reported as `OutputLimitExceeded`."""
+        limits = run.limits
+        try:
+            data = _OUTCOME_DECODER.decode(reply)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            return self._ended(run, store, started, GuestCrashed(
+                message=f"the sandbox returned a malformed outcome: {exc}"))
         error: AnyRunError | None = None
-        raw_error = data.get("error")
-        status = data["status"]
+        raw_error = data.error
+        status = data.status
         if status == "limit":
-            limit = data.get("limit")
-            message = raw_error["message"] if raw_error else limit
-            if limit == "memory":
+            message = raw_error.message if raw_error else str(data.limit)
+            if data.limit == "memory":
                 error = MemoryLimitExceeded(message=message)
-            elif limit == "output":
+            elif data.limit == "output":
                 error = OutputLimitExceeded(message=message)
-            elif limit == "subcalls":
+            elif data.limit == "subcalls":
                 error = SubcallLimitExceeded(message=message)
             else:
                 error = GuestCrashed(message=message)
         elif status == "error":
-            error = ProgramError(type=raw_error["type"], message=raw_error["message"],
-                                 traceback=raw_error.get("traceback", ""))
+            error = (ProgramError(type=raw_error.type, message=raw_error.message,
+                                  traceback=raw_error.traceback) if raw_error is not None
+                     else GuestCrashed(message="the sandbox reported an error without details"))
+        stdout, stdout_cut = _capped(data.stdout, limits.output_bytes, "stdout")
+        stderr, stderr_cut = _capped(data.stderr, limits.output_bytes, "stderr")
+        value = data.value
+        cut = [name for name, was_cut in (("stdout", stdout_cut), ("stderr", stderr_cut))
+               if was_cut]
+        if cut or len(reply) > limits.result_bytes:
+            status, value = "limit", UNSET
+            if not isinstance(error, OutputLimitExceeded):
+                error = OutputLimitExceeded(message=(
+                    f"{cut[0]} exceeded {limits.output_bytes} bytes" if cut else
+                    f"the run's result is {len(reply)} characters, over the limit of "
+                    f"{limits.result_bytes}"))
         return RunOutcome(
-            status=status, stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
-            value=data["value"] if "value" in data else UNSET,
-            value_repr=bool(data.get("value_repr")), error=error,
+            status=status, stdout=stdout, stderr=stderr, value=value,
+            value_repr=data.value_repr and value is not UNSET, error=error,
             duration_s=time.monotonic() - started, subcalls=run.subcalls,
             fuel_used=self._fuel_used(run, store))
+
+
+def _capped(text: str, limit_bytes: int, name: str) -> tuple[str, bool]:
+    """`text` as the guest sent it, or cut to `limit_bytes` of UTF-8 with a marker when it
+    is longer than that plus the guest's own marker; True when cut."""
+    if len(text) * 4 <= limit_bytes + _MARKER_BYTES:      # at most 4 bytes per character
+        return text, False
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit_bytes + _MARKER_BYTES:
+        return text, False
+    kept = encoded[:limit_bytes].decode("utf-8", "ignore")
+    return kept + f"\n[... {name} truncated at {limit_bytes} bytes]\n", True

@@ -1,5 +1,5 @@
 """The policy evaluator (DESIGN.md §7): run a corpus of benign and hostile programs under a
-policy and sandbox tier, check every oracle of `shared/attacks/README.md`, and report each
+policy and sandbox tier, check every oracle of `fixtures/attacks/README.md`, and report each
 case as escaped, host-affected, limit, blocked, ran-ok or wrong-output, with its cost.
 
     _corpus.py     finding cases, headers, placeholders, phases

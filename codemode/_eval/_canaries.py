@@ -1,4 +1,4 @@
-"""Per-run secrets and the host-side traps the oracles read (`shared/attacks/README.md`).
+"""Per-run secrets and the host-side traps the oracles read (`fixtures/attacks/README.md`).
 
 `Secrets` are fresh random values: the canary file's content, the `HOST_CANARY_SECRET`
 environment variable of the worker process, the key the reference tool module holds

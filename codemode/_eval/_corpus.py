@@ -1,5 +1,5 @@
 """Corpus cases: finding them, reading their headers, substituting placeholders, splitting
-two-phase programs (`shared/attacks/README.md`).
+two-phase programs (`fixtures/attacks/README.md`).
 
 A case is a `*.py` file whose leading comment lines form a header::
 

@@ -1,9 +1,10 @@
 """The policy evaluator: corpus loading, canaries, oracles, classification, reports, and
-runs over the real corpus (`shared/attacks/` beside the checkout) and over small corpora
-written here, whose cases make oracles fire on purpose."""
+runs over the shipped corpus (`fixtures/attacks/`) and over small corpora written here,
+whose cases make oracles fire on purpose."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from codemode._eval import (
     to_json,
 )
 from codemode._eval._canaries import Listener, Plant
+from codemode._eval._corpus import PHASE_SPLIT, PLACEHOLDER
 from codemode._eval._observe import HostState, LeakScanner, ObservedSandbox
 from codemode._eval._report import EvalReport
 from codemode._policy import Policy
@@ -33,10 +35,8 @@ from codemode.fixtures.reference_tools import scan_arguments
 from codemode.sandbox import RunOutcome, RunRequest
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "attacks"
+CORPUS = ROOT / "fixtures" / "attacks"
 DEFAULT = ROOT / "fixtures" / "policies" / "default.toml"
-
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no corpus at {CORPUS}")
 
 
 def write_case(directory: Path, name: str, header: dict, body: str) -> Path:
@@ -278,7 +278,9 @@ def test_oracles_fire_when_a_policy_lets_a_case_through(tmp_path):
     assert fired["hidden"] == {"tool:hidden", "leak:key"}
     assert fired["budget"] == {"tool:budget:3"}
     assert fired["argsize"] == {"tool:argsize:100"}
-    assert fired["reserved"] == {"tool:reserved"}
+    # the dispatcher refuses parent-token names before any tool runs (test_argument_scan
+    # covers the recorder's side of this oracle)
+    assert (results["reserved"].outcome, fired["reserved"]) == ("blocked", set())
     assert fired["p2"] == {"p2:SAW"}
     assert (results["slow"].outcome, fired["slow"]) == ("host-affected", {"time"})
     assert (results["clean"].outcome, fired["clean"]) == ("blocked", set())
@@ -329,42 +331,75 @@ def test_cli_reports_an_invalid_policy(tmp_path):
     assert f"{bad}: limits.fuel: Expected 'int' >= 1" in done.stderr
 
 
-SUBSET = [
-    "benign/benign-collections-counter.py", "benign/benign-exceptions-traceback.py",
-    "benign/benign-json-roundtrip.py", "benign/benign-regex-parsing.py",
-    "benign/benign-tool-calls-sequential.py", "benign/benign-asyncio-gather-tools.py",
-    "bridge-call-flood.py", "bridge-hidden-tool-variants.py", "bridge-name-toctou-object.py",
-    "bridge-reentrant-callback.py", "cpu-infinite-loop.py", "cpu-sleep-wallclock.py",
-    "deny-swallow-tool-denial.py", "env-argv-sys.py", "env-os-environ.py",
-    "fmt-str-format-traversal.py", "fs-read-abs-path.py", "fs-read-planted-symlink.py",
-    "fs-write-abs-path.py", "fs-write-traversal.py", "imp-alt-module-names.py",
-    "imp-pickle-reduce.py", "intro-bridge-code-swap.py", "intro-operator-attrgetter.py",
-    "mem-string-doubling.py", "net-socket-loopback.py", "proc-fork-spawn.py",
-    "proc-subprocess.py", "state-decimal-context.py", "state-guard-shadow-posonly.py",
-    "state-random-seed.py",
-]
+# ---- the shipped corpus --------------------------------------------------------------------
+
+CATEGORIES = {"fs-read", "fs-write", "network", "env-secrets", "process", "import",
+              "introspection-escape", "format-string", "resource-cpu", "resource-memory",
+              "resource-recursion", "resource-output", "bridge-abuse", "denial-handling",
+              "state-leak", "benign"}
+PLAIN_ORACLES = {"leak:file", "leak:env", "leak:key", "leak:argv", "leak:state", "fs:write",
+                 "ro:modified", "net:connect", "proc:marker", "host:poisoned",
+                 "host:bridge-tampered", "tool:hidden", "tool:live", "tool:nonjson",
+                 "tool:reserved", "tool:reentrant", "tool:after-return", "tool:after-limit",
+                 "time", "mem", "out", "stdout-equals-reference"}
+PARAMETERIZED_ORACLE = re.compile(r"(tool:budget:\d+|tool:argsize:\d+|time:\d+(\.\d+)?|p2:\S.*)")
+PLACEHOLDERS = {"CANARY_READ", "CANARY_WRITE", "MARKER", "PORT", "STATE_TOKEN", "RO_HOST"}
 
 
-@needs_corpus
-def test_corpus_subset_under_the_default_policy_in_the_wasm_tier():
+def test_every_shipped_case_has_a_complete_header_and_known_names():
+    cases = load_corpus([CORPUS])
+    assert len(cases) >= 60
+    assert {c.category for c in cases} == CATEGORIES
+    for case in cases:
+        where = Path(case.path).relative_to(CORPUS)
+        assert Path(case.path).stem == case.id, where
+        assert case.expect and case.origin and case.oracles, where
+        assert case.category in CATEGORIES, where
+        assert (where.parts[0] == "benign") == case.benign, where
+        unknown = [o for o in case.oracles
+                   if o not in PLAIN_ORACLES and not PARAMETERIZED_ORACLE.fullmatch(o)]
+        assert unknown == [], where
+        if case.benign:
+            assert case.oracles == ("stdout-equals-reference",), where
+        else:
+            assert "stdout-equals-reference" not in case.oracles, where
+        assert case.placeholders() <= PLACEHOLDERS, where
+        assert case.source.count("@@") == 2 * len(PLACEHOLDER.findall(case.source)), where
+        two_phase = len(case.phases) == 2
+        assert two_phase == bool(PHASE_SPLIT.search(case.source)), where
+        if any(o == "leak:state" or o.startswith("p2:") for o in case.oracles):
+            assert two_phase, where
+        if two_phase:
+            compile(case.phases[0], str(where), "exec")
+            compile(case.phases[1], str(where), "exec")
+        else:
+            compile(case.source, str(where), "exec")
+
+
+SUBSET = ["benign/benign-trip-weather-report.py", "benign/benign-tool-errors-handled.py",
+          "benign/benign-json-report-roundtrip.py", "fsr-open-family.py",
+          "intro-subclasses-gadget-hunt.py", "bridge-reserved-token-keys.py",
+          "bridge-raw-wire-forgery.py", "out-tampered-guest-caps.py",
+          "state-tool-held-config.py"]
+
+
+def test_shipped_corpus_subset_under_the_default_policy_in_the_wasm_tier():
     cases = load_corpus([CORPUS / name for name in SUBSET])
     results = by_id(evaluate(cases, fast_policy()))
     assert len(results) == len(SUBSET)
     failing = {i: r.reason for i, r in results.items() if r.outcome in ("escaped", "host-affected")}
     assert failing == {}
-    assert {i for i, r in results.items() if r.outcome == "limit"} == {
-        "bridge-call-flood", "cpu-infinite-loop", "cpu-sleep-wallclock", "mem-string-doubling"}
-    benign = {i: r.outcome for i, r in results.items() if r.category == "benign"}
-    benign.pop("benign-asyncio-gather-tools")   # see docs/security.md: sync calls in async code
-    assert set(benign.values()) == {"ran-ok"}
+    assert {i: r.outcome for i, r in results.items() if r.outcome not in ("blocked", "ran-ok")} \
+        == {"out-tampered-guest-caps": "limit"}
+    assert {i for i, r in results.items() if r.outcome == "ran-ok"} == {
+        "benign-trip-weather-report", "benign-tool-errors-handled", "benign-json-report-roundtrip"}
     assert all(r.latency_ms > 0 for r in results.values())
 
 
-@needs_corpus
 def test_report_formats_over_real_results():
-    cases = load_corpus([CORPUS / "fs-read-abs-path.py",
-                         CORPUS / "benign" / "benign-regex-parsing.py",
-                         CORPUS / "benign" / "benign-json-roundtrip.py"])
+    cases = load_corpus([CORPUS / "fsr-open-family.py",
+                         CORPUS / "benign" / "benign-text-analysis.py",
+                         CORPUS / "benign" / "benign-json-report-roundtrip.py"])
     results = evaluate(cases, fast_policy(), jobs=2)
     report = EvalReport.build(policy="default.toml", tier="wasm", jobs=2, duration_s=1.0,
                               results=results)

@@ -119,6 +119,22 @@ async def test_forged_parent_token_fields_are_ignored(session):
     assert start.sub_call_id == f"{call.call_id}:code:1"
 
 
+async def test_parent_token_fields_as_arguments_are_refused_and_logged(session):
+    # Only the host mints the parent token; arguments named like its fields never reach a tool.
+    code = ("import sys, json\nhost = sys.modules['wit_world.imports.host']\n"
+            "json.loads(host.dispatch('{\"calls\":[{\"id\":1,\"name\":\"add\",\"args\":"
+            "{\"a\":1,\"b\":2,\"parent_call_id\":\"forged\",\"subCallId\":\"x\"}}],"
+            "\"until\":[1]}'))['results']")
+    result = await session.call("run_code", {"code": code})
+    assert result.value["result"] == [{
+        "id": 1, "ok": False, "code": "INVALID_ARGS",
+        "message": 'invalid arguments: "parent_call_id" is reserved for the host (it sets the '
+                   "parent token of every sub-call)"}]
+    [settled] = [e for e in session.log.read() if isinstance(e, events.CodeDispatch)]
+    assert settled.is_error and settled.name == "add"
+    assert_log_balanced(session)
+
+
 @pytest.mark.parametrize("code", ["stuck()", "await stuck()",
                                   "import asyncio\nawait asyncio.gather(stuck(), stuck())"])
 async def test_a_tool_that_ignores_the_abort_cannot_hold_the_run(tmp_path, code):

@@ -6,7 +6,9 @@ import pytest
 
 from codemode.sandbox import (
     GuestCrashed,
+    HostDispatchFailed,
     MemoryLimitExceeded,
+    OutputLimitExceeded,
     ProgramError,
     RunRequest,
     SandboxLimits,
@@ -144,3 +146,56 @@ def test_no_module_beyond_the_allowed_list_is_importable(sandbox, host):
     outcome = run(sandbox, host, code)
     assert outcome.status == "ok", outcome.error
     assert set(outcome.value) - runtime._IMPLICIT_MODULES == sandbox.allowed_modules
+
+
+# ---- the program owns everything inside the instance: the host checks again -------------
+
+RAW = 'import sys\nhost = sys.modules["wit_world.imports.host"]\n'
+
+
+def raw_batch(args_json):
+    return ('{"calls":[{"id":9,"name":"echo","args":' + args_json
+            + '}],"cancel":[],"wait_s":null,"until":[9]}')
+
+
+def test_a_batch_written_by_hand_over_the_request_limit_is_refused_by_the_host(sandbox, host):
+    big = '{"value": "' + "x" * 2000 + '"}'
+    code = RAW + f"host.dispatch({raw_batch(big)!r})"
+    outcome = run(sandbox, host, code, tools=[echo_tool()], request_bytes=1000)
+    assert isinstance(outcome.error, HostDispatchFailed)
+    assert outcome.error.message == ("the arguments of sub-call 9 are 2013 bytes of JSON, "
+                                     "over the limit of 1000 bytes")
+    assert host.calls == []
+
+
+@pytest.mark.parametrize("args_json", ["[" * 100_000 + "]" * 100_000, '{"value": 1e400}'])
+def test_a_batch_the_host_cannot_decode_ends_the_run_inside(sandbox, host, args_json):
+    outcome = run(sandbox, host, RAW + f"host.dispatch({raw_batch(args_json)!r})",
+                  tools=[echo_tool()])
+    assert isinstance(outcome.error, HostDispatchFailed)
+    assert outcome.error.message.startswith("malformed sub-call batch: ")
+    assert host.calls == []
+
+
+def test_output_over_the_limit_is_cut_by_the_host_when_the_guest_cap_is_bypassed(sandbox, host):
+    code = ("import sys\nsys.stdout.buffer.raw._limit = 1 << 30\n"
+            "print('y' * 50_000)\nsys.stdout.buffer.write(b'\\xff' * 1000)")
+    outcome = run(sandbox, host, code, output_bytes=10_000)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert outcome.stdout == "y" * 10_000 + "\n[... stdout truncated at 10000 bytes]\n"
+
+
+def test_invalid_utf8_bytes_cannot_triple_the_output_limit(sandbox, host):
+    outcome = run(sandbox, host, "import sys\nsys.stdout.buffer.write(b'\\xff' * 9_000)",
+                  output_bytes=10_000)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert len(outcome.stdout.encode()) <= 10_000 + 64
+
+
+def test_a_forged_outcome_is_a_crash_not_an_exception_in_the_host(sandbox, host):
+    code = ('import sys\nsys.modules["cm_guest.runtime"]._encode_outcome = '
+            'lambda outcome, limit: \'{"status": "error", "stdout": 7}\'')
+    outcome = run(sandbox, host, code)
+    assert isinstance(outcome.error, GuestCrashed)
+    assert outcome.error.message.startswith("the sandbox returned a malformed outcome: ")
+    assert run(sandbox, host, "1 + 1").value == 2
