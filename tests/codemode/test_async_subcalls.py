@@ -1,6 +1,8 @@
 """asyncio inside the guest with batched, concurrent sub-calls through the real pipeline."""
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -222,3 +224,16 @@ async def test_calls_stored_any_way_overlap_through_the_pipeline(nap_session, ov
     assert result.value["result"]["values"] == [0, 1, 2]
     assert overlap.most == 3                             # all three bodies ran at once
     assert result.value["result"]["elapsed"] < 0.6 * 3 * 0.3    # serially: 0.9 s
+
+
+async def test_the_async_example_in_the_docs_runs(session):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "codemode.md").read_text()
+    section = doc[doc.index("## Async"):]
+    [code] = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
+    result = await run(session, code)
+    assert not result.is_error, result.text
+    first, total = result.value["result"]
+    assert total > first > 0                          # ada has more than one order
+    names = [e.name for e in dispatches(session, events.CodeDispatchStart)]
+    assert names[0] == "list_orders" and len(names) > 2
+    assert set(names[1:]) == {"get_order"}
