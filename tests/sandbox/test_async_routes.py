@@ -252,6 +252,14 @@ def test_a_plain_call_sends_the_queued_calls_first_in_submission_order(tier, hos
     assert [[c["id"] for c in b["calls"]] for b in host.batches if b["calls"]] == [[1, 2, 3]]
 
 
+def test_large_queued_calls_go_out_in_batches_the_host_accepts(tier, host):
+    code = ("import asyncio\naws = [echo(value=str(i) * 900) for i in range(5)]\n"
+            "[len(v['value']) for v in await asyncio.gather(*aws)]")
+    outcome = run(tier, host, code, request_bytes=1000)
+    assert outcome.value == [900] * 5
+    assert [len(b["calls"]) for b in host.batches if b["calls"]] == [2, 2, 1]
+
+
 def test_calls_nobody_uses_still_run_before_the_run_ends(tier, host):
     code = ("import asyncio\ndef keep(x):\n    pass\n"
             "keep([echo(value=i) for i in range(2)])\nawait asyncio.sleep(0)\n'done'")

@@ -146,7 +146,16 @@ class Bridge:
     # ---- the wire -----------------------------------------------------------------------
 
     def _exchange(self, until, wait_s):
-        calls, self._queued = self._queued, []
+        """One batch: the queued calls (as many as fit in twice the per-call argument limit,
+        at least one; the host refuses a batch over four times it), untold cancellations."""
+        budget, size = 2 * self._max_request_bytes, 0
+        for count, call in enumerate(self._queued):
+            size += len(call._args_json)
+            if count and size > budget:
+                break
+        else:
+            count = len(self._queued)
+        calls, self._queued = self._queued[:count], self._queued[count:]
         for call in calls:
             self._in_flight[call._id] = call
         cancel, self._cancel = self._cancel, []
