@@ -98,7 +98,7 @@ from ._protocol import (
     SubcallLimitExceeded,
     TimeLimitExceeded,
 )
-from .guest.cm_guest import aio, callsite, runtime
+from .guest.cm_guest import aio, callsite, pending, runtime
 from .guest.cm_guest.errors import LimitReached
 from .guest.cm_guest.output import CappedSink, text_stream
 from .guest.cm_guest.tools import Bridge
@@ -627,8 +627,12 @@ class _Modules:
         if name == "time":
             return {"sleep": run.sleep}
         if name == "asyncio":
-            return {"run": self.asyncio_run, "new_event_loop": lambda: _RunLoop(run),
+            return {**aio.ENTRY_POINTS, "run": self.asyncio_run,
+                    "new_event_loop": lambda: _RunLoop(run),
                     "get_event_loop": asyncio.get_running_loop}
+        if name == "json":
+            functions: dict[str, Any] = pending.json_functions(module)
+            return functions
         if name == "decimal":
             return {k: copy.copy(v) for k, v in vars(module).items()
                     if isinstance(v, module.Context)}
@@ -787,6 +791,7 @@ _PLAIN_BUILTINS = """
 def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[str, Any]:
 
     def getattr_(ob: Any, name: Any, *default: Any) -> Any:
+        ob = pending.settle(ob)
         _check_attr_name(name, ob, owned)
         value = getattr(ob, name, *default)
         if name == "__name__" and type(value) is not str:
@@ -819,6 +824,7 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
         return any(cls in owned for cls in type(ob).__mro__)
 
     def write(ob: Any) -> Any:
+        ob = pending.settle(ob)
         if isinstance(ob, _WRITABLE) or owns(ob):
             return ob
         return _ReadOnly(ob)
@@ -943,7 +949,19 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
         "_print_": lambda getattr_=None: _Printer(run, getattr_ or scope["_getattr_"]),
         "_tick_": run.tick, "_add_": add, "_mul_": mul, "_pow_": pow_, "_lshift_": lshift,
     })
+    # A pending tool call (async code) is its value to the guards: they check exact types.
+    for name in ("_add_", "_mul_", "_pow_", "pow", "_lshift_", "_inplacevar_"):
+        scope[name] = _settling(scope[name])
+    scope["isinstance"] = pending.isinstance_
     return scope
+
+
+def _settling(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def settled(*args: Any) -> Any:
+        return fn(*map(pending.settle, args))
+    settled.__name__ = settled.__qualname__ = fn.__name__
+    settled.__doc__ = fn.__doc__
+    return settled
 
 
 # ---- running ---------------------------------------------------------------------------
@@ -972,9 +990,10 @@ def _execute(run: _Run, request: RunRequest) -> None:
                 modules.asyncio_run(eval(code, ns))
             else:
                 exec(code, ns)
+            value = run.bridge.finish(ns.get(runtime.VALUE_SLOT))
             if has_value:
                 run.has_value = True
-                run.value = ns.get(runtime.VALUE_SLOT)
+                run.value = value
         except BaseException as exc:
             run.error = exc
         run.finish()

@@ -17,10 +17,13 @@ import select
 import wit_world
 from wit_world.imports import host
 
-from cm_guest import aio, runtime
+from cm_guest import aio, pending, runtime
 
 warnings.simplefilter("ignore", DeprecationWarning)
 aio.install_policy()
+# The program's asyncio and json take pending tool calls (and asyncio, plain values).
+vars(asyncio).update(aio.ENTRY_POINTS)
+vars(json).update(pending.json_functions(json))
 datetime.datetime.strptime("2024-01-01", "%Y-%m-%d")   # warms _strptime's regex cache
 
 

@@ -1,6 +1,8 @@
 """asyncio inside the guest with batched, concurrent sub-calls through the real pipeline."""
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +159,82 @@ async def test_concurrency_is_bounded_by_the_limit(tmp_path):
     result = await s.call("run_code", {"code": code})
     assert not result.is_error, result.text
     assert time.perf_counter() - started >= 0.4   # 4 calls, 2 at a time, 200 ms each
+
+
+# ---- calls reach asyncio by any route, through the real pipeline ------------------------------
+
+class Overlap:
+    """Host-side record of how many `nap` bodies ran at once."""
+
+    def __init__(self):
+        self.running = 0
+        self.most = 0
+
+
+@pytest.fixture
+def overlap():
+    return Overlap()
+
+
+@pytest.fixture
+def nap_session(tmp_path, overlap):
+    @tool(concurrency_safe=True)
+    async def nap(ctx: RunContext, i: int, ms: int = 300) -> int:
+        """Sleep `ms` milliseconds on the host, counting how many naps run at once."""
+        import asyncio
+        overlap.running += 1
+        overlap.most = max(overlap.most, overlap.running)
+        try:
+            await asyncio.sleep(ms / 1000)
+        finally:
+            overlap.running -= 1
+        return i
+
+    s = Session(tools=[nap], log=str(tmp_path / "session.jsonl"))
+    CodeMode(s)
+    yield s
+    s.log.close()
+
+
+NAP_ROUTES = {
+    "dict_comprehension": "d = {c: nap(i=n) for n, c in enumerate('abc')}\naws = d.values()",
+    "map_lambda": "aws = map(lambda n: nap(i=n), range(3))",
+    "helper_return": "def fetch(n):\n    return nap(i=n)\naws = [fetch(n) for n in range(3)]",
+    "attribute": "class Box:\n    pass\nboxes = [Box() for _ in range(3)]\n"
+                 "for n, box in enumerate(boxes):\n    box.call = nap(i=n)\n"
+                 "aws = [box.call for box in boxes]",
+    "append": "aws = []\nfor n in range(3):\n    aws.append(nap(i=n))",
+}
+NAP_ENTRIES = {
+    "gather": "vals = await asyncio.gather(*aws)",
+    "task_group": "async with asyncio.TaskGroup() as tg:\n"
+                  "    tasks = [tg.create_task(a) for a in aws]\n"
+                  "vals = [t.result() for t in tasks]",
+}
+
+
+@pytest.mark.parametrize("entry", NAP_ENTRIES)
+@pytest.mark.parametrize("route", NAP_ROUTES)
+async def test_calls_stored_any_way_overlap_through_the_pipeline(nap_session, overlap, route,
+                                                                 entry):
+    code = (f"import asyncio, time\nstarted = time.monotonic()\n{NAP_ROUTES[route]}\n"
+            f"{NAP_ENTRIES[entry]}\n"
+            "{'values': sorted(vals), 'elapsed': time.monotonic() - started}")
+    result = await nap_session.call("run_code", {"code": code})
+    assert not result.is_error, result.text
+    assert result.value["result"]["values"] == [0, 1, 2]
+    assert overlap.most == 3                             # all three bodies ran at once
+    assert result.value["result"]["elapsed"] < 0.6 * 3 * 0.3    # serially: 0.9 s
+
+
+async def test_the_async_example_in_the_docs_runs(session):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "codemode.md").read_text()
+    section = doc[doc.index("## Async"):]
+    [code] = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
+    result = await run(session, code)
+    assert not result.is_error, result.text
+    first, total = result.value["result"]
+    assert total > first > 0                          # ada has more than one order
+    names = [e.name for e in dispatches(session, events.CodeDispatchStart)]
+    assert names[0] == "list_orders" and len(names) > 2
+    assert set(names[1:]) == {"get_order"}

@@ -42,6 +42,60 @@ def echo_tool(name="echo", alias=None, params=(("value", False),), extra=True):
                     params=tuple(ParamSpec(name=n, required=r) for n, r in params))
 
 
+class StepHost:
+    """The batch wire with deterministic settling.
+
+    `echo` returns its arguments, `ident` its `value` argument, `fail` a TOOL_ERROR; `hang`
+    never settles (until cancelled). A batch that may wait (`wait_s` null or > 0) settles the
+    lowest-numbered waited-for call that can settle; one that cannot settle any sleeps
+    briefly (bounded by `wait_s`) and answers with nothing.
+    """
+
+    def __init__(self):
+        self.batches = []
+        self.calls = []
+        self.cancelled = []
+        self.in_flight = {}
+        self.max_in_flight = 0
+
+    def __call__(self, batch):
+        request = json.loads(batch)
+        self.batches.append(request)
+        for call in request["calls"]:
+            self.calls.append(call)
+            self.in_flight[call["id"]] = call
+        self.max_in_flight = max(self.max_in_flight, len(self.in_flight))
+        results = []
+        for call_id in request["cancel"]:
+            self.cancelled.append(call_id)
+            if self.in_flight.pop(call_id, None) is not None:
+                results.append({"id": call_id, "ok": False, "code": "ABORTED",
+                                "message": "cancelled by the program"})
+        wait_s = request["wait_s"]
+        until = request["until"] if request["until"] is not None else list(self.in_flight)
+        ready = sorted(i for i in until
+                       if i in self.in_flight and self.in_flight[i]["name"] != "hang")
+        if wait_s is None or wait_s > 0:
+            if ready:
+                results.append(self._settle(self.in_flight.pop(ready[0])))
+            elif until:
+                time.sleep(min(wait_s or 0.05, 0.05))
+        return json.dumps({"results": results})
+
+    @staticmethod
+    def _settle(call):
+        args = call["args"]
+        if call["name"] == "fail":
+            return {"id": call["id"], "ok": False, "code": "TOOL_ERROR",
+                    "message": args.get("message", "failed")}
+        value = args.get("value") if call["name"] == "ident" else args
+        return {"id": call["id"], "ok": True, "value": value}
+
+
+STEP_TOOLS = (echo_tool(), echo_tool("ident"), echo_tool("fail", params=(("message", False),)),
+              echo_tool("hang"))                  # the tools StepHost knows
+
+
 @pytest.fixture(scope="session")
 def sandbox():
     return WasmSandbox()

@@ -23,7 +23,7 @@ from codemode.sandbox import (
 )
 from codemode.sandbox.guest.cm_guest import runtime as guest_runtime
 
-from .conftest import EchoHost, echo_tool
+from .conftest import STEP_TOOLS, EchoHost, StepHost, echo_tool
 
 
 def run(sandbox, host, code, tools=(), cancel=None, **limits):
@@ -233,6 +233,40 @@ def test_obviously_huge_allocations_are_a_memory_limit(restricted, host, code, l
     assert isinstance(outcome.error, MemoryLimitExceeded)
     assert outcome.error.message == (f"the program tried to allocate about {limit} bytes, "
                                      f"over its limit of {64 << 20}")
+
+
+def pending(value, use):
+    """A program where `p` is a pending tool call of ident(value=...) (it is gathered
+    later), used as `use` first."""
+    return (f"import asyncio\nbox = {{'p': ident(value={value!r})}}\np = box['p']\n{use}\n"
+            "await asyncio.gather(*box.values())")
+
+
+@pytest.mark.parametrize("use", ["p.format(1)", "getattr(p, 'format')(1)",
+                                 "p.format_map({})"])
+def test_a_pending_call_cannot_format_its_way_past_the_guards(restricted, use):
+    outcome = run(restricted, StepHost(), pending("{0.__class__}", use), tools=STEP_TOOLS)
+    assert (outcome.error.type, outcome.error.message) == (
+        "NotImplementedError", "Using the format*() methods of `str` is not safe")
+
+
+@pytest.mark.parametrize("value, use, limit", [
+    ("x", "p * 10**10", 10**10),
+    ("x", "10**10 * p", 10**10),
+    ([0], "x = p\nx *= 10**9", 8 * 10**9),
+    (1, "p << 10**9", 125_000_000),
+])
+def test_a_pending_call_meets_the_size_checks_of_its_value(restricted, value, use, limit):
+    outcome = run(restricted, StepHost(), pending(value, use), tools=STEP_TOOLS,
+                  memory_bytes=64 << 20)
+    assert isinstance(outcome.error, MemoryLimitExceeded)
+    assert outcome.error.message == (f"the program tried to allocate about {limit} bytes, "
+                                     f"over its limit of {64 << 20}")
+
+
+def test_a_pending_call_holding_a_dict_is_writable_like_the_dict(restricted):
+    code = pending({"a": 1}, "p['b'] = 2\nr = dict(p)") + "\nr"
+    assert run(restricted, StepHost(), code, tools=STEP_TOOLS).value == {"a": 1, "b": 2}
 
 
 def test_growth_of_the_process_is_a_memory_limit(restricted, host):

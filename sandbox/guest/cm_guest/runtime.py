@@ -18,6 +18,7 @@ import traceback
 from . import aio, callsite
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
+from .pending import isinstance_, json_default
 from .tools import Binding, Bridge, ToolNamespace
 
 PROGRAM_FILENAME = "<program>"
@@ -84,6 +85,7 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
 def _program_builtins():
     scope = dict(vars(builtins))
     scope["__import__"] = _guarded_import
+    scope["isinstance"] = isinstance_
     return scope
 
 
@@ -165,13 +167,16 @@ def _error(exc):
 
 def _encode_value(value):
     try:
-        return {"value": json.loads(json.dumps(value, allow_nan=False))}
+        return {"value": json.loads(json.dumps(value, allow_nan=False, default=_SETTLE))}
     except BaseException:
         try:
             text = repr(value)
         except BaseException:
             text = f"<unprintable {type(value).__name__} object>"
         return {"value": text[:MAX_MESSAGE_CHARS], "value_repr": True}
+
+
+_SETTLE = json_default()
 
 
 def _namespace(bridge, tools):
@@ -228,10 +233,9 @@ def run(request_text, dispatch, sleep):
             asyncio.run(coroutine)
         else:
             exec(code, ns)
-        if has_value:
-            value = ns.get(VALUE_SLOT)
-            if value is not None:
-                outcome.update(_encode_value(value))
+        value = bridge.finish(ns.get(VALUE_SLOT))
+        if has_value and value is not None:
+            outcome.update(_encode_value(value))
     except BaseException as exc:
         _RETAINED.append(exc)
         outcome = {"status": "error", "error": _error(exc)}

@@ -1,11 +1,11 @@
 """Tool bindings: each exposed tool as an ordinary Python function (DESIGN.md §3, §4).
 
-Called in synchronous code, a binding sends one sub-call and returns its value. In async
-code, a call the program awaits or hands to asyncio (`await`, `gather`, `create_task`, ...;
-see `callsite.py`) returns a coroutine, and every call pending when all tasks are waiting
-goes to the host as one `dispatch` batch (see `aio.py`); any other call in async code
-returns its value, as a plain function would. A failed call raises a binding rejection
-(`errors.py`).
+A binding returns the tool's value, except in async code at a call site whose result may
+reach asyncio (`callsite.py`): there it returns a `PendingCall` (`pending.py`), which is
+awaitable and also behaves as the value wherever it is used as one. Pending calls are
+queued and go to the host together, as one `dispatch` batch, when every task waits (see
+`aio.py`), when any call's value is needed, or when the program ends. A failed call raises
+a binding rejection (`errors.py`).
 
 Arguments are checked here before anything is dispatched: the call's shape (names, required
 parameters, positional vs keyword, like Python's own `TypeError`s) against the tool's
@@ -18,7 +18,7 @@ import math
 import re
 import sys
 
-from .errors import rejection
+from .pending import PendingCall, json_default, settle_nested
 
 # Deeper nesting than this is refused before encoding: json.dumps recurses in C, and deep
 # native recursion would exhaust the wasm stack.
@@ -27,68 +27,36 @@ MAX_NESTING = 500
 _NO_DEFAULT = object()
 
 
-async def _settled(future):
-    """The coroutine a tool call made inside async code returns: awaiting it yields to the
-    loop until the host answers. A real coroutine, so `create_task`, `TaskGroup` and
-    `gather` accept it; the call itself is already queued and is sent either way."""
-    return await future
-
-
-class Call:
-    """One sub-call request: tool name, arguments (already JSON text), submission id."""
-
-    __slots__ = ("alias", "args_json", "id", "name")
-
-    def __init__(self, call_id, name, alias, args_json):
-        self.id = call_id
-        self.name = name
-        self.alias = alias
-        self.args_json = args_json
-
-
 class Bridge:
     """Turns binding calls into dispatch batches and outcomes into values or rejections.
+
+    Every call is a `PendingCall`, numbered in the order the program makes them and queued;
+    a plain call waits for its own at once. A batch sends every queued call, in that order,
+    so the host starts them in submission order.
 
     Wire (JSON text through the WIT `dispatch` import), per batch:
     request `{"calls": [{"id", "name", "args"}], "cancel": [id], "wait_s": float | null,
     "until": [id] | null}`; the host starts the new calls, aborts the cancelled ones, and
-    answers once one of `until` (default: any call in flight) has settled or `wait_s`
-    passed: `{"results": [{"id", "ok": true, "value"} | {"id", "ok": false, "code",
-    "message"}]}` with every call that settled since the last answer.
+    answers once one of `until` has settled or `wait_s` passed (`until: []`: at once):
+    `{"results": [{"id", "ok": true, "value"} | {"id", "ok": false, "code", "message"}]}`
+    with every call that settled since the last answer.
     """
 
     def __init__(self, dispatch, limits):
         self._dispatch = dispatch
         self._max_request_bytes = int(limits.get("request_bytes", 16 * 2**20))
         self._next_id = 0
-        self._queued = []          # async calls not yet sent: (Call, future)
-        self._in_flight = {}       # id -> (Call, future | None) sent, not yet settled
+        self._queued = []          # PendingCalls not yet sent, in submission order
+        self._in_flight = {}       # id -> PendingCall sent, not yet settled
+        self._cancel = []          # ids of calls in flight the host must abort, not yet sent
         self.callsites = None      # callsite.CallSites of the program, once compiled
-        self._cancel_sent = set()  # ids whose cancellation the host was told
-        self._settled = {}         # id -> outcome that arrived for a sync wait
 
-    @property
-    def idle(self):
-        """True when no call is queued and no task waits on a call in flight (a call whose
-        task was cancelled is only told to the host, never waited for)."""
-        if any(not f.cancelled() for _, f in self._queued):
-            return False
-        if any(f is not None and not f.cancelled() for _, f in self._in_flight.values()):
-            return False
-        self._tell_cancelled()
-        return True
+    # ---- making calls -------------------------------------------------------------------
 
-    def _tell_cancelled(self):
-        """Send the host the cancellations it has not heard of, without waiting."""
-        self._queued = [(c, f) for c, f in self._queued if not f.cancelled()]
-        if any(i not in self._cancel_sent for i, (_, f) in self._in_flight.items()
-               if f is not None and f.cancelled()):
-            self.exchange([], wait_s=0, until=None)
-
-    def _number(self, name, alias, args):
-        """Check JSON-ness and size, then give the call the next id. The per-run budget is
-        the host's to enforce: a call past it ends the run there, which the program cannot
-        catch (an error raised here could be)."""
+    def submit(self, name, alias, args):
+        """Check the arguments (JSON-ness, size), number the call and queue it. The per-run
+        budget is the host's to enforce: a call past it ends the run there, which the
+        program cannot catch (an error raised here could be)."""
         args_json = encode_args(alias, args)
         if len(args_json) > self._max_request_bytes:
             raise ValueError(
@@ -96,71 +64,112 @@ class Bridge:
                 f"sandbox's limit of {self._max_request_bytes} bytes per sub-call"
             )
         self._next_id += 1
-        return Call(self._next_id, name, alias, args_json)
+        call = PendingCall(self, self._next_id, name, alias, args_json)
+        self._queued.append(call)
+        return call
 
-    def call_sync(self, name, alias, args):
-        call = self._number(name, alias, args)
-        self._in_flight[call.id] = (call, None)
-        self.exchange([call], wait_s=None, until=[call.id])
-        while call.id not in self._settled:
-            self.exchange([], wait_s=None, until=[call.id])
-        return unwrap(call, self._settled.pop(call.id))
+    def call(self, name, alias, args):
+        """A plain call: its value (every call queued before it goes in the same batch)."""
+        return self.submit(name, alias, args)._value()
 
-    def call_async(self, loop, name, alias, args):
-        call = self._number(name, alias, args)
-        future = loop.create_future()
-        self._queued.append((call, future))
-        return _settled(future)
+    def resolve(self, call):
+        """Wait until `call` settles (or turns out cancelled), sending what is queued."""
+        while not call._settled:
+            self._sweep()
+            if call._settled:
+                break
+            self._exchange(until=[call._id], wait_s=None)
+
+    # ---- the event loop's side ----------------------------------------------------------
+
+    def _awaited(self):
+        """Ids of the queued and in-flight calls some task is waiting for."""
+        return [c._id for c in (*self._queued, *self._in_flight.values())
+                if not c._cancelled and c._waiters]
+
+    @property
+    def idle(self):
+        """True when nothing needs the host: no call queued, no cancellation untold, and no
+        task waiting on a call in flight (a call nobody awaits wakes no task)."""
+        self._sweep()
+        return not self._queued and not self._cancel and not self._awaited()
 
     def flush(self, wait_s):
-        """Send queued calls and wait up to `wait_s` seconds (None: until one settles)."""
-        queued, self._queued = self._queued, []
-        new = []
-        for call, future in queued:
-            if not future.cancelled():
-                self._in_flight[call.id] = (call, future)
-                new.append(call)
-        if new or self._in_flight:
-            self.exchange(new, wait_s=wait_s, until=None)
+        """Send the queued calls and cancellations; wait up to `wait_s` seconds (None:
+        until the run's deadline) for one call a task awaits, if any."""
+        self._sweep()
+        until = self._awaited()
+        self._exchange(until=until, wait_s=wait_s if until else 0)
 
-    def exchange(self, calls, wait_s, until):
-        cancel = [i for i, (_, f) in self._in_flight.items()
-                  if f is not None and f.cancelled() and i not in self._cancel_sent]
-        self._cancel_sent.update(cancel)
+    def _sweep(self):
+        """Cancel the calls whose every awaiting task was cancelled: a queued one is dropped,
+        one in flight is told to the host with the next batch."""
+        for call in (*self._queued, *self._in_flight.values()):
+            if call._cancelled or not call._waiters:
+                continue
+            live = [f for f in call._waiters if not f.cancelled()]
+            if live:
+                call._waiters = live
+                continue
+            call._cancelled, call._waiters = True, []
+            if call._id in self._in_flight:
+                self._cancel.append(call._id)
+        if any(c._cancelled for c in self._queued):
+            self._queued = [c for c in self._queued if not c._cancelled]
+
+    def abandon(self):
+        """The loop is closing: cancel the calls no task awaits any more and forget the
+        awaiting futures; the calls themselves stay usable as values."""
+        self._sweep()
+        for call in (*self._queued, *self._in_flight.values()):
+            call._waiters = []
+
+    def drain(self):
+        """The program ended: send what is queued and wait for every call still in flight
+        that was not cancelled, so every call the program made has run. Cancellations not
+        yet told go out only with such a batch: what remains when the run ends is the
+        host's to abort, and a call it never started stays unstarted."""
+        self._sweep()
+        while True:
+            until = [c._id for c in (*self._queued, *self._in_flight.values())
+                     if not c._cancelled]
+            if not until:
+                break
+            self._exchange(until=until, wait_s=None)
+
+    def finish(self, value):
+        """The program ended: `drain`, then return the run's value with every pending call
+        in it settled (a failed one raises its rejection, as a program error)."""
+        self.drain()
+        return settle_nested(value)
+
+    # ---- the wire -----------------------------------------------------------------------
+
+    def _exchange(self, until, wait_s):
+        """One batch: the queued calls (as many as fit in twice the per-call argument limit,
+        at least one; the host refuses a batch over four times it), untold cancellations."""
+        budget, size = 2 * self._max_request_bytes, 0
+        for count, call in enumerate(self._queued):
+            size += len(call._args_json)
+            if count and size > budget:
+                break
+        else:
+            count = len(self._queued)
+        calls, self._queued = self._queued[:count], self._queued[count:]
+        for call in calls:
+            self._in_flight[call._id] = call
+        cancel, self._cancel = self._cancel, []
         request = '{"calls":[%s],"cancel":%s,"wait_s":%s,"until":%s}' % (
-            ",".join('{"id":%d,"name":%s,"args":%s}' % (c.id, json.dumps(c.name), c.args_json)
+            ",".join('{"id":%d,"name":%s,"args":%s}' % (c._id, json.dumps(c._name),
+                                                        c._args_json)
                      for c in calls),
             json.dumps(cancel), json.dumps(wait_s), json.dumps(until),
         )
         reply = json.loads(self._dispatch(request))
         for outcome in reply.get("results", ()):
-            entry = self._in_flight.pop(outcome.get("id"), None)
-            if entry is None:
-                continue
-            call, future = entry
-            if future is None:
-                self._settled[call.id] = outcome
-            elif not future.cancelled():
-                try:
-                    future.set_result(unwrap(call, outcome))
-                except BaseException as exc:  # a rejection travels to the awaiting task
-                    future.set_exception(exc)
-
-    def abandon(self):
-        """Forget queued calls and cancel the futures of calls in flight (loop closing)."""
-        for _, future in self._queued:
-            future.cancel()
-        self._queued = []
-        for _, future in list(self._in_flight.values()):
-            if future is not None:
-                future.cancel()
-
-
-def unwrap(call, outcome):
-    if outcome.get("ok") is True:
-        return outcome.get("value")
-    raise rejection(call.name, outcome.get("code") or "TOOL_ERROR",
-                    outcome.get("message") or "tool call failed")
+            call = self._in_flight.pop(outcome.get("id"), None)
+            if call is not None:
+                call._settle_with(outcome)
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -171,7 +180,8 @@ def encode_args(alias, args):
 
     Strict where `json.dumps` is lenient: only dict (string keys), list, str, int, float
     (finite), bool and None, exact types; tuples, sets, bytes, non-string keys, cycles and
-    other objects are refused. The walk is iterative, so deep nesting cannot overflow it.
+    other objects are refused. A pending call stands for its value (waited for here). The
+    walk is iterative, so deep nesting cannot overflow it.
     """
     stack = [(args, "arguments", None)]
     active = set()     # ids of the containers on the current path: a repeat is a cycle
@@ -181,6 +191,9 @@ def encode_args(alias, args):
             active.discard(parent)
             continue
         kind = type(value)
+        if kind is PendingCall:
+            value = value._value()
+            kind = type(value)
         if kind in _SCALARS:
             problem = _scalar_problem(kind, value)
             if problem:
@@ -212,13 +225,15 @@ def encode_args(alias, args):
             f"{alias}(): {_path(parent, key)} is a {kind.__name__}, which is not a JSON value "
             "(use dict, list, str, int, float, bool or None)")
     try:
-        return json.dumps(args, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(args, allow_nan=False, ensure_ascii=False, separators=(",", ":"),
+                          default=_SETTLE)
     except RecursionError:
         raise TypeError(f"{alias}(): arguments are nested too deeply to be sent") from None
     except ValueError as exc:  # e.g. an int too large to convert to text
         raise TypeError(f"{alias}(): arguments cannot be sent as JSON: {exc}") from None
 
 
+_SETTLE = json_default()
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT_RANGE = (-(2**63), 2**63)
 
@@ -300,12 +315,11 @@ class Binding:
         for key in self._omit_if_none:
             if key in bound and bound[key] is None:
                 del bound[key]
-        loop = self._loop_getter()
         sites = self._bridge.callsites
-        if loop is not None and (sites is None
-                                 or sites.wants_awaitable(sys._getframe(1)) is not False):
-            return self._bridge.call_async(loop, self.name, self.alias, bound)
-        return self._bridge.call_sync(self.name, self.alias, bound)
+        if self._loop_getter() is not None and (
+                sites is None or sites.returns_pending(sys._getframe(1)) is not False):
+            return self._bridge.submit(self.name, self.alias, bound)
+        return self._bridge.call(self.name, self.alias, bound)
 
 
 class ToolNamespace:
