@@ -227,10 +227,12 @@ async def test_calls_stored_any_way_overlap_through_the_pipeline(nap_session, ov
     assert result.value["result"]["elapsed"] < 0.6 * 3 * 0.3    # serially: 0.9 s
 
 
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "codemode.md").read_text()
+
+
 async def test_the_async_example_in_the_docs_runs(session):
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "codemode.md").read_text()
-    section = doc[doc.index("## Async"):]
-    [code] = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
+    section = DOC[DOC.index("## Async"):]
+    [code] = re.findall(r"```python[^\n]*\n(.*?)```", section, flags=re.S)[:1]
     result = await run(session, code)
     assert not result.is_error, result.text
     first, total = result.value["result"]
