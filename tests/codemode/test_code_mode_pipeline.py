@@ -237,12 +237,12 @@ async def test_an_abandoned_queued_call_logs_no_start_event(tmp_path):
     s = Session(tools=TOOLS)
     CodeMode(s, limits=SandboxLimits(max_concurrent_subcalls=1))
     code = ("import asyncio\n"
-            "tasks = [asyncio.create_task(slow(ms=2000)) for _ in range(3)]\n"
+            "tasks = [asyncio.create_task(slow(ms=8000)) for _ in range(3)]\n"
             "await asyncio.sleep(0.1)\n'left'")
     started = time.perf_counter()
     result = await s.call("run_code", {"code": code})
     assert result.value["result"] == "left"
-    assert time.perf_counter() - started < 1.5           # the in-flight call was aborted
+    assert time.perf_counter() - started < 4.0           # the in-flight call was aborted
     assert len(of(s, events.CodeDispatchStart)) == 1
     [settled] = of(s, events.CodeDispatch)
     assert settled.is_error
@@ -469,7 +469,7 @@ async def test_pre_aborted_outer_call_never_reaches_the_runtime():
 
 async def test_outer_abort_mid_run_aborts_in_flight_sub_calls(session):
     signal = Signal()
-    code = "import asyncio\nawait asyncio.gather(slow(ms=3000), slow(ms=3000))"
+    code = "import asyncio\nawait asyncio.gather(slow(ms=8000), slow(ms=8000))"
 
     async def abort_soon():
         await asyncio.sleep(0.3)
@@ -477,7 +477,7 @@ async def test_outer_abort_mid_run_aborts_in_flight_sub_calls(session):
 
     started = time.perf_counter()
     _, result = await asyncio.gather(abort_soon(), run(session, code, signal=signal))
-    assert time.perf_counter() - started < 2.5
+    assert time.perf_counter() - started < 4.0          # the calls would take 8 s
     assert result.is_error
     assert result.error.info.code in ("CODE_RUN_FAILED", "ABORTED")
     settles = of(session, events.CodeDispatch)
@@ -498,7 +498,7 @@ async def test_outer_abort_stops_a_busy_loop_promptly(session):
     asyncio.get_running_loop().call_later(0.3, signal.abort, "user pressed stop")
     started = time.perf_counter()
     result = await run(session, "while True:\n    pass", signal=signal)
-    assert time.perf_counter() - started < 1.5          # the wall-clock limit is 10 s
+    assert time.perf_counter() - started < 4.0          # the wall-clock limit is 10 s
     assert result.is_error
     assert result.error.info.code in ("CODE_RUN_FAILED", "ABORTED")
 
@@ -512,7 +512,7 @@ async def test_cancelling_the_awaiting_task_stops_the_run(session):
         await task
     except asyncio.CancelledError:
         pass
-    assert time.perf_counter() - started < 2.5
+    assert time.perf_counter() - started < 4.0          # the wall-clock limit is 10 s
     assert len(of(session, events.ToolResult)) == len(of(session, events.ToolCall)) == 1
 
 

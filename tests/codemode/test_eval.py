@@ -49,7 +49,7 @@ def write_case(directory: Path, name: str, header: dict, body: str) -> Path:
 
 def fast_policy(**changes) -> Policy:
     data = msgspec.to_builtins(Policy.load(DEFAULT))
-    data["limits"]["wall_clock_s"] = 1.0
+    data["limits"]["wall_clock_s"] = 2.0     # the time oracle allows 2x: 4 s, ample under load
     data.update(changes)
     return Policy.from_data(data)
 
@@ -115,7 +115,7 @@ def test_listener_counts_connections():
     listener = Listener()
     try:
         socket.create_connection(("127.0.0.1", listener.port), timeout=2).close()
-        for _ in range(100):
+        for _ in range(1000):
             if listener.connections:
                 break
             import time

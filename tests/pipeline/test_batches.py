@@ -43,7 +43,7 @@ async def test_safe_calls_overlap_up_to_the_cap_and_results_keep_model_order(log
     active, peak = [0], [0]
     session = Session(tools=[tracked("read", safe=True, active=active, peak=peak)], log=log_path,
                       max_parallel_tool_calls=2)
-    calls = [("read", {"delay": d}, f"c{i}") for i, d in enumerate([0.05, 0.01, 0.03, 0.0])]
+    calls = [("read", {"delay": d}, f"c{i}") for i, d in enumerate([0.5, 0.01, 0.03, 0.0])]
     results = await session.call_batch(calls)
     assert [r.value for r in results] == ["read"] * 4
     assert peak[0] == 2
@@ -56,7 +56,7 @@ async def test_safe_calls_overlap_up_to_the_cap_and_results_keep_model_order(log
 
 async def test_an_exclusive_call_runs_alone_and_is_a_barrier():
     active, peak = [0], [0]
-    session = Session(tools=[tracked("read", safe=True, active=active, peak=peak, delay=0.02),
+    session = Session(tools=[tracked("read", safe=True, active=active, peak=peak, delay=0.3),
                              tracked("write", safe=False, active=active, peak=peak, delay=0.02)])
     overlaps = []
 

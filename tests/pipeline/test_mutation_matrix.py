@@ -667,7 +667,7 @@ async def test_abort_mid_read_stops_the_body_and_the_result_is_aborted(tmp_path)
     result = await asyncio.wait_for(task, 5)
     assert result.content == text("tool call aborted")
     assert (result.error.code, result.error.info.name) == ("ABORTED", "AbortError")
-    assert finished and finished[0] - t0 < 1.0
+    assert finished and finished[0] - t0 < 5.0     # not its 10 s wait
     assert w.requests == [] and w.approval_events() == []     # a read is never asked
     w.session.close()
 
@@ -714,15 +714,15 @@ async def test_retry_runs_every_attempt_when_nobody_aborts(tmp_path):
 async def test_caller_abort_stops_further_backend_attempts(tmp_path):
     attempts, first = [], asyncio.Event()
     w = World(tmp_path / "ws", extra_tools=(backend_tool(attempts, first),))
-    w.session.on("tools/execute", retry_wrapper(max_attempts=5, backoff_ms=300))
+    w.session.on("tools/execute", retry_wrapper(max_attempts=5, backoff_ms=1000))
     signal = Signal()
     task = asyncio.ensure_future(w.call("push_quota", {"user": "ada"}, signal=signal))
     await asyncio.wait_for(first.wait(), 5)
     signal.abort()                                  # during the first backoff
     t0 = time.monotonic()
     result = await asyncio.wait_for(task, 5)
-    assert time.monotonic() - t0 < 0.25             # the backoff was interrupted
-    await asyncio.sleep(0.4)                        # nothing detached keeps retrying
+    assert time.monotonic() - t0 < 0.5              # the 1 s backoff was interrupted
+    await asyncio.sleep(1.2)                        # nothing detached keeps retrying
     assert len(attempts) == 1
     # Cancellation only replaces a success: the tool's own failure is kept (§6).
     assert (result.error.message, result.error.info) == ("backend unavailable", None)

@@ -27,8 +27,9 @@ from .conftest import STEP_TOOLS, EchoHost, StepHost, echo_tool
 
 
 def run(sandbox, host, code, tools=(), cancel=None, **limits):
+    # A generous wall clock, so the limit a test is about fires first on a loaded machine.
     request = RunRequest(code=code, tools=tuple(tools),
-                         limits=SandboxLimits(**{"wall_clock_s": 3.0, **limits}))
+                         limits=SandboxLimits(**{"wall_clock_s": 30.0, **limits}))
     if cancel is None:
         return sandbox.run(request, host)
     return sandbox.run(request, host, cancel)
@@ -298,7 +299,7 @@ def test_huge_integer_products_are_refused_up_front(restricted, host):
     assert outcome.error.type == "ValueError"
     assert outcome.error.message.startswith("the result of ** would be an integer of about "
                                             "100000001 bits")
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5      # computing it would take far longer
 
 
 @pytest.mark.parametrize("code", [
@@ -314,17 +315,17 @@ def test_loops_in_c_and_swallowed_stops_still_end_at_the_deadline(restricted, ho
     started = time.monotonic()
     outcome = run(restricted, host, code, wall_clock_s=0.5)
     assert isinstance(outcome.error, TimeLimitExceeded)
-    assert time.monotonic() - started < 2 * 0.5 + 0.3
+    assert time.monotonic() - started < 4 * 0.5 + 1.0     # a margin for a loaded machine
 
 
 def test_cancel_stops_a_running_program(restricted, host):
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
     started = time.monotonic()
-    outcome = run(restricted, host, "while True:\n    pass", cancel=cancel, wall_clock_s=5.0)
+    outcome = run(restricted, host, "while True:\n    pass", cancel=cancel, wall_clock_s=30.0)
     assert isinstance(outcome.error, RunAborted)
     assert outcome.status == "error"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 5.0            # far from the 30 s wall clock
 
 
 def test_a_failing_dispatcher_is_host_dispatch_failed(restricted):
@@ -356,5 +357,5 @@ def test_deeply_nested_c_iterators_do_not_overflow_the_native_stack(restricted, 
     # 600,000 levels overflow a default 8 MiB thread stack: the whole process would crash.
     code = ("import itertools\nit = iter([7])\nfor _ in range(600_000):\n"
             "    it = itertools.chain(it)\nnext(it)")
-    outcome = run(restricted, host, code, wall_clock_s=10.0)
+    outcome = run(restricted, host, code, wall_clock_s=60.0)
     assert (outcome.status, outcome.value) == ("ok", 7)

@@ -24,8 +24,10 @@ from .conftest import EchoHost, echo_tool
 
 
 def run(sandbox, host, code, tools=(), **limits):
+    # A generous wall clock: a test about another limit must see that limit fire first,
+    # also on a loaded machine. Tests about the wall clock set their own.
     request = RunRequest(code=code, tools=tuple(tools),
-                         limits=SandboxLimits(**{"wall_clock_s": 3.0, **limits}))
+                         limits=SandboxLimits(**{"wall_clock_s": 30.0, **limits}))
     return sandbox.run(request, host)
 
 
@@ -86,19 +88,25 @@ def test_base_exceptions_become_structured_errors(tier, host, code, kind, messag
                                                                           message)
 
 
+def held(started, wall_clock_s):
+    """Whether a run that began at `started` ended near its deadline: within 4x the limit
+    plus a second (a margin for a loaded machine; a missed deadline runs for ever)."""
+    return time.monotonic() - started < 4 * wall_clock_s + 1.0
+
+
 def test_infinite_loop_hits_the_wall_clock_limit(tier, host):
     started = time.monotonic()
     outcome = run(tier, host, "while True:\n    pass", wall_clock_s=0.5)
     assert isinstance(outcome.error, TimeLimitExceeded)
     assert outcome.status == "limit"
-    assert time.monotonic() - started < 2 * 0.5 + 0.5
+    assert held(started, 0.5)
 
 
 def test_sleep_counts_against_the_wall_clock(tier, host):
     started = time.monotonic()
     outcome = run(tier, host, "import time\nwhile True:\n    time.sleep(10)", wall_clock_s=0.5)
     assert isinstance(outcome.error, TimeLimitExceeded)
-    assert time.monotonic() - started < 1.5
+    assert held(started, 0.5)
 
 
 def test_finally_cannot_extend_the_run(tier, host):
@@ -114,7 +122,7 @@ def test_output_is_truncated_with_a_marker(tier, host):
 
 
 def test_catching_the_output_limit_does_not_undo_it(tier, host):
-    code = ("for i in range(10**6):\n    try:\n        print('y' * 100)\n"
+    code = ("for i in range(10**4):\n    try:\n        print('y' * 100)\n"
             "    except BaseException:\n        pass\n'done'")
     outcome = run(tier, host, code, output_bytes=1000)
     assert isinstance(outcome.error, OutputLimitExceeded)
@@ -255,13 +263,13 @@ def test_subcall_budget_cannot_be_caught_and_ignored(tier, host):
 def test_slow_host_call_cannot_hold_the_run_past_its_deadline(tier):
     def slow(batch):
         request = json.loads(batch)
-        time.sleep(min(request["wait_s"] or 0, 5))   # honours the bounded wait
+        time.sleep(min(request["wait_s"] or 0, 10))   # honours the bounded wait
         return json.dumps({"results": []})
 
     started = time.monotonic()
     outcome = run(tier, slow, "echo(value=1)", tools=[echo_tool()], wall_clock_s=0.5)
     assert isinstance(outcome.error, TimeLimitExceeded)
-    assert time.monotonic() - started < 1.5
+    assert held(started, 0.5)
 
 
 def test_arguments_over_the_request_limit_are_refused_in_the_program(tier, host):
