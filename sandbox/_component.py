@@ -114,7 +114,7 @@ def _componentize_command() -> list[str]:
 
 
 def build_wasm(digest: str) -> Path:
-    """The guest component for these sources: from the cache, or built now (~10 s).
+    """The guest component for these sources: from the cache, or built now (15-40 s on two cores).
 
     Raises:
         SandboxUnavailable: componentize-py is missing or the build failed.
@@ -126,7 +126,7 @@ def build_wasm(digest: str) -> Path:
         if target.exists():           # another process built it while we waited
             return target
         _say("building the sandbox component from source (first use on this machine, "
-             "about 10 s)...")
+             "15-40 s on two cores)...")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "guest.wasm"
             command = [
