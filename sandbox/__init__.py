@@ -8,6 +8,7 @@ from ._protocol import (Dispatch, FuelExhausted, GuestCrashed, HostDispatchFaile
                         RunAborted, RunError, RunOutcome, RunRequest, Sandbox,
                         SubcallLimitExceeded, TimeLimitExceeded, ToolSpec)
 from ._restricted import RestrictedSandbox
+from ._values import decode_value
 from ._wasm import WasmSandbox
 
 __all__ = [
@@ -15,4 +16,5 @@ __all__ = [
     "OutputLimitExceeded", "ParamSpec", "ProgramError", "RestrictedSandbox", "RunAborted",
     "RunError", "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
     "SubcallLimitExceeded", "TimeLimitExceeded", "ToolSpec", "WasmSandbox", "cache_dir",
+    "decode_value",
 ]

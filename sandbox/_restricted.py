@@ -77,6 +77,7 @@ from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, copy_locations
 
 from . import _wire
+from ._capture import OutputCapture
 from ._limits import SandboxLimits
 from ._protocol import (AnyRunError, Dispatch, HostDispatchFailed, MemoryLimitExceeded,
                         OutputLimitExceeded, ProgramError, RunAborted, RunOutcome, RunRequest,
@@ -273,10 +274,12 @@ class _Run:
         self.has_value = False
         self.value: Any = None
         self.result: dict[str, Any] | None = None      # plain data, built by the worker
-        self.stdout = CappedSink(limits.output_bytes, self.state, "stdout")
-        self.stderr = CappedSink(limits.output_bytes, self.state, "stderr")
-        self.out = text_stream(self.stdout)
-        self.err = text_stream(self.stderr)
+        self.stdout = OutputCapture("stdout", limits.output_bytes)
+        self.stderr = OutputCapture("stderr", limits.output_bytes)
+        self.out = text_stream(CappedSink(limits.output_bytes, self.state, "stdout",
+                                          self.stdout.write))
+        self.err = text_stream(CappedSink(limits.output_bytes, self.state, "stderr",
+                                          self.stderr.write))
         self.bridge = Bridge(self.host_dispatch, limits.for_guest())
 
     # -- limits --
@@ -992,9 +995,10 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
             finally:
                 linecache.cache.pop(PROGRAM, None)
         return {"status": "error", "error": error}
-    if run.has_value and run.value is not None:
-        return {"status": "ok", **runtime._encode_value(run.value)}
-    return {"status": "ok"}
+    outcome: dict[str, Any] = {"status": "ok"}
+    if run.has_value:
+        runtime.finish_value(outcome, run.state, run.value, run.limits.output_bytes)
+    return outcome
 
 
 class RestrictedSandbox:
@@ -1086,14 +1090,8 @@ class RestrictedSandbox:
         data: dict[str, Any] = dict(run.result or {
             "status": "error", "error": {"type": "RuntimeError", "traceback": "",
                                          "message": "the run ended without a result"}})
-        if run.state.limit is not None:
-            data["status"] = "limit"
-            data["limit"] = run.state.limit
-            data.setdefault("error", {"type": "LimitReached", "traceback": ""})
-            data["error"]["message"] = run.state.limit_message
-        data["stdout"] = run.stdout.text()
-        data["stderr"] = run.stderr.text()
-        data = msgspec.json.decode(runtime._encode_outcome(data, request.limits.result_bytes))
+        runtime.apply_limit(data, run.state)
+        data = msgspec.json.decode(runtime.encode_outcome(data, request.limits.result_bytes))
         return self._decode(data, run, duration)
 
     @staticmethod
@@ -1114,7 +1112,6 @@ class RestrictedSandbox:
             error = ProgramError(type=raw["type"], message=raw["message"],
                                  traceback=raw.get("traceback", ""))
         return RunOutcome(
-            status=status, stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
-            value=data["value"] if "value" in data else UNSET,
-            value_repr=bool(data.get("value_repr")), error=error, duration_s=duration,
+            status=status, stdout=run.stdout.text(), stderr=run.stderr.text(),
+            value=data["value"] if "value" in data else UNSET, error=error, duration_s=duration,
             subcalls=run.subcalls)

@@ -13,6 +13,7 @@ import wasmtime
 from msgspec import UNSET
 
 from . import _component, _interrupt, _wire
+from ._capture import OutputCapture, PipeCapture
 from ._limits import SandboxLimits
 from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed,
                         HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
@@ -60,6 +61,8 @@ class _Run:
         self.cancel = cancel or threading.Event()
         self.deadline = time.monotonic() + limits.wall_clock_s
         self.subcalls = 0
+        self.stdout = OutputCapture("stdout", limits.output_bytes)
+        self.stderr = OutputCapture("stderr", limits.output_bytes)
 
     def remaining_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -68,7 +71,7 @@ class _Run:
         """Epoch ticks until the run's next check, or None to end it now (cancelled or
         out of time); called by `_interrupt` on the run's thread."""
         remaining = self.remaining_s()
-        if self.cancel.is_set() or remaining <= 0:
+        if self.cancel.is_set() or remaining <= 0 or self.stdout.over or self.stderr.over:
             return None
         return min(_interrupt.CHECK_TICKS, EpochTicker.ticks_for(remaining))
 
@@ -175,9 +178,12 @@ class WasmSandbox:
         }).decode()
         run = _Run(limits, dispatch, cancel)
         store = wasmtime.Store(runtime.engine)
+        pipes = PipeCapture(run.stdout, run.stderr)
         try:
             store.set_limits(memory_size=limits.memory_bytes)
-            store.set_wasi(wasmtime.WasiConfig())   # nothing preopened, no env, no network
+            wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
+            pipes.attach(wasi)
+            store.set_wasi(wasi)
             if limits.fuel is not None:
                 store.set_fuel(limits.fuel)
             _TICKER.catch_up()
@@ -190,15 +196,30 @@ class WasmSandbox:
                 assert run_func is not None, "the guest component exports no `run`"
                 reply = run_func(store, guest_request)
             except _Trip as trip:
-                return self._ended(run, store, started, trip.error)
+                outcome = self._ended(run, store, started, trip.error)
             except wasmtime.WasmtimeError as exc:
-                return self._ended(run, store, started, self._explain_trap(run, store, exc))
+                outcome = self._ended(run, store, started, self._explain_trap(run, store, exc))
+            else:
+                outcome = self._decode(run, store, started, reply)
             finally:
                 _local.run = None
                 _interrupt.uninstall()
-            return self._decode(run, store, started, reply)
         finally:
-            store.close()
+            store.close()                 # closes the pipes' write ends
+            pipes.close()
+        return self._with_output(run, outcome)
+
+    @staticmethod
+    def _with_output(run: _Run, outcome: RunOutcome) -> RunOutcome:
+        """The outcome with everything the program wrote; a stream written past the limit
+        (by writing to its file descriptor itself) ends the run at the output limit."""
+        over = [c.name for c in (run.stdout, run.stderr) if c.over]
+        if over and outcome.status != "limit":
+            outcome = msgspec.structs.replace(
+                outcome, status="limit", value=UNSET, error=OutputLimitExceeded(
+                    message=f"{over[0]} exceeded {run.limits.output_bytes} bytes"))
+        return msgspec.structs.replace(outcome, stdout=run.stdout.text(),
+                                       stderr=run.stderr.text())
 
     def _fuel_used(self, run: _Run, store: wasmtime.Store) -> int | None:
         if run.limits.fuel is None:
@@ -220,6 +241,10 @@ class WasmSandbox:
             return run.time_up().error
         if run.cancel.is_set():
             return RunAborted(message="the run was cancelled")
+        for capture in (run.stdout, run.stderr):
+            if capture.over:
+                return OutputLimitExceeded(
+                    message=f"{capture.name} exceeded {run.limits.output_bytes} bytes")
         # No limit explains it: most often native recursion exhausted the wasm stack, or
         # C code aborted on an allocation that failed near the memory limit.
         frames = [line.strip() for line in str(exc).splitlines()[1:] if "!" in line][:3]
@@ -248,8 +273,6 @@ class WasmSandbox:
             error = ProgramError(type=raw_error["type"], message=raw_error["message"],
                                  traceback=raw_error.get("traceback", ""))
         return RunOutcome(
-            status=status, stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
-            value=data["value"] if "value" in data else UNSET,
-            value_repr=bool(data.get("value_repr")), error=error,
+            status=status, value=data["value"] if "value" in data else UNSET, error=error,
             duration_s=time.monotonic() - started, subcalls=run.subcalls,
             fuel_used=self._fuel_used(run, store))

@@ -4,8 +4,9 @@ bridge, values that cannot leave the instance."""
 
 import pytest
 
-from codemode.sandbox import (GuestCrashed, MemoryLimitExceeded, ProgramError, RunRequest,
-                     SandboxLimits, SubcallLimitExceeded)
+from codemode.sandbox import (FuelExhausted, GuestCrashed, MemoryLimitExceeded,
+                              OutputLimitExceeded, ProgramError, RunRequest, SandboxLimits,
+                              SubcallLimitExceeded)
 
 from .conftest import echo_tool
 
@@ -63,7 +64,7 @@ def test_environment_and_filesystem_are_empty(sandbox, host):
 
 
 def test_unpaired_surrogates_in_values_and_messages_do_not_crash_the_instance(sandbox, host):
-    assert run(sandbox, host, "'a\\udfff'").value == "a\ufffd"
+    assert run(sandbox, host, "'a\\udfff'").value == {"$repr": "'a\\udfff'"}
     outcome = run(sandbox, host, "raise ValueError('\\ud800')")
     assert outcome.error.message == "\ufffd"
 
@@ -123,3 +124,24 @@ def test_arguments_over_the_request_limit_are_refused_in_the_guest(sandbox, host
                   request_bytes=1000)
     assert outcome.error.type == "ValueError"
     assert host.calls == []
+
+
+def test_output_written_before_fuel_runs_out_is_returned(sandbox, host):
+    code = "import sys\nprint('a')\nsys.stderr.write('b')\nwhile True:\n    pass"
+    outcome = run(sandbox, host, code, fuel=200_000_000)
+    assert isinstance(outcome.error, FuelExhausted)
+    assert (outcome.stdout, outcome.stderr) == ("a\n", "b")
+
+
+def test_writing_past_the_limit_through_the_file_descriptor_ends_the_run(sandbox, host):
+    code = "import os\nos.write(1, b'x' * 600)\nwhile True:\n    os.write(1, b'y' * 600)"
+    outcome = run(sandbox, host, code, output_bytes=1000)
+    assert outcome.error == OutputLimitExceeded(message="stdout exceeded 1000 bytes")
+    assert outcome.stdout == "x" * 600 + "y" * 400 + "\n[... stdout truncated at 1000 bytes]\n"
+
+
+def test_a_program_that_catches_the_output_limit_is_ended_by_the_host(sandbox, host):
+    code = "while True:\n    try:\n        print('y' * 100)\n    except BaseException:\n        pass"
+    outcome = run(sandbox, host, code, output_bytes=1000, wall_clock_s=30)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert outcome.duration_s < 5

@@ -1,24 +1,27 @@
 """Runs one program inside the component and reports how it ended (DESIGN.md §3).
 
 `run(request_text, dispatch, sleep) -> outcome_text`, both JSON. The outcome:
-`{"status": "ok" | "error" | "limit", "stdout", "stderr", "value"?, "value_repr"?,
-"error"?: {"type", "message", "traceback"}, "limit"?: name}`. Every exception the program
-raises, BaseException included, becomes a structured error whose traceback lists only the
-program's own lines; nothing escapes as a trap.
+`{"status": "ok" | "error" | "limit", "value"?, "error"?: {"type", "message", "traceback"},
+"limit"?: name}`; `value` is in the lossless encoding of `values.py`. stdout and stderr are
+not in it: they leave as they are written (`output.py`), through WASI's stdout and stderr.
+Every exception the program raises, BaseException included, becomes a structured error
+whose traceback lists only the program's own lines; nothing escapes as a trap.
 """
 
 import ast
 import builtins
 import json
 import linecache
+import os
 import re
 import sys
 import traceback
 
-from . import aio, callsite
+from . import aio, callsite, output
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
 from .tools import Binding, Bridge, ToolNamespace
+from .values import ValueTooLarge, encode as encode_value
 
 PROGRAM_FILENAME = "<program>"
 MAX_MESSAGE_CHARS = 8192
@@ -84,6 +87,7 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
 def _program_builtins():
     scope = dict(vars(builtins))
     scope["__import__"] = _guarded_import
+    scope["print"] = output.print
     return scope
 
 
@@ -163,15 +167,24 @@ def _error(exc):
             "traceback": _format_traceback(exc)}
 
 
-def _encode_value(value):
+def fd_writer(fd):
+    """`emit` for a CappedSink: every byte to the WASI file descriptor `fd` (1 or 2)."""
+    def emit(data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    return emit
+
+
+def finish_value(outcome, state, value, limit_bytes):
+    """Put the final value's JSON text in `outcome["value"]`, or trip the output limit when
+    its JSON is over `limit_bytes` (the value is then left out)."""
+    if value is None:
+        return
     try:
-        return {"value": json.loads(json.dumps(value, allow_nan=False))}
-    except BaseException:
-        try:
-            text = repr(value)
-        except BaseException:
-            text = f"<unprintable {type(value).__name__} object>"
-        return {"value": text[:MAX_MESSAGE_CHARS], "value_repr": True}
+        outcome["value"] = encode_value(value, limit_bytes)
+    except ValueTooLarge as exc:
+        state.trip("output", str(exc))
 
 
 def _namespace(bridge, tools):
@@ -208,8 +221,8 @@ def run(request_text, dispatch, sleep):
     limits = request.get("limits", {})
     state = RunState()
     output_bytes = int(limits.get("output_bytes", 1 << 20))
-    out_sink = CappedSink(output_bytes, state, "stdout")
-    err_sink = CappedSink(output_bytes, state, "stderr")
+    out_sink = CappedSink(output_bytes, state, "stdout", fd_writer(1))
+    err_sink = CappedSink(output_bytes, state, "stderr", fd_writer(2))
     sys.stdout = text_stream(out_sink)
     sys.stderr = text_stream(err_sink)
     bridge = Bridge(dispatch, limits)
@@ -229,9 +242,7 @@ def run(request_text, dispatch, sleep):
         else:
             exec(code, ns)
         if has_value:
-            value = ns.get(VALUE_SLOT)
-            if value is not None:
-                outcome.update(_encode_value(value))
+            finish_value(outcome, state, ns.get(VALUE_SLOT), output_bytes)
     except BaseException as exc:
         _RETAINED.append(exc)
         outcome = {"status": "error", "error": _error(exc)}
@@ -242,15 +253,19 @@ def run(request_text, dispatch, sleep):
             stream.flush()
         except BaseException:
             pass
+    apply_limit(outcome, state)
+    return encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
+
+
+def apply_limit(outcome, state):
+    """A limit that fired decides the status, whatever the program did after it."""
     if state.limit is not None:
+        outcome.pop("value", None)
         outcome["status"] = "limit"
         outcome["limit"] = state.limit
         outcome.setdefault("error", {"type": "LimitReached", "message": state.limit_message,
                                      "traceback": ""})
         outcome["error"]["message"] = state.limit_message
-    outcome["stdout"] = out_sink.text()
-    outcome["stderr"] = err_sink.text()
-    return _encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -262,19 +277,19 @@ def _dumps(outcome):
     return _SURROGATE.sub("\ufffd", json.dumps(outcome, ensure_ascii=False))
 
 
-def _encode_outcome(outcome, result_bytes):
+def encode_outcome(outcome, result_bytes):
+    """The outcome as JSON text; `outcome["value"]`, if any, is already JSON text and is
+    spliced in. Over `result_bytes`, the value is dropped and the run ends at the output
+    limit."""
+    value = outcome.pop("value", None)
     text = _dumps(outcome)
-    if len(text) > result_bytes:
-        outcome.pop("value", None)
-        outcome.pop("value_repr", None)
+    if value is not None:
+        if len(text) + len(value) + 10 <= result_bytes:
+            return '{"value":%s,%s' % (value, text[1:])
         outcome["status"] = "limit"
         outcome["limit"] = "output"
         outcome["error"] = {"type": "LimitReached", "traceback": "",
-                            "message": f"the run's result is {len(text)} bytes, over the "
-                                       f"limit of {result_bytes} bytes"}
+                            "message": f"the run's result is over the limit of "
+                                       f"{result_bytes} bytes"}
         text = _dumps(outcome)
-        if len(text) > result_bytes:
-            outcome["stdout"] = outcome["stdout"][: result_bytes // 4]
-            outcome["stderr"] = outcome["stderr"][: result_bytes // 4]
-            text = _dumps(outcome)
     return text
