@@ -8,11 +8,12 @@ from ._protocol import (Dispatch, FuelExhausted, GuestCrashed, HostDispatchFaile
                         RunAborted, RunError, RunOutcome, RunRequest, Sandbox,
                         SubcallLimitExceeded, TimeLimitExceeded, ToolSpec)
 from ._restricted import RestrictedSandbox
+from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 from ._values import decode_value
 from ._wasm import WasmSandbox
 
 __all__ = [
-    "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed", "MemoryLimitExceeded",
+    "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed", "MemoryLimitExceeded",
     "OutputLimitExceeded", "ParamSpec", "ProgramError", "RestrictedSandbox", "RunAborted",
     "RunError", "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
     "SubcallLimitExceeded", "TimeLimitExceeded", "ToolSpec", "WasmSandbox", "cache_dir",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -47,13 +48,22 @@ def cache_dir() -> Path:
     return Path(base) / "codemode"
 
 
+def _tzdata_version() -> str:
+    try:
+        return metadata.version("tzdata")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
 def source_hash() -> str:
-    """SHA-256 over the guest sources, the WIT world and the componentize-py version."""
+    """SHA-256 over the guest sources (its module list included), the WIT world and the
+    componentize-py and tzdata versions."""
     digest = hashlib.sha256()
     digest.update(metadata.version("componentize-py").encode())
+    digest.update(_tzdata_version().encode())
     for root in (GUEST_DIR, WIT_DIR):
         for path in sorted(root.rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".wit"):
+            if path.is_file() and path.suffix in (".py", ".wit", ".txt"):
                 digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:24]
@@ -113,6 +123,19 @@ def _componentize_command() -> list[str]:
     return [found]
 
 
+def _tzdata_path(tmp: Path) -> list[str]:
+    """`-p DIR` with a copy of the `tzdata` package (the IANA time zone database, pure
+    data): the guest reads it into memory while its snapshot is taken. No arguments when
+    `tzdata` is not installed (then `zoneinfo` knows no zones)."""
+    spec = importlib.util.find_spec("tzdata")
+    if spec is None or spec.origin is None:
+        return []
+    target = tmp / "tzdata-path"
+    shutil.copytree(Path(spec.origin).parent, target / "tzdata",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return ["-p", str(target)]
+
+
 def build_wasm(digest: str) -> Path:
     """The guest component for these sources: from the cache, or built now (~10 s).
 
@@ -131,7 +154,7 @@ def build_wasm(digest: str) -> Path:
             out = Path(tmp) / "guest.wasm"
             command = _componentize_command() + [
                 "-q", "-d", str(WIT_DIR), "-w", WORLD, "componentize", ENTRY_MODULE,
-                "-p", str(GUEST_DIR), "-o", str(out)]
+                "-p", str(GUEST_DIR), *_tzdata_path(Path(tmp)), "-o", str(out)]
             env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
             done = subprocess.run(command, capture_output=True, text=True, env=env,
                                   cwd=tmp, check=False)

@@ -31,8 +31,9 @@ idle step sends pending tool calls as one batch, as in the guest).
 
 What differs, on purpose or because RestrictedPython refuses it:
 
-- Imports: the guest's curated list minus the modules that would hand out the host
-  (`sys`, `os`, `os.path`, `weakref`); every module arrives as a read-only view whose
+- Imports: a short list of pure-computation modules (`ALLOWED_MODULES`), not the guest's
+  whole standard library: `sys`, `os`, `pathlib`, `logging`, `importlib`, `threading`,
+  `gc`, `weakref`, `zoneinfo` and the rest would hand out the host; every module arrives as a read-only view whose
   members are filtered (no submodules off the list, no `io.open`, no `string.Formatter`, no
   `typing.get_type_hints` or `functools.singledispatch` (both `eval` annotations), no setters
   of process-wide state such as `csv.register_dialect` or `warnings.simplefilter`); `random`
@@ -89,9 +90,18 @@ from .guest.cm_guest.tools import Bridge
 
 PROGRAM = runtime.PROGRAM_FILENAME
 
-# The guest's list minus what would hand the program the host process itself.
-REFUSED_MODULES = frozenset({"os", "os.path", "sys", "weakref"})
-ALLOWED_MODULES = runtime.ALLOWED_MODULES - REFUSED_MODULES
+# The restricted tier's own list, a subset of the guest's (`modules.txt`): pure-computation
+# modules whose members are safe to share with the host process through a read-only view.
+# Everything else the guest offers is refused here (docs/security.md, "The restricted
+# tier"): in this process `pathlib`, `logging`, `io` files, `os`, `sys`, `importlib`,
+# `threading` or `gc` would reach the host itself.
+ALLOWED_MODULES = frozenset("""
+    __future__ abc array asyncio base64 binascii bisect calendar collections collections.abc
+    colorsys contextlib copy csv dataclasses datetime decimal difflib enum fractions
+    functools graphlib hashlib heapq html io ipaddress itertools json math numbers operator
+    pprint random re secrets statistics string struct textwrap time types typing
+    unicodedata urllib urllib.parse uuid warnings zlib
+""".split()) & runtime.modules.AVAILABLE
 
 # Modules C code imports lazily while a program frame is running (`datetime.strptime` ->
 # `_strptime`); a program cannot spell them (names starting with `_` do not compile).
@@ -642,19 +652,21 @@ class _Modules:
     def import_(self, name: str, globals: Any = None, locals: Any = None,
                 fromlist: Any = (), level: int = 0) -> Any:
         if level != 0:
-            raise ImportError("relative imports are not available in the sandbox")
+            raise ImportError("attempted relative import with no known parent package (a "
+                              "sandboxed program is not part of a package)")
         if name in _IMPLICIT_MODULES:
             return builtins.__import__(name, None, None, fromlist, 0)
         if type(name) is not str or name not in ALLOWED_MODULES:
-            raise ModuleNotFoundError(
-                f"module {name!r} is not available in the sandbox (see docs/security.md, "
-                "'The restricted tier', for the modules that are)", name=name)
+            missing = name.partition(".")[0] if type(name) is str \
+                and name.partition(".")[0] not in ALLOWED_MODULES else name
+            raise ModuleNotFoundError(f"No module named {missing!r}{runtime.NOT_AVAILABLE}",
+                                      name=missing)
         module = importlib.import_module(name)
         for item in fromlist or ():
             sub = getattr(module, item, None)
             if isinstance(sub, types.ModuleType) and sub.__name__ not in ALLOWED_MODULES:
                 raise ModuleNotFoundError(
-                    f"module {sub.__name__!r} is not available in the sandbox",
+                    f"No module named {sub.__name__!r}{runtime.NOT_AVAILABLE}",
                     name=sub.__name__)
         if not fromlist:
             module = importlib.import_module(name.partition(".")[0])

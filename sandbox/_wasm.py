@@ -182,6 +182,7 @@ class WasmSandbox:
         try:
             store.set_limits(memory_size=limits.memory_bytes)
             wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
+            wasi.argv = ["<program>"]                # sys.argv (argparse reads argv[0])
             pipes.attach(wasi)
             store.set_wasi(wasi)
             if limits.fuel is not None:

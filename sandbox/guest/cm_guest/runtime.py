@@ -17,7 +17,7 @@ import re
 import sys
 import traceback
 
-from . import aio, callsite, output
+from . import aio, callsite, modules, output
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
 from .tools import Binding, Bridge, ToolNamespace
@@ -27,14 +27,7 @@ PROGRAM_FILENAME = "<program>"
 MAX_MESSAGE_CHARS = 8192
 VALUE_SLOT = "__codemode_value__"
 
-# Modules a program may import: the curated, preloaded standard-library set (docs/sandbox.md).
-ALLOWED_MODULES = frozenset("""
-    abc array asyncio base64 binascii bisect calendar collections collections.abc contextlib
-    copy csv dataclasses datetime decimal difflib enum fractions functools hashlib heapq html
-    io itertools json math numbers operator os os.path pprint random re secrets statistics
-    string struct sys textwrap time types typing unicodedata urllib urllib.parse uuid
-    warnings weakref zlib
-""".split())
+NOT_AVAILABLE = " (not available in the sandbox)"
 
 
 # Everything a program created stays referenced until the instance is discarded: freeing
@@ -62,26 +55,67 @@ class RunState:
             self.limit, self.limit_message = limit, message
 
 
-# Private modules the allowed ones import lazily from C (datetime.strptime -> _strptime);
-# C-level imports go through the same `__import__` as the program's own.
-_IMPLICIT_MODULES = frozenset({"_strptime", "encodings", "encodings.idna", "_pydatetime",
-                               "_pydecimal", "_colorize"})
+def _unavailable(name):
+    """The first dotted prefix of `name` that is not on the list (CPython also names the
+    missing package, not the submodule asked for), or None."""
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        if prefix not in modules.IMPORTABLE:
+            return prefix
+    return None
+
+
+def _not_found(name):
+    return ModuleNotFoundError(f"No module named {name!r}{NOT_AVAILABLE}", name=name)
 
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level != 0:
-        raise ImportError("relative imports are not available in the sandbox")
-    if name not in ALLOWED_MODULES and name not in _IMPLICIT_MODULES:
-        raise ModuleNotFoundError(
-            f"module {name!r} is not available in the sandbox (see docs/sandbox.md for the "
-            "modules that are)", name=name)
-    module = builtins.__import__(name, globals, locals, fromlist, level)
+    """The program's `__import__`: modules on the list only (`modules.txt`). C code the
+    program calls imports through it too (`datetime.strptime` imports `_strptime`), which
+    is why private modules are on the list. CPython's own ImportError text is kept; the
+    sandbox's reason is appended."""
+    if level == 0:
+        missing = _unavailable(name)
+        if missing is not None:
+            raise _not_found(missing)
+    try:
+        module = builtins.__import__(name, globals, locals, fromlist, level)
+    except ImportError as exc:
+        if level:                 # "attempted relative import with no known parent package"
+            _append(exc, " (a sandboxed program is not part of a package)")
+        raise
     for item in fromlist or ():
         sub = getattr(module, item, None)
-        if type(sub) is type(sys) and sub.__name__ not in ALLOWED_MODULES:
-            raise ModuleNotFoundError(
-                f"module {sub.__name__!r} is not available in the sandbox", name=sub.__name__)
+        if type(sub) is type(sys) and sub.__name__ not in modules.IMPORTABLE:
+            raise _not_found(sub.__name__)
     return module
+
+
+def _append(exc, text):
+    message = f"{exc.msg}{text}"
+    exc.msg = message
+    exc.args = (message,) + exc.args[1:]
+
+
+def install_import_guard():
+    """Make `importlib.import_module` keep to the same list as `import` (called once, after
+    every module on the list was imported)."""
+    import importlib
+    import importlib.util
+
+    real = importlib.import_module
+
+    def import_module(name, package=None):
+        absolute = importlib.util.resolve_name(name, package) if name.startswith(".") \
+            else name
+        missing = _unavailable(absolute)
+        if missing is not None:
+            raise _not_found(missing)
+        return real(name, package)
+
+    import_module.__doc__ = real.__doc__
+    importlib.import_module = import_module
 
 
 def _program_builtins():
@@ -206,7 +240,8 @@ def _namespace(bridge, tools):
         return binding(**kwargs)
 
     ns = {
-        "__name__": "__main__", "__doc__": None, "__builtins__": _program_builtins(),
+        "__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
+        "__builtins__": _program_builtins(),
         "tools": ToolNamespace(bindings), "call_tool": call_tool,
         "ToolCallError": ToolCallError, "ToolDenied": ToolDenied,
         "ToolArgumentError": ToolArgumentError, "ToolNotFound": ToolNotFound,
