@@ -357,3 +357,17 @@ def test_curated_stdlib_is_importable(tier, host):
     outcome = run(tier, host, code)
     assert outcome.status == "ok", outcome.error
     assert outcome.value == 5
+
+
+def test_call_tool_errors_name_call_tool(tier, host):
+    outcome = run(tier, host, "call_tool('echo', 1)")
+    assert (outcome.error.type, outcome.error.message) == (
+        "TypeError", "call_tool() takes 1 positional argument but 2 were given")
+
+
+def test_exception_notes_follow_the_exception_line(tier, host):
+    code = ("try:\n    raise ValueError('bad')\nexcept ValueError as e:\n"
+            "    e.add_note('while parsing row 3')\n    raise")
+    outcome = run(tier, host, code)
+    assert outcome.error.message == "bad"
+    assert outcome.error.traceback.endswith("ValueError: bad\nwhile parsing row 3\n")

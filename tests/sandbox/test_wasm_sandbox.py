@@ -145,3 +145,99 @@ def test_a_program_that_catches_the_output_limit_is_ended_by_the_host(sandbox, h
     outcome = run(sandbox, host, code, output_bytes=1000, wall_clock_s=30)
     assert isinstance(outcome.error, OutputLimitExceeded)
     assert outcome.duration_s < 5
+
+
+# ---- CPython 3.14's own error text (the guest is CPython 3.14; written out by hand) ------
+
+@pytest.mark.parametrize("code, message, traceback", [
+    ("prnt('x')", "name 'prnt' is not defined. Did you mean: 'print'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 1, in <module>\n'
+     "    prnt('x')\n"
+     "    ^^^^\n"
+     "NameError: name 'prnt' is not defined. Did you mean: 'print'?\n"),
+    ("sys.version", "name 'sys' is not defined. Did you forget to import 'sys'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 1, in <module>\n'
+     "    sys.version\n"
+     "    ^^^\n"
+     "NameError: name 'sys' is not defined. Did you forget to import 'sys'?\n"),
+    ("items = []\nitems.appendd(1)",
+     "'list' object has no attribute 'appendd'. Did you mean: 'append'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 2, in <module>\n'
+     "    items.appendd(1)\n"
+     "    ^^^^^^^^^^^^^\n"
+     "AttributeError: 'list' object has no attribute 'appendd'. Did you mean: 'append'?\n"),
+    ("import math\nmath.sqroot(4)",
+     "module 'math' has no attribute 'sqroot'. Did you mean: 'sqrt'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 2, in <module>\n'
+     "    math.sqroot(4)\n"
+     "    ^^^^^^^^^^^\n"
+     "AttributeError: module 'math' has no attribute 'sqroot'. Did you mean: 'sqrt'?\n"),
+    ("try:\n    raise ValueError('bad')\nexcept ValueError as e:\n"
+     "    e.add_note('while parsing row 3')\n    raise",
+     "bad",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 2, in <module>\n'
+     "    raise ValueError('bad')\n"
+     "ValueError: bad\n"
+     "while parsing row 3\n"),
+    ("raise ExceptionGroup('two', [ValueError('a'), TypeError('b')])",
+     "two (2 sub-exceptions)",
+     '  + Exception Group Traceback (most recent call last):\n'
+     '  |   File "<program>", line 1, in <module>\n'
+     "  |     raise ExceptionGroup('two', [ValueError('a'), TypeError('b')])\n"
+     "  | ExceptionGroup: two (2 sub-exceptions)\n"
+     "  +-+---------------- 1 ----------------\n"
+     "    | ValueError: a\n"
+     "    +---------------- 2 ----------------\n"
+     "    | TypeError: b\n"
+     "    +------------------------------------\n"),
+    ("for x in range(3)\n    pass", "expected ':' (<program>, line 1)",
+     '  File "<program>", line 1\n'
+     "    for x in range(3)\n"
+     "                     ^\n"
+     "SyntaxError: expected ':'\n"),
+    ("call_tool('echo', 1)", "call_tool() takes 1 positional argument but 2 were given",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 1, in <module>\n'
+     "    call_tool('echo', 1)\n"
+     "    ~~~~~~~~~^^^^^^^^^^^\n"
+     "TypeError: call_tool() takes 1 positional argument but 2 were given\n"),
+    ("def f():\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n"
+     "        raise KeyError('k') from e\nf()", "'k'",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 3, in f\n'
+     "    1 / 0\n"
+     "    ~~^~~\n"
+     "ZeroDivisionError: division by zero\n"
+     "\n"
+     "The above exception was the direct cause of the following exception:\n"
+     "\n"
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 6, in <module>\n'
+     "    f()\n"
+     "    ~^^\n"
+     '  File "<program>", line 5, in f\n'
+     "    raise KeyError('k') from e\n"
+     "KeyError: 'k'\n"),
+])
+def test_errors_read_exactly_as_cpython_prints_them(sandbox, host, code, message, traceback):
+    outcome = run(sandbox, host, code)
+    assert (outcome.error.message, outcome.error.traceback) == (message, traceback)
+
+
+def test_a_failing_tool_call_shows_only_program_frames(sandbox):
+    from .conftest import EchoHost
+    outcome = run(sandbox, EchoHost(fail={"echo"}), "def go():\n    return echo(value=1)\ngo()",
+                  tools=[echo_tool()])
+    assert outcome.error.traceback == (
+        'Traceback (most recent call last):\n'
+        '  File "<program>", line 3, in <module>\n'
+        "    go()\n"
+        "    ~~^^\n"
+        '  File "<program>", line 2, in go\n'
+        "    return echo(value=1)\n"
+        "ToolDenied: echo: echo is not allowed\n")

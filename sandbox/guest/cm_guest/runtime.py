@@ -140,65 +140,69 @@ def _compile(source):
             sites)
 
 
-def _message(exc):
+MAX_TRACEBACK_CHARS = 64 * 1024
+
+
+def _program_traceback(exc):
+    """`traceback.TracebackException` of `exc` (its chain, notes and group members
+    included) with every stack cut down to the program's own frames. Built from the real
+    traceback, so CPython's suggestions ("Did you mean: 'append'?", "Did you forget to
+    import 'sys'?") are computed as CPython computes them."""
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True,
+                                      max_group_width=15, max_group_depth=10)
+    seen = set()
+    pending = [te]
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        item.stack = traceback.StackSummary.from_list(
+            [f for f in item.stack if f.filename == PROGRAM_FILENAME])
+        pending.extend(x for x in (item.__cause__, item.__context__) if x is not None)
+        pending.extend(getattr(item, "exceptions", None) or ())
+    return te
+
+
+def _message(exc, te):
+    """The exception's own line as CPython prints it, without the type (suggestions kept),
+    cut to MAX_MESSAGE_CHARS; SystemExit and a bare KeyboardInterrupt named plainly."""
     if isinstance(exc, SystemExit):
         return f"the program called sys.exit({exc.code!r})"
     if isinstance(exc, KeyboardInterrupt) and not exc.args:
         return "KeyboardInterrupt"
-    try:
-        text = str(exc)
-    except BaseException:
-        text = f"<unprintable {type(exc).__name__} object>"
+    if isinstance(exc, SyntaxError):
+        try:
+            text = str(exc)
+        except BaseException:
+            text = "invalid syntax"
+    else:
+        text = getattr(te, "_str", None)
+        if not isinstance(text, str):
+            text = "<exception str() failed>"
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + f"... [{len(text) - MAX_MESSAGE_CHARS} more characters]"
     return text
 
 
-def _program_frames(tb):
-    frames = [f for f in traceback.extract_tb(tb) if f.filename == PROGRAM_FILENAME]
-    return "".join(traceback.StackSummary.from_list(frames).format())
-
-
-def _format_traceback(exc):
-    """Python's traceback layout, keeping only frames of the program's own source."""
-    chain, seen = [], set()
-    current = exc
-    while current is not None and id(current) not in seen and len(chain) < 10:
-        seen.add(id(current))
-        chain.append(current)
-        if current.__cause__ is not None:
-            current = current.__cause__
-        elif current.__context__ is not None and not current.__suppress_context__:
-            current = current.__context__
-        else:
-            current = None
-    parts = []
-    for i, item in enumerate(reversed(chain)):
-        if i:
-            later = chain[len(chain) - i - 1]
-            parts.append("\nThe above exception was the direct cause of the following "
-                         "exception:\n\n" if later.__cause__ is item else
-                         "\nDuring handling of the above exception, another exception "
-                         "occurred:\n\n")
-        frames = _program_frames(item.__traceback__)
-        if frames:
-            parts.append("Traceback (most recent call last):\n" + frames)
-        parts.append(_exception_line(item))
-    return "".join(parts)
-
-
-def _exception_line(exc):
-    name = type(exc).__qualname__
-    if isinstance(exc, SyntaxError) and exc.filename == PROGRAM_FILENAME:
-        body = "".join(traceback.format_exception_only(type(exc), exc))
-        return body if len(body) < MAX_MESSAGE_CHARS else body[:MAX_MESSAGE_CHARS] + "\n"
-    message = _message(exc)
-    return f"{name}: {message}\n" if message else f"{name}\n"
+def _cut(text, limit):
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
 
 
 def _error(exc):
-    return {"type": type(exc).__qualname__, "message": _message(exc),
-            "traceback": _format_traceback(exc)}
+    """{"type", "message", "traceback"} of an exception the program let escape: the
+    traceback is CPython's own text (chained exceptions, notes, exception groups, a
+    SyntaxError's source line and caret), showing only `<program>` frames."""
+    try:
+        te = _program_traceback(exc)
+        text = "".join(te.format())
+    except RecursionError:       # a chain or group too deep to walk
+        te, text = None, f"{type(exc).__qualname__}: (too deeply nested to show)\n"
+    return {"type": type(exc).__qualname__, "message": _message(exc, te),
+            "traceback": _cut(text, MAX_TRACEBACK_CHARS)}
 
 
 def fd_writer(fd):
@@ -221,6 +225,12 @@ def finish_value(outcome, state, value, limit_bytes):
         state.trip("output", str(exc))
 
 
+# The rejection classes are globals of every program, like builtins: tracebacks name them
+# `ToolDenied: ...`, not `cm_guest.errors.ToolDenied: ...`.
+for _cls in (ToolCallError, ToolDenied, ToolArgumentError, ToolNotFound, ToolError):
+    _cls.__module__ = "builtins"
+
+
 def _namespace(bridge, tools):
     bindings = {}
     by_name = {}
@@ -230,7 +240,8 @@ def _namespace(bridge, tools):
         by_name[binding.name] = binding
 
     def call_tool(name, /, **kwargs):
-        """Call any tool by its name (the host decides which names exist)."""
+        """call_tool(name, /, **kwargs): call any tool by its name (the host decides
+        which names exist)."""
         if type(name) is not str:
             raise TypeError(f"call_tool() name must be a str, not {type(name).__name__}")
         binding = by_name.get(name) or bindings.get(name)
@@ -238,6 +249,11 @@ def _namespace(bridge, tools):
             binding = Binding(bridge, {"name": name, "alias": "call_tool",
                                        "accepts_extra": True}, aio.running_sandbox_loop)
         return binding(**kwargs)
+
+    # Python's own call errors name the function by its qualified name: make it the name
+    # the program knows (`call_tool() takes 1 positional argument but 2 were given`).
+    call_tool.__qualname__ = "call_tool"
+    call_tool.__code__ = call_tool.__code__.replace(co_qualname="call_tool")
 
     ns = {
         "__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
