@@ -56,7 +56,7 @@ def main() -> None:
     from codemode.sandbox import RunRequest, WasmSandbox, _component, _wasm
 
     WasmSandbox().run(RunRequest(code="0"), lambda b: '{"results": []}')    # build, load
-    config = _component.EngineConfig(fuel=False, stack_bytes=2 << 20)
+    config = _component.EngineConfig(fuel=False, stack_bytes=RunRequest(code="").limits.stack_bytes)
     runtime = _component._runtimes[config]
     current = next(_component.cache_dir().glob(
         f"guest-{_component.source_hash()}-*-{config.key()}.cwasm"))

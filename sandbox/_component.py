@@ -10,6 +10,7 @@ process, one Engine, Component and Linker exist per configuration.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import importlib.util
@@ -33,6 +34,8 @@ WIT_DIR = PACKAGE_DIR / "wit"
 WORLD = "guest"
 ENTRY_MODULE = "guest_main"
 HOST_INSTANCE = "codemode:sandbox/host@0.1.0"
+# The async stack also holds the host functions' frames on top of the wasm stack.
+ASYNC_STACK_HEADROOM_BYTES = 1 << 20
 
 
 class SandboxUnavailable(RuntimeError):
@@ -69,6 +72,18 @@ def source_hash() -> str:
     return digest.hexdigest()[:24]
 
 
+def _set_async_stack_size(config: wasmtime.Config, size_bytes: int) -> None:
+    """`Config::async_stack_size`, which wasmtime-py does not wrap but its C library
+    exports. The C API turns async support on, and wasmtime refuses a `max_wasm_stack`
+    over the async stack size (2 MiB by default), so raising the wasm stack needs it."""
+    from wasmtime import _ffi
+
+    setter = _ffi.dll.wasmtime_config_async_stack_size_set
+    setter.restype = None
+    setter.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    setter(ctypes.cast(config.ptr(), ctypes.c_void_p), size_bytes)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """The Engine settings compiled code depends on (part of the cache key)."""
@@ -83,6 +98,8 @@ class EngineConfig:
         config = wasmtime.Config()
         config.epoch_interruption = True
         config.consume_fuel = self.fuel
+        if self.stack_bytes > 2 * 1024 * 1024:
+            _set_async_stack_size(config, self.stack_bytes + ASYNC_STACK_HEADROOM_BYTES)
         config.max_wasm_stack = self.stack_bytes
         return wasmtime.Engine(config)
 

@@ -371,3 +371,28 @@ def test_exception_notes_follow_the_exception_line(tier, host):
     outcome = run(tier, host, code)
     assert outcome.error.message == "bad"
     assert outcome.error.traceback.endswith("ValueError: bad\nwhile parsing row 3\n")
+
+
+DEEP = "x = []\nfor i in range(10_000):\n    x = [x]\n"
+
+
+@pytest.mark.parametrize("code", [
+    "a = []\na.append(a)\nb = []\nb.append(b)\nop = lambda: a == b",
+    DEEP + "op = lambda: repr(x)",
+    DEEP + "import json\nop = lambda: json.dumps(x)",
+    DEEP + "import copy\nop = lambda: copy.deepcopy(x)",
+    DEEP + "op = lambda: x == [[x]]",
+])
+def test_deep_structures_raise_a_catchable_recursion_error_or_complete(tier, host, code):
+    program = code + ("\ntry:\n    op()\n    ended = 'completed'\nexcept RecursionError:\n"
+                      "    ended = 'RecursionError'\n[ended, sum(range(10))]")
+    outcome = run(tier, host, program)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.value[0] in ("completed", "RecursionError")
+    assert outcome.value[1] == 45
+
+
+def test_freeing_a_deeply_nested_structure_completes(tier, host):
+    code = ("x = []\nfor i in range(100_000):\n    x = [x]\ndel x\n"
+            "d = {}\nfor i in range(100_000):\n    d = {'k': d}\nd = None\n'freed'")
+    assert run(tier, host, code).value == "freed"

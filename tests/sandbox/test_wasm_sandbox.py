@@ -241,3 +241,20 @@ def test_a_failing_tool_call_shows_only_program_frames(sandbox):
         '  File "<program>", line 2, in go\n'
         "    return echo(value=1)\n"
         "ToolDenied: echo: echo is not allowed\n")
+
+
+@pytest.mark.parametrize("operation", ["pickle.dumps(x)", "repr(x)", "x == [[x]]",
+                                       "json.dumps(x)", "copy.deepcopy(x)"])
+def test_c_recursion_on_100k_deep_data_is_a_recursion_error(sandbox, host, operation):
+    code = ("import copy, json, pickle\nx = []\nfor i in range(100_000):\n    x = [x]\n"
+            f"try:\n    {operation}\n    r = 'completed'\nexcept RecursionError as e:\n"
+            "    r = type(e).__name__\nr")
+    outcome = run(sandbox, host, code)
+    assert (outcome.status, outcome.value) == ("ok", "RecursionError")
+
+
+def test_the_c_stack_check_names_what_overflowed(sandbox, host):
+    outcome = run(sandbox, host, "a = []\na.append(a)\nb = []\nb.append(b)\na == b")
+    assert outcome.error.type == "RecursionError"
+    assert outcome.error.message.startswith("Stack overflow (used ")
+    assert outcome.error.message.endswith(" kB) in comparison")
