@@ -10,15 +10,12 @@ from typing import Any
 
 import msgspec
 import wasmtime
-from msgspec import UNSET
 
-from . import _component, _interrupt, _wire
-from ._capture import OutputCapture, PipeCapture
-from ._limits import SandboxLimits
-from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed,
-                        HostDispatchFailed, MemoryLimitExceeded, OutputLimitExceeded,
-                        ProgramError, RunAborted, RunOutcome, RunRequest,
-                        SubcallLimitExceeded, TimeLimitExceeded)
+from . import _component, _interrupt
+from ._capture import PipeCapture
+from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
+from ._protocol import (AnyRunError, Dispatch, FuelExhausted, GuestCrashed, RunOutcome,
+                        RunRequest)
 from ._ticker import EpochTicker
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
@@ -43,47 +40,15 @@ def _on_runner_thread(fn: Callable[..., RunOutcome], *args: Any) -> RunOutcome:
     return future.result()
 
 
-class _Trip(Exception):
-    """Raised from a host function to end the run; becomes a trap in the guest."""
-
-    def __init__(self, error: AnyRunError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-class _Run:
-    """Host-owned state of one run: what the host functions need and what they saw."""
-
-    def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
-                 cancel: threading.Event | None) -> None:
-        self.limits = limits
-        self.dispatch = dispatch
-        self.cancel = cancel or threading.Event()
-        self.deadline = time.monotonic() + limits.wall_clock_s
-        self.subcalls = 0
-        self.stdout = OutputCapture("stdout", limits.output_bytes)
-        self.stderr = OutputCapture("stderr", limits.output_bytes)
-
-    def remaining_s(self) -> float:
-        return self.deadline - time.monotonic()
+class _Run(RunHost):
+    """A run's host state (`RunHost`) plus the epoch-deadline verdict of the wasm tier."""
 
     def next_check(self) -> int | None:
-        """Epoch ticks until the run's next check, or None to end it now (cancelled or
-        out of time); called by `_interrupt` on the run's thread."""
-        remaining = self.remaining_s()
-        if self.cancel.is_set() or remaining <= 0 or self.stdout.over or self.stderr.over:
+        """Epoch ticks until the run's next check, or None to end it now (cancelled, out
+        of time, output past its limit); called by `_interrupt` on the run's thread."""
+        if self.stop_reason() is not None:
             return None
-        return min(_interrupt.CHECK_TICKS, EpochTicker.ticks_for(remaining))
-
-    def time_up(self) -> _Trip:
-        return _Trip(TimeLimitExceeded(
-            message=f"the run exceeded its wall-clock limit of {self.limits.wall_clock_s} s"))
-
-    def check(self) -> None:
-        if self.cancel.is_set():
-            raise _Trip(RunAborted(message="the run was cancelled"))
-        if self.remaining_s() <= 0:
-            raise self.time_up()
+        return min(_interrupt.CHECK_TICKS, EpochTicker.ticks_for(self.remaining_s()))
 
 
 _local = threading.local()
@@ -92,52 +57,16 @@ _local = threading.local()
 def _current() -> _Run:
     run: _Run | None = getattr(_local, "run", None)
     if run is None:                       # an instance outliving its run: refuse
-        raise _Trip(GuestCrashed(message="host call outside of a run"))
+        raise HostStop(GuestCrashed(message="host call outside of a run"))
     return run
 
 
 def _host_dispatch(_store: Any, batch: str) -> str:
-    run = _current()
-    run.check()
-    limits = run.limits
-    if len(batch) > limits.request_bytes * 4:
-        raise _Trip(HostDispatchFailed(
-            message=f"a sub-call batch of {len(batch)} bytes exceeds the host's limit"))
-    try:
-        request = _wire.request_decoder.decode(batch)
-    except msgspec.DecodeError as exc:
-        raise _Trip(HostDispatchFailed(message=f"malformed sub-call batch: {exc}")) from None
-    run.subcalls += len(request.calls)
-    if run.subcalls > limits.max_subcalls:
-        raise _Trip(SubcallLimitExceeded(
-            message=f"the program made more than {limits.max_subcalls} sub-calls"))
-    remaining = max(run.remaining_s(), 0.0)
-    wait_s = remaining if request.wait_s is None else min(max(request.wait_s, 0.0), remaining)
-    bounded = msgspec.structs.replace(request, wait_s=wait_s)
-    try:
-        reply = run.dispatch(_wire.encoder.encode(bounded).decode())
-        _wire.reply_decoder.decode(reply)        # never hand the guest malformed data
-    except msgspec.DecodeError as exc:
-        raise _Trip(HostDispatchFailed(message=f"the dispatcher's reply is malformed: {exc}"))
-    except _Trip:
-        raise
-    except Exception as exc:
-        raise _Trip(HostDispatchFailed(
-            message=f"the dispatcher raised {type(exc).__name__}: {exc}")) from exc
-    run.check()
-    return reply
+    return _current().dispatch_batch(batch)
 
 
 def _host_sleep(_store: Any, seconds: float) -> None:
-    run = _current()
-    run.check()
-    remaining = run.remaining_s()
-    if seconds >= remaining:
-        run.cancel.wait(max(remaining, 0.0))
-        run.check()
-        raise run.time_up()
-    if run.cancel.wait(seconds):
-        run.check()
+    _current().sleep(seconds)
 
 
 class WasmSandbox:
@@ -179,6 +108,7 @@ class WasmSandbox:
         run = _Run(limits, dispatch, cancel)
         store = wasmtime.Store(runtime.engine)
         pipes = PipeCapture(run.stdout, run.stderr)
+        ended: GuestOutcome | AnyRunError
         try:
             store.set_limits(memory_size=limits.memory_bytes)
             wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
@@ -195,85 +125,33 @@ class WasmSandbox:
                 instance = runtime.linker.instantiate(store, runtime.component)
                 run_func = instance.get_func(store, "run")
                 assert run_func is not None, "the guest component exports no `run`"
-                reply = run_func(store, guest_request)
-            except _Trip as trip:
-                outcome = self._ended(run, store, started, trip.error)
+                ended = decode_guest(run_func(store, guest_request))
+            except HostStop as stop:
+                ended = stop.error
             except wasmtime.WasmtimeError as exc:
-                outcome = self._ended(run, store, started, self._explain_trap(run, store, exc))
-            else:
-                outcome = self._decode(run, store, started, reply)
+                ended = self._explain_trap(run, store, exc)
             finally:
                 _local.run = None
                 _interrupt.uninstall()
+            duration = time.monotonic() - started
+            fuel_used = None if limits.fuel is None else limits.fuel - store.get_fuel()
         finally:
             store.close()                 # closes the pipes' write ends
             pipes.close()
-        return self._with_output(run, outcome)
-
-    @staticmethod
-    def _with_output(run: _Run, outcome: RunOutcome) -> RunOutcome:
-        """The outcome with everything the program wrote; a stream written past the limit
-        (by writing to its file descriptor itself) ends the run at the output limit."""
-        over = [c.name for c in (run.stdout, run.stderr) if c.over]
-        if over and outcome.status != "limit":
-            outcome = msgspec.structs.replace(
-                outcome, status="limit", value=UNSET, error=OutputLimitExceeded(
-                    message=f"{over[0]} exceeded {run.limits.output_bytes} bytes"))
-        return msgspec.structs.replace(outcome, stdout=run.stdout.text(),
-                                       stderr=run.stderr.text())
-
-    def _fuel_used(self, run: _Run, store: wasmtime.Store) -> int | None:
-        if run.limits.fuel is None:
-            return None
-        return run.limits.fuel - store.get_fuel()
-
-    def _ended(self, run: _Run, store: wasmtime.Store, started: float,
-               error: AnyRunError) -> RunOutcome:
-        return RunOutcome(status="limit" if error.limit else "error", error=error,
-                          duration_s=time.monotonic() - started, subcalls=run.subcalls,
-                          fuel_used=self._fuel_used(run, store))
+        return outcome(run, ended, duration_s=duration, fuel_used=fuel_used)
 
     def _explain_trap(self, run: _Run, store: wasmtime.Store,
                       exc: wasmtime.WasmtimeError) -> AnyRunError:
         """Which limit ended the run, from host-owned state, never from the message."""
         if run.limits.fuel is not None and store.get_fuel() == 0:
             return FuelExhausted(message=f"the run used all of its {run.limits.fuel} fuel")
-        if run.remaining_s() <= 0:
-            return run.time_up().error
-        if run.cancel.is_set():
-            return RunAborted(message="the run was cancelled")
-        for capture in (run.stdout, run.stderr):
-            if capture.over:
-                return OutputLimitExceeded(
-                    message=f"{capture.name} exceeded {run.limits.output_bytes} bytes")
-        # No limit explains it: most often native recursion exhausted the wasm stack, or
-        # C code aborted on an allocation that failed near the memory limit.
+        reason = run.stop_reason()
+        if reason is not None:
+            return reason
+        # No limit explains it: native recursion exhausted the wasm stack (freeing a
+        # structure nested hundreds of thousands deep), or C code aborted on an allocation
+        # that failed near the memory limit.
         frames = [line.strip() for line in str(exc).splitlines()[1:] if "!" in line][:3]
         where = f" in {' <- '.join(f.split('!', 1)[1] for f in frames)}" if frames else ""
         return GuestCrashed(message="the sandbox instance trapped (wasm stack or memory "
                                     f"exhausted in native code){where}")
-
-    def _decode(self, run: _Run, store: wasmtime.Store, started: float,
-                reply: str) -> RunOutcome:
-        data = msgspec.json.decode(reply)
-        error: AnyRunError | None = None
-        raw_error = data.get("error")
-        status = data["status"]
-        if status == "limit":
-            limit = data.get("limit")
-            message = raw_error["message"] if raw_error else limit
-            if limit == "memory":
-                error = MemoryLimitExceeded(message=message)
-            elif limit == "output":
-                error = OutputLimitExceeded(message=message)
-            elif limit == "subcalls":
-                error = SubcallLimitExceeded(message=message)
-            else:
-                error = GuestCrashed(message=message)
-        elif status == "error":
-            error = ProgramError(type=raw_error["type"], message=raw_error["message"],
-                                 traceback=raw_error.get("traceback", ""))
-        return RunOutcome(
-            status=status, value=data["value"] if "value" in data else UNSET, error=error,
-            duration_s=time.monotonic() - started, subcalls=run.subcalls,
-            fuel_used=self._fuel_used(run, store))
