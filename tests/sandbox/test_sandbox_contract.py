@@ -396,3 +396,19 @@ def test_freeing_a_deeply_nested_structure_completes(tier, host):
     code = ("x = []\nfor i in range(100_000):\n    x = [x]\ndel x\n"
             "d = {}\nfor i in range(100_000):\n    d = {'k': d}\nd = None\n'freed'")
     assert run(tier, host, code).value == "freed"
+
+
+def test_output_written_before_a_cancellation_is_returned(tier, host):
+    import threading
+
+    cancel = threading.Event()
+    timer = threading.Timer(0.3, cancel.set)
+    timer.start()
+    try:
+        request = RunRequest(code="print('started')\nwhile True:\n    pass",
+                             limits=SandboxLimits(wall_clock_s=5.0))
+        outcome = tier.run(request, host, cancel)
+    finally:
+        timer.cancel()
+    assert outcome.error.kind == "abort"
+    assert outcome.stdout == "started\n"

@@ -258,3 +258,11 @@ def test_the_c_stack_check_names_what_overflowed(sandbox, host):
     assert outcome.error.type == "RecursionError"
     assert outcome.error.message.startswith("Stack overflow (used ")
     assert outcome.error.message.endswith(" kB) in comparison")
+
+
+def test_output_written_before_the_instance_traps_is_returned(sandbox, host):
+    code = ("print('before')\nx = []\nfor i in range(2_000_000):\n    x = [x]\n"
+            "print('built')\ndel x")
+    outcome = run(sandbox, host, code, memory_bytes=512 << 20, wall_clock_s=10.0)
+    assert isinstance(outcome.error, GuestCrashed)
+    assert outcome.stdout == "before\nbuilt\n"
