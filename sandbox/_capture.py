@@ -78,13 +78,13 @@ class PipeCapture:
             wasi.stdout_custom = self._captures[0].write
             wasi.stderr_custom = self._captures[1].write
             return
-        for capture, setter in zip(self._captures, ("stdout_file", "stderr_file")):
+        for setter in ("stdout_file", "stderr_file"):
             read, write = os.pipe()
+            self._reads.append(read)
             try:
                 setattr(wasi, setter, f"/proc/self/fd/{write}")   # wasmtime opens its own
             finally:
                 os.close(write)
-            self._reads.append(read)
         self._thread = threading.Thread(target=self._drain, name="codemode-output",
                                         daemon=True)
         self._thread.start()

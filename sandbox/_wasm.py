@@ -6,7 +6,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import wasmtime
@@ -29,7 +29,10 @@ _RUNNERS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_pre
 _RUNNERS_LOCK = threading.Lock()
 
 
-def _on_runner_thread(fn: Callable[..., RunOutcome], *args: Any) -> RunOutcome:
+_T = TypeVar("_T")
+
+
+def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
     """`fn(*args)` on a runner thread; its exception, if any, re-raised here."""
     with _RUNNERS_LOCK:         # a thread the pool starts now gets the large stack
         previous = threading.stack_size(_THREAD_STACK_BYTES)
