@@ -386,7 +386,7 @@ DEEP = "x = []\nfor i in range(10_000):\n    x = [x]\n"
 def test_deep_structures_raise_a_catchable_recursion_error_or_complete(tier, host, code):
     program = code + ("\ntry:\n    op()\n    ended = 'completed'\nexcept RecursionError:\n"
                       "    ended = 'RecursionError'\n[ended, sum(range(10))]")
-    outcome = run(tier, host, program)
+    outcome = run(tier, host, program, wall_clock_s=30.0)
     assert outcome.status == "ok", outcome.error
     assert outcome.value[0] in ("completed", "RecursionError")
     assert outcome.value[1] == 45
@@ -395,7 +395,7 @@ def test_deep_structures_raise_a_catchable_recursion_error_or_complete(tier, hos
 def test_freeing_a_deeply_nested_structure_completes(tier, host):
     code = ("x = []\nfor i in range(100_000):\n    x = [x]\ndel x\n"
             "d = {}\nfor i in range(100_000):\n    d = {'k': d}\nd = None\n'freed'")
-    assert run(tier, host, code).value == "freed"
+    assert run(tier, host, code, wall_clock_s=30.0).value == "freed"
 
 
 def test_output_written_before_a_cancellation_is_returned(tier, host):
