@@ -30,7 +30,8 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             every such recursion into a catchable RecursionError. Freeing a structure nested
             more than ~250,000 levels deep has no such check and traps (`GuestCrashed`).
         output_bytes: captured stdout and stderr, each, in bytes; past it the stream is cut
-            with a marker and the run ends with `OutputLimitExceeded`.
+            with a marker and the run ends with `OutputLimitExceeded`. Also the most JSON
+            the final value may take (a larger value ends the run the same way).
         max_subcalls: tool sub-calls per run; the next one ends the run
             (`SubcallLimitExceeded`).
         max_concurrent_subcalls: sub-calls of one batch run at the same time on the host.

@@ -76,7 +76,8 @@ class WasmSandbox:
     """Runs programs in CPython compiled to a WebAssembly component, in wasmtime.
 
     Each run gets a fresh Store and instance with no preopened directories, an empty
-    environment, no sockets and no subprocesses; stdout/stderr are captured by the guest.
+    environment, no sockets and no subprocesses; stdout/stderr are captured on the host
+    as they are written (`_capture.PipeCapture`).
     The Engine, Component and Linker are shared per process (and the compiled component
     per machine, on disk).
     """
