@@ -102,9 +102,34 @@ def _limits_text(limits: SandboxLimits) -> str:
 
 
 class CodeRunFailed(HarnessError):
-    """The program did not complete: `code run failed (<kind>): <message>`."""
+    """The program did not complete: `code run failed (<kind>): <message>`, then its
+    traceback and captured output, each bounded by `MODEL_TEXT_CHARS`.
+
+    Attributes:
+        outcome: the sandbox's whole `RunOutcome` (full stdout and stderr, up to the
+            run's output limit); None when no run took place.
+    """
 
     code = "CODE_RUN_FAILED"
+
+    def __init__(self, message: str, *, outcome: RunOutcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+MODEL_TEXT_CHARS = 20_000
+"""Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
+reads; past it the head and the tail are kept and the cut is marked with its size. The
+tool's value keeps everything the sandbox returned."""
+
+
+def _bounded(text: str, limit: int = MODEL_TEXT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
 
 
 def _tool_spec(stub: ToolStub) -> ToolSpec:
@@ -116,15 +141,19 @@ def _tool_spec(stub: ToolStub) -> ToolSpec:
 
 
 def _render(args: Any, value: Any) -> list[dict[str, Any]]:
-    """Logs, then the result (strings raw, other JSON pretty-printed), then the summary."""
+    """Logs, then stderr, then the result (strings raw, other JSON pretty-printed), each
+    bounded by `MODEL_TEXT_CHARS`, then the summary."""
     parts: list[str] = []
     logs = "".join(value.get("logs", ()))
     if logs:
-        parts.append(logs.rstrip("\n"))
+        parts.append(_bounded(logs.rstrip("\n")))
+    stderr = value.get("stderr", "")
+    if stderr:
+        parts.append("stderr:\n" + _bounded(stderr.rstrip("\n")))
     if "result" in value:
         result = value["result"]
-        parts.append(result if isinstance(result, str)
-                     else json.dumps(result, indent=2, ensure_ascii=False))
+        parts.append(_bounded(result if isinstance(result, str)
+                              else json.dumps(result, indent=2, ensure_ascii=False)))
     if not parts:
         parts.append("(the program completed with no output)")
     summary = value.get("subcalls") or {}
@@ -242,7 +271,7 @@ class CodeMode:
 
     def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher) -> dict[str, Any]:
         if outcome.status != "ok":
-            raise CodeRunFailed(_failure_message(outcome))
+            raise CodeRunFailed(_failure_message(outcome), outcome=outcome)
         value: dict[str, Any] = {"logs": outcome.stdout.splitlines(keepends=True)}
         if outcome.value is not UNSET:
             value["result"] = outcome.value
@@ -259,8 +288,9 @@ def _failure_message(outcome: RunOutcome) -> str:
     traceback = getattr(error, "traceback", "")
     message = f"code run failed ({kind}): {detail}"
     if traceback:
-        message += "\n\n" + traceback.rstrip("\n")
-    captured = (outcome.stdout + outcome.stderr).rstrip("\n")
-    if captured:
-        message += "\n\nCaptured output:\n" + captured
+        message += "\n\n" + _bounded(traceback.rstrip("\n"))
+    if outcome.stdout.rstrip("\n"):
+        message += "\n\nCaptured output:\n" + _bounded(outcome.stdout.rstrip("\n"))
+    if outcome.stderr.rstrip("\n"):
+        message += "\n\nstderr:\n" + _bounded(outcome.stderr.rstrip("\n"))
     return message

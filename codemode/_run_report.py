@@ -118,8 +118,10 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         limit: the limit that ended the run, null unless kind is "limit".
         stdout, stderr: what the program printed, each cut at the output limit with a
             marker line; kept on failure too.
-        value: the final expression's value (JSON), null when there was none or it was None.
-        value_repr: `value` is the `repr()` of a value that is not JSON.
+        value: the final expression's value as JSON, null when there was none or it was None;
+            a value JSON cannot hold exactly (a tuple, a set, bytes, -0.0, a big int, a dict
+            with non-string keys, ...) comes as a one-key tagged object such as
+            `{"$tuple": [1, 2]}` (docs/sandbox.md; `codemode.sandbox.decode_value`).
         error: why the run did not complete, null when ok.
         subcalls: the program's tool calls, in order.
         duration_s: seconds from the start of the `run_code` call to its result.
@@ -133,7 +135,6 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     stdout: str
     stderr: str
     value: Any
-    value_repr: bool
     error: ErrorReport | None
     subcalls: tuple[SubcallReport, ...]
     duration_s: float
@@ -168,7 +169,7 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         error = ErrorReport(type=type(failure).__name__ if failure else "RuntimeError",
                             message=str(failure) if failure else "the sandbox did not run")
         return RunReport(ok=False, kind="sandbox_error", code="runtime", limit=None,
-                         stdout="", stderr="", value=None, value_repr=False, error=error,
+                         stdout="", stderr="", value=None, error=error,
                          subcalls=subcalls, duration_s=duration_s, limits=limits)
     value = None if outcome.value is UNSET else outcome.value
     common: dict[str, Any] = {"stdout": outcome.stdout, "stderr": outcome.stderr,
@@ -179,17 +180,17 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                             message=outcome.error.message,
                             traceback=getattr(outcome.error, "traceback", ""))
         return RunReport(ok=False, kind=kind, code=outcome.error.kind, limit=limit,
-                         value=None, value_repr=False, error=error, **common)
+                         value=None, error=error, **common)
     if result.is_error:                 # the program completed; run_code failed after it
         detail = result.error
         return RunReport(ok=False, kind="sandbox_error",
                          code=(detail.code if detail else None) or "runtime", limit=None,
-                         value=None, value_repr=False,
+                         value=None,
                          error=ErrorReport(type="CallFailed",
                                            message=detail.message if detail else result.text),
                          **common)
     return RunReport(ok=True, kind="ok", code=None, limit=None, value=value,
-                     value_repr=outcome.value_repr, error=None, **common)
+                     error=None, **common)
 
 
 def _subcalls(log_events: Sequence[events.Event], rejections: Mapping[str, Rejection],

@@ -22,11 +22,14 @@ from ._protocol import (
     ToolSpec,
 )
 from ._restricted import RestrictedSandbox
+from ._values import decode_value
 from ._wasm import WasmSandbox
+from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
 __all__ = [
-    "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed", "MemoryLimitExceeded",
-    "OutputLimitExceeded", "ParamSpec", "ProgramError", "RestrictedSandbox", "RunAborted",
-    "RunError", "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
+    "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed",
+    "MemoryLimitExceeded", "OutputLimitExceeded", "ParamSpec", "ProgramError",
+    "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
     "SubcallLimitExceeded", "TimeLimitExceeded", "ToolSpec", "WasmSandbox", "cache_dir",
+    "decode_value",
 ]

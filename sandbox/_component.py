@@ -10,8 +10,10 @@ process, one Engine, Component and Linker exist per configuration.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -32,6 +34,8 @@ WIT_DIR = PACKAGE_DIR / "wit"
 WORLD = "guest"
 ENTRY_MODULE = "guest_main"
 HOST_INSTANCE = "codemode:sandbox/host@0.1.0"
+# The async stack also holds the host functions' frames on top of the wasm stack.
+ASYNC_STACK_HEADROOM_BYTES = 1 << 20
 
 
 class SandboxUnavailable(RuntimeError):
@@ -47,16 +51,37 @@ def cache_dir() -> Path:
     return Path(base) / "codemode"
 
 
+def _tzdata_version() -> str:
+    try:
+        return metadata.version("tzdata")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
 def source_hash() -> str:
-    """SHA-256 over the guest sources, the WIT world and the componentize-py version."""
+    """SHA-256 over the guest sources (its module list included), the WIT world and the
+    componentize-py and tzdata versions."""
     digest = hashlib.sha256()
     digest.update(metadata.version("componentize-py").encode())
+    digest.update(_tzdata_version().encode())
     for root in (GUEST_DIR, WIT_DIR):
         for path in sorted(root.rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".wit"):
+            if path.is_file() and path.suffix in (".py", ".wit", ".txt"):
                 digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:24]
+
+
+def _set_async_stack_size(config: wasmtime.Config, size_bytes: int) -> None:
+    """`Config::async_stack_size`, which wasmtime-py does not wrap but its C library
+    exports. The C API turns async support on, and wasmtime refuses a `max_wasm_stack`
+    over the async stack size (2 MiB by default), so raising the wasm stack needs it."""
+    from wasmtime import _ffi
+
+    setter = _ffi.dll.wasmtime_config_async_stack_size_set
+    setter.restype = None
+    setter.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    setter(ctypes.cast(config.ptr(), ctypes.c_void_p), size_bytes)
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,8 @@ class EngineConfig:
         config = wasmtime.Config()
         config.epoch_interruption = True
         config.consume_fuel = self.fuel
+        if self.stack_bytes > 2 * 1024 * 1024:
+            _set_async_stack_size(config, self.stack_bytes + ASYNC_STACK_HEADROOM_BYTES)
         config.max_wasm_stack = self.stack_bytes
         return wasmtime.Engine(config)
 
@@ -113,6 +140,19 @@ def _componentize_command() -> list[str]:
     return [found]
 
 
+def _tzdata_path(tmp: Path) -> list[str]:
+    """`-p DIR` with a copy of the `tzdata` package (the IANA time zone database, pure
+    data): the guest reads it into memory while its snapshot is taken. No arguments when
+    `tzdata` is not installed (then `zoneinfo` knows no zones)."""
+    spec = importlib.util.find_spec("tzdata")
+    if spec is None or spec.origin is None:
+        return []
+    target = tmp / "tzdata-path"
+    shutil.copytree(Path(spec.origin).parent, target / "tzdata",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return ["-p", str(target)]
+
+
 def build_wasm(digest: str) -> Path:
     """The guest component for these sources: from the cache, or built now (15-40 s on two cores).
 
@@ -131,7 +171,7 @@ def build_wasm(digest: str) -> Path:
             out = Path(tmp) / "guest.wasm"
             command = [
                 *_componentize_command(), "-q", "-d", str(WIT_DIR), "-w", WORLD, "componentize",
-                ENTRY_MODULE, "-p", str(GUEST_DIR), "-o", str(out)]
+                ENTRY_MODULE, "-p", str(GUEST_DIR), *_tzdata_path(Path(tmp)), "-o", str(out)]
             env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
             done = subprocess.run(command, capture_output=True, text=True, env=env,
                                   cwd=tmp, check=False)

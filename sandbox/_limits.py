@@ -21,11 +21,17 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             gives deterministic budgets but runs ~20% slower, so it is off by default.
         memory_bytes: linear memory of the instance, in bytes (store limits); at most
             4 GiB, all a wasm32 instance can address.
-        stack_bytes: wasm stack, in bytes (`Config.max_wasm_stack`); at most 2 MiB, which
-            is wasmtime's async stack size (the C API cannot raise it); the runner gives the
-            host thread a larger native stack itself.
+        stack_bytes: wasm stack, in bytes (`Config.max_wasm_stack`, the native stack the
+            compiled guest runs on; host memory, touched only as deep as the program
+            recurses); at most 128 MiB (the runner's threads have 256 MiB). CPython's own
+            check for deep C recursion measures the guest's other stack, in linear memory,
+            and fires at about 1 MiB of it; the deepest native use that check allows
+            (comparing two self-containing lists) is ~26 MiB, so the 64 MiB default turns
+            every such recursion into a catchable RecursionError. Freeing a structure nested
+            more than ~250,000 levels deep has no such check and traps (`GuestCrashed`).
         output_bytes: captured stdout and stderr, each, in bytes; past it the stream is cut
-            with a marker and the run ends with `OutputLimitExceeded`.
+            with a marker and the run ends with `OutputLimitExceeded`. Also the most JSON
+            the final value may take (a larger value ends the run the same way).
         max_subcalls: tool sub-calls per run; the next one ends the run
             (`SubcallLimitExceeded`).
         max_concurrent_subcalls: sub-calls of one batch run at the same time on the host.
@@ -39,7 +45,7 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     wall_clock_s: Annotated[float, Meta(gt=0, le=86_400)] = 10.0
     fuel: Annotated[int, Meta(gt=0, le=2**63 - 1)] | None = None
     memory_bytes: Annotated[int, Meta(ge=16 * MiB, le=4096 * MiB)] = 256 * MiB
-    stack_bytes: Annotated[int, Meta(ge=256 * 1024, le=2 * MiB)] = 2 * MiB
+    stack_bytes: Annotated[int, Meta(ge=256 * 1024, le=128 * MiB)] = 64 * MiB
     output_bytes: Annotated[int, Meta(gt=0)] = 1 * MiB
     max_subcalls: Annotated[int, Meta(ge=0)] = 1000
     max_concurrent_subcalls: Annotated[int, Meta(gt=0)] = 10

@@ -105,10 +105,14 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         status: "ok", "error" (the program failed) or "limit" (a limit ended it).
-        stdout, stderr: captured text, each cut to `limits.output_bytes` with a marker.
-        value: the final expression statement's value as JSON; UNSET when the program did
-            not end with an expression or it evaluated to None. A value that is not JSON
-            arrives as its repr() with `value_repr=True`.
+        stdout, stderr: captured text, each cut to `limits.output_bytes` with a marker;
+            kept however the run ended (a limit, a trap, a cancellation).
+        value: the final expression statement's value as JSON, in the lossless encoding of
+            docs/sandbox.md ("The value": a tagged object such as `{"$tuple": [...]}` for
+            what plain JSON would lose; `decode_value` turns it back into Python objects);
+            UNSET when the program did not end with an expression or it evaluated to None.
+            Its JSON is at most `limits.output_bytes`: a larger value ends the run at the
+            output limit.
         error: why the run did not complete (None when status is "ok").
         duration_s: wall-clock seconds of the guest call.
         subcalls: sub-calls the program sent.
@@ -119,7 +123,6 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
     stdout: str = ""
     stderr: str = ""
     value: Any | UnsetType = UNSET
-    value_repr: bool = False
     error: AnyRunError | None = None
     duration_s: float = 0.0
     subcalls: int = 0

@@ -31,12 +31,14 @@ idle step sends pending tool calls as one batch, as in the guest).
 
 What differs, on purpose or because RestrictedPython refuses it:
 
-- Imports: the guest's curated list minus the modules that would hand out the host
-  (`sys`, `os`, `os.path`, `weakref`); every module arrives as a read-only view whose
-  members are filtered (no submodules off the list, no `io.open`, no `string.Formatter`, no
-  `typing.get_type_hints` or `functools.singledispatch` (both `eval` annotations), no setters
-  of process-wide state such as `csv.register_dialect` or `warnings.simplefilter`); `random`
-  is a fresh generator per run; `time.sleep` and the asyncio loop are bounded by the run.
+- Imports: a short list of pure-computation modules (`ALLOWED_MODULES`), not the guest's
+  whole standard library: `sys`, `os`, `pathlib`, `logging`, `importlib`, `threading`,
+  `gc`, `weakref`, `zoneinfo` and the rest would hand out the host; every module arrives
+  as a read-only view whose members are filtered (no submodules off the list, no `io.open`,
+  no `string.Formatter`, no `typing.get_type_hints` or `functools.singledispatch` (both
+  `eval` annotations), no setters of process-wide state such as `csv.register_dialect` or
+  `warnings.simplefilter`); `random` is a fresh generator per run; `time.sleep` and the
+  asyncio loop are bounded by the run.
 - Attributes whose name starts with `_` (`__class__`, `__globals__`, `super().__init__`),
   frame/code/traceback attributes, `str.format`/`format_map`, `type(name, bases, dict)`,
   `match`, `except*`, `nonlocal`, `eval`/`exec`/`open`, and methods named like dunders other
@@ -71,7 +73,6 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import msgspec
-from msgspec import UNSET
 from RestrictedPython.Guards import (
     guarded_iter_unpack_sequence,
     guarded_unpack_sequence,
@@ -83,31 +84,28 @@ from RestrictedPython.transformer import (
     copy_locations,
 )
 
-from . import _wire
+from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
 from ._limits import SandboxLimits
-from ._protocol import (
-    AnyRunError,
-    Dispatch,
-    HostDispatchFailed,
-    MemoryLimitExceeded,
-    OutputLimitExceeded,
-    ProgramError,
-    RunAborted,
-    RunOutcome,
-    RunRequest,
-    SubcallLimitExceeded,
-    TimeLimitExceeded,
-)
-from .guest.cm_guest import aio, callsite, pending, runtime
+from ._protocol import AnyRunError, Dispatch, RunOutcome, RunRequest, TimeLimitExceeded
+from .guest.cm_guest import aio, callsite, modules, pending, runtime
 from .guest.cm_guest.errors import LimitReached
 from .guest.cm_guest.output import CappedSink, text_stream
 from .guest.cm_guest.tools import Bridge
 
 PROGRAM = runtime.PROGRAM_FILENAME
 
-# The guest's list minus what would hand the program the host process itself.
-REFUSED_MODULES = frozenset({"os", "os.path", "sys", "weakref"})
-ALLOWED_MODULES = runtime.ALLOWED_MODULES - REFUSED_MODULES
+# The restricted tier's own list, a subset of the guest's (`modules.txt`): pure-computation
+# modules whose members are safe to share with the host process through a read-only view.
+# Everything else the guest offers is refused here (docs/security.md, "The restricted
+# tier"): in this process `pathlib`, `logging`, `io` files, `os`, `sys`, `importlib`,
+# `threading` or `gc` would reach the host itself.
+ALLOWED_MODULES = frozenset("""
+    __future__ abc array asyncio base64 binascii bisect calendar collections collections.abc
+    colorsys contextlib copy csv dataclasses datetime decimal difflib enum fractions
+    functools graphlib hashlib heapq html io ipaddress itertools json math numbers operator
+    pprint random re secrets statistics string struct textwrap time types typing
+    unicodedata urllib urllib.parse uuid warnings zlib
+""".split()) & modules.AVAILABLE
 
 # Modules C code imports lazily while a program frame is running (`datetime.strptime` ->
 # `_strptime`); a program cannot spell them (names starting with `_` do not compile).
@@ -270,18 +268,15 @@ def _rss_bytes() -> int | None:
         return None
 
 
-class _Run:
-    """Host-owned state of one run, shared by the worker and the watchdog."""
+class _Run(RunHost):
+    """Host-owned state of one run (`RunHost`), shared by the worker and the watchdog,
+    plus what this tier adds: the program's limit state, the worker/watchdog handshake,
+    the program's streams and tool bridge."""
 
     def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
                  cancel: threading.Event | None) -> None:
-        self.limits = limits
-        self.dispatch = dispatch
-        self.cancel = cancel or threading.Event()
+        super().__init__(limits, dispatch, cancel)
         self.state = runtime.RunState()
-        self.started = time.monotonic()
-        self.deadline = self.started + limits.wall_clock_s
-        self.subcalls = 0
         self.lock = threading.Lock()
         self.ident: int | None = None
         self.done = False          # the program's code has stopped running (worker side)
@@ -290,38 +285,28 @@ class _Run:
         self.has_value = False
         self.value: Any = None
         self.result: dict[str, Any] | None = None      # plain data, built by the worker
-        self.stdout = CappedSink(limits.output_bytes, self.state, "stdout")
-        self.stderr = CappedSink(limits.output_bytes, self.state, "stderr")
-        self.out = text_stream(self.stdout)
-        self.err = text_stream(self.stderr)
+        self.out = text_stream(CappedSink(limits.output_bytes, self.state, "stdout",
+                                          self.stdout.write))
+        self.err = text_stream(CappedSink(limits.output_bytes, self.state, "stderr",
+                                          self.stderr.write))
         self.bridge = Bridge(self.host_dispatch, limits.for_guest())
 
     # -- limits --
 
-    def remaining_s(self) -> float:
-        return self.deadline - time.monotonic()
-
     def trip(self, limit: str, message: str) -> LimitReached:
+        """Record `limit` (a RunError kind) for the run; the exception to raise into the
+        program, which a bare `except:` may catch but cannot undo."""
         self.state.trip(limit, message)
         return LimitReached(self.state.limit, self.state.limit_message)
 
-    def time_up(self) -> LimitReached:
-        return self.trip("time", "the run exceeded its wall-clock limit of "
-                                 f"{self.limits.wall_clock_s} s")
-
-    def check(self) -> None:
-        """Raise if a limit fired or the run was cancelled (called from the worker)."""
-        if self.cancel.is_set():
-            raise self.trip("abort", "the run was cancelled")
-        if self.remaining_s() <= 0:
-            raise self.time_up()
-        if self.state.limit is not None:
-            raise LimitReached(self.state.limit, self.state.limit_message)
+    def trip_time_up(self) -> LimitReached:
+        error = self.time_up()
+        return self.trip(error.kind, error.message)
 
     def tick(self) -> bool:
         """`_tick_()` in program code: cheap, raises once the run is over."""
         if self.state.limit is not None or self.over:
-            raise LimitReached(self.state.limit or "time",
+            raise LimitReached(self.state.limit or "timeout",
                                self.state.limit_message or "the run is over")
         return True
 
@@ -346,48 +331,28 @@ class _Run:
             if not self.done and self.ident is not None:
                 _set_async_exc(ctypes.c_ulong(self.ident), ctypes.py_object(_Stop))
 
-    # -- host services for the program --
+    # -- host services for the program (`RunHost`'s, a stop raised into the program) --
+
+    def _stopped(self, stop: HostStop) -> LimitReached:
+        return self.trip(stop.error.kind, stop.error.message)
 
     def host_dispatch(self, batch: str) -> str:
-        """The guest Bridge's `dispatch`: the checks `WasmSandbox` makes at its host call."""
-        self.check()
-        limits = self.limits
-        if len(batch) > limits.request_bytes * 4:
-            raise self.trip("dispatch",
-                            f"a sub-call batch of {len(batch)} bytes exceeds the host's limit")
-        request = _wire.request_decoder.decode(batch)
-        self.subcalls += len(request.calls)
-        if self.subcalls > limits.max_subcalls:
-            raise self.trip("subcalls",
-                            f"the program made more than {limits.max_subcalls} sub-calls")
-        remaining = max(self.remaining_s(), 0.0)
-        wait_s = (remaining if request.wait_s is None
-                  else min(max(request.wait_s, 0.0), remaining))
-        bounded = msgspec.structs.replace(request, wait_s=wait_s)
+        """The guest Bridge's `dispatch`: `RunHost.dispatch_batch`, as in `WasmSandbox`."""
+        if self.state.limit is not None:
+            raise LimitReached(self.state.limit, self.state.limit_message)
         try:
-            reply = self.dispatch(_wire.encoder.encode(bounded).decode())
-            _wire.reply_decoder.decode(reply)
-        except msgspec.DecodeError as exc:
-            raise self.trip("dispatch", f"the dispatcher's reply is malformed: {exc}") from None
-        except Exception as exc:
-            raise self.trip("dispatch",
-                            f"the dispatcher raised {type(exc).__name__}: {exc}") from None
-        self.check()
-        return reply
+            return self.dispatch_batch(batch)
+        except HostStop as stop:
+            raise self._stopped(stop) from None
 
     def sleep(self, seconds: float) -> None:
-        """`time.sleep` and the idle event loop: bounded by the deadline, woken by cancel."""
-        seconds = float(seconds)
-        if seconds != seconds or seconds < 0:
-            raise ValueError("sleep length must be non-negative")
-        self.check()
-        remaining = self.remaining_s()
-        if seconds >= remaining:
-            self.cancel.wait(max(remaining, 0.0))
-            self.check()
-            raise self.time_up()
-        if self.cancel.wait(seconds):
-            self.check()
+        """`time.sleep` and the idle event loop (`RunHost.sleep`)."""
+        if self.state.limit is not None:
+            raise LimitReached(self.state.limit, self.state.limit_message)
+        try:
+            super().sleep(seconds)
+        except HostStop as stop:
+            raise self._stopped(stop) from None
 
 
 # ---- asyncio on the worker thread --------------------------------------------------------
@@ -660,19 +625,21 @@ class _Modules:
     def import_(self, name: str, globals: Any = None, locals: Any = None,
                 fromlist: Any = (), level: int = 0) -> Any:
         if level != 0:
-            raise ImportError("relative imports are not available in the sandbox")
+            raise ImportError("attempted relative import with no known parent package (a "
+                              "sandboxed program is not part of a package)")
         if name in _IMPLICIT_MODULES:
             return builtins.__import__(name, None, None, fromlist, 0)
         if type(name) is not str or name not in ALLOWED_MODULES:
-            raise ModuleNotFoundError(
-                f"module {name!r} is not available in the sandbox (see docs/security.md, "
-                "'The restricted tier', for the modules that are)", name=name)
+            missing = name.partition(".")[0] if type(name) is str \
+                and name.partition(".")[0] not in ALLOWED_MODULES else name
+            raise ModuleNotFoundError(f"No module named {missing!r}{runtime.NOT_AVAILABLE}",
+                                      name=missing)
         module = importlib.import_module(name)
         for item in fromlist or ():
             sub = getattr(module, item, None)
             if isinstance(sub, types.ModuleType) and sub.__name__ not in ALLOWED_MODULES:
                 raise ModuleNotFoundError(
-                    f"module {sub.__name__!r} is not available in the sandbox",
+                    f"No module named {sub.__name__!r}{runtime.NOT_AVAILABLE}",
                     name=sub.__name__)
         if not fromlist:
             module = importlib.import_module(name.partition(".")[0])
@@ -1019,7 +986,7 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
     if isinstance(exc, MemoryError):
         run.state.trip("memory", "the program ran out of its memory limit")
     if isinstance(exc, _Stop):
-        run.time_up()
+        run.trip_time_up()
     if exc is not None:
         with _LINECACHE_LOCK:              # process-wide; the traceback reads it
             linecache.cache[PROGRAM] = (len(source), None, source.splitlines(True), PROGRAM)
@@ -1028,9 +995,10 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
             finally:
                 linecache.cache.pop(PROGRAM, None)
         return {"status": "error", "error": error}
-    if run.has_value and run.value is not None:
-        return {"status": "ok", **runtime._encode_value(run.value)}
-    return {"status": "ok"}
+    outcome: dict[str, Any] = {"status": "ok"}
+    if run.has_value:
+        runtime.finish_value(outcome, run.state, run.value, run.limits.output_bytes)
+    return outcome
 
 
 class RestrictedSandbox:
@@ -1088,7 +1056,7 @@ class RestrictedSandbox:
             if run.cancel.is_set():
                 run.state.trip("abort", "the run was cancelled")
             elif now >= run.deadline:
-                run.time_up()
+                run.trip_time_up()
             elif baseline is not None:
                 rss = _rss_bytes()
                 if rss is not None and rss - baseline > limits.memory_bytes:
@@ -1096,7 +1064,7 @@ class RestrictedSandbox:
                                              f"memory limit of {limits.memory_bytes} bytes")
             if stopped_at is None and run.state.limit is not None:
                 stopped_at = now
-            if run.state.limit in ("time", "abort", "memory") and stopped_at is not None \
+            if run.state.limit in ("timeout", "abort", "memory") and stopped_at is not None \
                     and now - stopped_at >= grace and now - last_injection >= _REINJECT_S:
                 run.inject()
                 last_injection = now
@@ -1114,46 +1082,16 @@ class RestrictedSandbox:
 
     def _outcome(self, run: _Run, request: RunRequest, abandoned: bool) -> RunOutcome:
         duration = time.monotonic() - run.started
+        ended: GuestOutcome | AnyRunError
         if abandoned:
-            run.time_up()
-            error: AnyRunError = TimeLimitExceeded(
+            run.trip_time_up()
+            ended = TimeLimitExceeded(
                 message=f"{run.state.limit_message}; the worker thread could not be stopped "
                         "and was left running")
-            return RunOutcome(status="limit", error=error, duration_s=duration,
-                              subcalls=run.subcalls, stdout=run.stdout.text(),
-                              stderr=run.stderr.text())
-        data: dict[str, Any] = dict(run.result or {
-            "status": "error", "error": {"type": "RuntimeError", "traceback": "",
-                                         "message": "the run ended without a result"}})
-        if run.state.limit is not None:
-            data["status"] = "limit"
-            data["limit"] = run.state.limit
-            data.setdefault("error", {"type": "LimitReached", "traceback": ""})
-            data["error"]["message"] = run.state.limit_message
-        data["stdout"] = run.stdout.text()
-        data["stderr"] = run.stderr.text()
-        data = msgspec.json.decode(runtime._encode_outcome(data, request.limits.result_bytes))
-        return self._decode(data, run, duration)
-
-    @staticmethod
-    def _decode(data: dict[str, Any], run: _Run, duration: float) -> RunOutcome:
-        error: AnyRunError | None = None
-        raw: dict[str, str] = data.get("error") or {}
-        status = data["status"]
-        if status == "limit":
-            kinds: dict[str, Callable[..., AnyRunError]] = {
-                "time": TimeLimitExceeded, "memory": MemoryLimitExceeded,
-                "output": OutputLimitExceeded, "subcalls": SubcallLimitExceeded,
-                "abort": RunAborted, "dispatch": HostDispatchFailed}
-            kind = kinds.get(data.get("limit", ""), HostDispatchFailed)
-            error = kind(message=raw.get("message") or str(data.get("limit")))
-            if not error.limit:
-                status = "error"
-        elif status == "error":
-            error = ProgramError(type=raw["type"], message=raw["message"],
-                                 traceback=raw.get("traceback", ""))
-        return RunOutcome(
-            status=status, stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
-            value=data["value"] if "value" in data else UNSET,
-            value_repr=bool(data.get("value_repr")), error=error, duration_s=duration,
-            subcalls=run.subcalls)
+        else:
+            data: dict[str, Any] = dict(run.result or {
+                "status": "error", "error": {"type": "RuntimeError", "traceback": "",
+                                             "message": "the run ended without a result"}})
+            runtime.apply_limit(data, run.state)
+            ended = decode_guest(runtime.encode_outcome(data, request.limits.result_bytes))
+        return outcome(run, ended, duration_s=duration)

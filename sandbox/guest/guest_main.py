@@ -1,30 +1,91 @@
 """Component entry point. Importing this module is the pre-initialization snapshot.
 
 componentize-py keeps only what is imported while this module loads, so every module a
-program may import (and every module those import lazily, such as `_strptime` for
-`datetime.strptime`) is imported here.
+program may import is imported here: each name of `modules.txt` (`cm_guest/modules.py`),
+private modules that C code imports lazily included. The time zone database is read from
+the `tzdata` package (on the build's python path only) into memory, compressed, and
+`zoneinfo` is pointed at it. Then a warm-up run, and the heap is frozen so the garbage
+collector never touches (and so copies) the snapshot's pages.
 """
 
-import abc, array, asyncio, base64, binascii, bisect, calendar, collections  # noqa: E401
-import collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal  # noqa: E401
-import difflib, enum, fractions, functools, hashlib, heapq, html, html.entities  # noqa: E401
-import io, itertools, json, linecache, math, numbers, operator, os, os.path  # noqa: E401
-import pprint, random, re, secrets, statistics, string, struct, sys, textwrap  # noqa: E401
-import time, traceback, types, typing, unicodedata, urllib, urllib.parse  # noqa: E401
-import uuid, warnings, weakref, zlib, _strptime, encodings.idna  # noqa: E401
-import select
+import builtins
+import errno
+import gc
+import importlib
+import io
+import os
+import sys
+import time
+import warnings
+import zlib
 
 import wit_world
 from wit_world.imports import host
 
-from cm_guest import aio, pending, runtime
+from cm_guest import aio, modules, pending, runtime
 
+
+_filters = warnings.filters[:]
+warnings.simplefilter("ignore")          # deprecated modules warn when imported
+for _name in sorted(modules.IMPORTABLE):
+    importlib.import_module(_name)       # a failure fails the build: the list is wrong
+warnings.filters[:] = _filters  # type: ignore[index]  # CPython's defaults, restored
 warnings.simplefilter("ignore", DeprecationWarning)
+
+import asyncio  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import select  # noqa: E402
+import zoneinfo  # noqa: E402
+import zoneinfo._common  # noqa: E402
+import zoneinfo._tzpath  # noqa: E402
+
 aio.install_policy()
 # The program's asyncio and json take pending tool calls (and asyncio, plain values).
 vars(asyncio).update(aio.ENTRY_POINTS)
 vars(json).update(pending.json_functions(json))
 datetime.datetime.strptime("2024-01-01", "%Y-%m-%d")   # warms _strptime's regex cache
+
+
+def _read_tzdata():
+    """{"Europe/Paris": zlib-compressed TZif bytes} from the `tzdata` package, if the build
+    put it on the python path; else empty (then only fixed offsets work)."""
+    try:
+        import tzdata  # type: ignore[import-untyped]  # data only, on the build's path
+    except ImportError:
+        return {}
+    root = os.path.join(os.path.dirname(tzdata.__file__), "zoneinfo")
+    zones = {}
+    for directory, _dirs, files in os.walk(root):
+        for file in files:
+            path = os.path.join(directory, file)
+            with open(path, "rb") as f:
+                data = f.read()
+            if data[:4] == b"TZif":
+                zones[os.path.relpath(path, root)] = zlib.compress(data, 9)
+    del sys.modules["tzdata"]
+    return zones
+
+
+_TZDATA = _read_tzdata()
+
+
+def _load_tzdata(key):
+    """`zoneinfo._common.load_tzdata` over the database held in memory."""
+    data = _TZDATA.get(key)
+    if data is None:
+        raise zoneinfo.ZoneInfoNotFoundError(f"No time zone found with key {key}")
+    return io.BytesIO(zlib.decompress(data))
+
+
+def _available_timezones():
+    return set(_TZDATA)
+
+
+zoneinfo.reset_tzpath(to=[])               # no files to search: the database is in memory
+zoneinfo._common.load_tzdata = _load_tzdata
+zoneinfo._tzpath.available_timezones = _available_timezones
+zoneinfo.available_timezones = _available_timezones
 
 
 def _sleep(seconds):
@@ -45,11 +106,32 @@ def _os_exit(code):
     raise SystemExit(code)
 
 
+def _no_filesystem(function):
+    """`function` for file descriptors (stdout is 1); for a path, a PermissionError: the
+    sandbox has no filesystem (WASI would say ENOENT, which reads like a missing file)."""
+    def refuse(path, *args, **kwargs):
+        if isinstance(path, int) and not isinstance(path, bool):
+            return function(path, *args, **kwargs)
+        raise PermissionError(errno.EACCES, "Permission denied (the sandbox has no "
+                              "filesystem)", os.fspath(path) if isinstance(
+                                  path, (str, bytes, os.PathLike)) else path)
+    refuse.__name__ = refuse.__qualname__ = function.__name__
+    refuse.__doc__ = function.__doc__
+    return refuse
+
+
+for _name in ("stat", "lstat", "listdir", "scandir", "mkdir", "rmdir", "remove", "unlink",
+              "rename", "replace", "chmod", "utime", "link", "symlink", "readlink",
+              "truncate", "access", "chdir", "open", "statvfs", "mkfifo", "mknod"):
+    if hasattr(os, _name):
+        setattr(os, _name, _no_filesystem(getattr(os, _name)))
+io.open = builtins.open = _no_filesystem(io.open)
 time.sleep = _sleep
 os._exit = _os_exit
 for _name in ("select", "poll", "epoll", "kqueue", "devpoll"):
     if hasattr(select, _name):
         setattr(select, _name, _no_select)
+runtime.install_import_guard()
 
 
 def _warm_up():
@@ -73,6 +155,8 @@ def _warm_up():
 
 
 _warm_up()
+gc.collect()
+gc.freeze()
 
 
 class WitWorld(wit_world.WitWorld):

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "fixtures" / "policies"
-REPORT_FIELDS = ["ok", "kind", "code", "limit", "stdout", "stderr", "value", "value_repr",
+REPORT_FIELDS = ["ok", "kind", "code", "limit", "stdout", "stderr", "value",
                  "error", "subcalls", "duration_s", "limits"]
 SUBCALL_FIELDS = ["n", "id", "tool", "arguments", "ok", "code", "denied", "text",
                   "duration_ms"]
@@ -238,9 +238,9 @@ def test_json_of_a_completed_run(tmp_path):
     assert done.returncode == 0
     data = report(done)
     assert {k: data[k] for k in ("ok", "kind", "code", "limit", "stdout", "stderr", "value",
-                                 "value_repr", "error")} == {
+                                 "error")} == {
         "ok": True, "kind": "ok", "code": None, "limit": None, "stdout": "hi\n",
-        "stderr": "", "value": [3, 7], "value_repr": False, "error": None}
+        "stderr": "", "value": [3, 7], "error": None}
     first, second = data["subcalls"]
     assert first["id"].endswith(":code:1") and second["id"].endswith(":code:2")
     assert {k: first[k] for k in ("n", "tool", "arguments", "ok", "code", "denied", "text")} == {

@@ -452,6 +452,28 @@ async def test_a_failed_run_gives_kind_message_and_captured_logs(session):
     assert result.error.message.endswith("Captured output:\nbefore")
 
 
+async def test_stderr_is_shown_to_the_model_on_success(session):
+    result = await run(session, "import sys\nprint('out')\nprint('warn', file=sys.stderr)\n7")
+    assert result.value["stderr"] == "warn\n"
+    assert result.content[0]["text"] == "out\nstderr:\nwarn\n7"
+
+
+async def test_long_output_keeps_head_and_tail_for_the_model_and_all_in_the_value(session):
+    code = "for i in range(20_000):\n    print(f'line {i:05}')"
+    result = await run(session, code)
+    text = result.content[0]["text"]
+    assert text.startswith("line 00000\n") and text.endswith("line 19999")
+    assert "characters cut ...]" in text and len(text) < 21_000
+    assert len(result.value["logs"]) == 20_000
+
+
+async def test_failure_text_is_bounded_and_keeps_the_outcome(session):
+    code = "print('x' * 100_000)\nraise ValueError('late')"
+    result = await run(session, code)
+    assert result.error.message.startswith("code run failed (exception): late")
+    assert len(result.error.message) < 21_000
+
+
 async def test_pre_aborted_outer_call_never_reaches_the_runtime():
     calls = []
 

@@ -40,7 +40,7 @@ HOSTILE = [
     ("os process functions", "import os\nos.fork()",
      "code run failed (exception): module 'os' has no attribute 'fork'"),
     ("socket", "import socket\nsocket.create_connection(('127.0.0.1', 80))",
-     "code run failed (exception): module 'socket' is not available in the sandbox"),
+     "code run failed (exception): No module named 'socket' (not available in the sandbox)"),
 ]
 
 

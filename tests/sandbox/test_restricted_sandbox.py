@@ -108,17 +108,18 @@ def test_introspection_routes_are_refused_at_run_time(restricted, host, code, ki
 
 
 @pytest.mark.parametrize("module", ["os", "sys", "os.path", "inspect", "weakref", "threading",
-                                    "ctypes", "importlib", "gc", "pickle", "socket"])
+                                    "ctypes", "importlib", "gc", "pickle", "socket", "pathlib",
+                                    "logging", "tempfile", "zoneinfo", "queue"])
 def test_host_modules_are_not_importable(restricted, host, module):
     outcome = run(restricted, host, f"import {module}")
     assert outcome.error.type == "ModuleNotFoundError"
-    assert outcome.error.message.startswith(
-        f"module {module!r} is not available in the sandbox")
+    top = module.partition(".")[0]
+    assert outcome.error.message == f"No module named {top!r} (not available in the sandbox)"
 
 
 def test_from_import_of_a_refused_module_is_refused(restricted, host):
     outcome = run(restricted, host, "from os import environ")
-    assert outcome.error.message.startswith("module 'os' is not available in the sandbox")
+    assert outcome.error.message == "No module named 'os' (not available in the sandbox)"
 
 
 def test_a_secret_in_host_module_globals_is_not_reachable(restricted, host, monkeypatch):

@@ -5,6 +5,7 @@ bridge, values that cannot leave the instance."""
 import pytest
 
 from codemode.sandbox import (
+    FuelExhausted,
     GuestCrashed,
     HostDispatchFailed,
     MemoryLimitExceeded,
@@ -73,7 +74,7 @@ def test_environment_and_filesystem_are_empty(sandbox, host):
 
 
 def test_unpaired_surrogates_in_values_and_messages_do_not_crash_the_instance(sandbox, host):
-    assert run(sandbox, host, "'a\\udfff'").value == "a\ufffd"
+    assert run(sandbox, host, "'a\\udfff'").value == {"$repr": "'a\\udfff'"}
     outcome = run(sandbox, host, "raise ValueError('\\ud800')")
     assert outcome.error.message == "\ufffd"
 
@@ -200,3 +201,146 @@ def test_a_forged_outcome_is_a_crash_not_an_exception_in_the_host(sandbox, host)
     assert isinstance(outcome.error, GuestCrashed)
     assert outcome.error.message.startswith("the sandbox returned a malformed outcome: ")
     assert run(sandbox, host, "1 + 1").value == 2
+
+
+def test_output_written_before_fuel_runs_out_is_returned(sandbox, host):
+    code = "import sys\nprint('a')\nsys.stderr.write('b')\nwhile True:\n    pass"
+    outcome = run(sandbox, host, code, fuel=200_000_000, wall_clock_s=60.0)
+    assert isinstance(outcome.error, FuelExhausted)
+    assert (outcome.stdout, outcome.stderr) == ("a\n", "b")
+
+
+def test_writing_past_the_limit_through_the_file_descriptor_ends_the_run(sandbox, host):
+    code = "import os\nos.write(1, b'x' * 600)\nwhile True:\n    os.write(1, b'y' * 600)"
+    outcome = run(sandbox, host, code, output_bytes=1000, wall_clock_s=30.0)
+    assert outcome.error == OutputLimitExceeded(message="stdout exceeded 1000 bytes")
+    assert outcome.stdout == "x" * 600 + "y" * 400 + "\n[... stdout truncated at 1000 bytes]\n"
+
+
+def test_a_program_that_catches_the_output_limit_is_ended_by_the_host(sandbox, host):
+    code = ("while True:\n    try:\n        print('y' * 100)\n"
+            "    except BaseException:\n        pass")
+    outcome = run(sandbox, host, code, output_bytes=1000, wall_clock_s=30)
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert outcome.duration_s < 5
+
+
+# ---- CPython 3.14's own error text (the guest is CPython 3.14; written out by hand) ------
+
+@pytest.mark.parametrize("code, message, traceback", [
+    ("prnt('x')", "name 'prnt' is not defined. Did you mean: 'print'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 1, in <module>\n'
+     "    prnt('x')\n"
+     "    ^^^^\n"
+     "NameError: name 'prnt' is not defined. Did you mean: 'print'?\n"),
+    ("sys.version", "name 'sys' is not defined. Did you forget to import 'sys'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 1, in <module>\n'
+     "    sys.version\n"
+     "    ^^^\n"
+     "NameError: name 'sys' is not defined. Did you forget to import 'sys'?\n"),
+    ("items = []\nitems.appendd(1)",
+     "'list' object has no attribute 'appendd'. Did you mean: 'append'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 2, in <module>\n'
+     "    items.appendd(1)\n"
+     "    ^^^^^^^^^^^^^\n"
+     "AttributeError: 'list' object has no attribute 'appendd'. Did you mean: 'append'?\n"),
+    ("import math\nmath.sqroot(4)",
+     "module 'math' has no attribute 'sqroot'. Did you mean: 'sqrt'?",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 2, in <module>\n'
+     "    math.sqroot(4)\n"
+     "    ^^^^^^^^^^^\n"
+     "AttributeError: module 'math' has no attribute 'sqroot'. Did you mean: 'sqrt'?\n"),
+    ("try:\n    raise ValueError('bad')\nexcept ValueError as e:\n"
+     "    e.add_note('while parsing row 3')\n    raise",
+     "bad",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 2, in <module>\n'
+     "    raise ValueError('bad')\n"
+     "ValueError: bad\n"
+     "while parsing row 3\n"),
+    ("raise ExceptionGroup('two', [ValueError('a'), TypeError('b')])",
+     "two (2 sub-exceptions)",
+     '  + Exception Group Traceback (most recent call last):\n'
+     '  |   File "<program>", line 1, in <module>\n'
+     "  |     raise ExceptionGroup('two', [ValueError('a'), TypeError('b')])\n"
+     "  | ExceptionGroup: two (2 sub-exceptions)\n"
+     "  +-+---------------- 1 ----------------\n"
+     "    | ValueError: a\n"
+     "    +---------------- 2 ----------------\n"
+     "    | TypeError: b\n"
+     "    +------------------------------------\n"),
+    ("for x in range(3)\n    pass", "expected ':' (<program>, line 1)",
+     '  File "<program>", line 1\n'
+     "    for x in range(3)\n"
+     "                     ^\n"
+     "SyntaxError: expected ':'\n"),
+    ("call_tool('echo', 1)", "call_tool() takes 1 positional argument but 2 were given",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 1, in <module>\n'
+     "    call_tool('echo', 1)\n"
+     "    ~~~~~~~~~^^^^^^^^^^^\n"
+     "TypeError: call_tool() takes 1 positional argument but 2 were given\n"),
+    ("def f():\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n"
+     "        raise KeyError('k') from e\nf()", "'k'",
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 3, in f\n'
+     "    1 / 0\n"
+     "    ~~^~~\n"
+     "ZeroDivisionError: division by zero\n"
+     "\n"
+     "The above exception was the direct cause of the following exception:\n"
+     "\n"
+     'Traceback (most recent call last):\n'
+     '  File "<program>", line 6, in <module>\n'
+     "    f()\n"
+     "    ~^^\n"
+     '  File "<program>", line 5, in f\n'
+     "    raise KeyError('k') from e\n"
+     "KeyError: 'k'\n"),
+])
+def test_errors_read_exactly_as_cpython_prints_them(sandbox, host, code, message, traceback):
+    outcome = run(sandbox, host, code)
+    assert (outcome.error.message, outcome.error.traceback) == (message, traceback)
+
+
+def test_a_failing_tool_call_shows_only_program_frames(sandbox):
+    from .conftest import EchoHost
+    outcome = run(sandbox, EchoHost(fail={"echo"}), "def go():\n    return echo(value=1)\ngo()",
+                  tools=[echo_tool()])
+    assert outcome.error.traceback == (
+        'Traceback (most recent call last):\n'
+        '  File "<program>", line 3, in <module>\n'
+        "    go()\n"
+        "    ~~^^\n"
+        '  File "<program>", line 2, in go\n'
+        "    return echo(value=1)\n"
+        "ToolDenied: echo: echo is not allowed\n")
+
+
+@pytest.mark.parametrize("operation", ["pickle.dumps(x)", "repr(x)", "x == [[x]]",
+                                       "json.dumps(x)", "copy.deepcopy(x)"])
+def test_c_recursion_on_100k_deep_data_is_a_recursion_error(sandbox, host, operation):
+    code = ("import copy, json, pickle\nx = []\nfor i in range(100_000):\n    x = [x]\n"
+            f"try:\n    {operation}\n    r = 'completed'\nexcept RecursionError as e:\n"
+            "    r = type(e).__name__\nr")
+    outcome = run(sandbox, host, code, wall_clock_s=30.0)
+    assert (outcome.status, outcome.value) == ("ok", "RecursionError")
+
+
+def test_the_c_stack_check_names_what_overflowed(sandbox, host):
+    outcome = run(sandbox, host, "a = []\na.append(a)\nb = []\nb.append(b)\na == b")
+    assert outcome.error.type == "RecursionError"
+    assert outcome.error.message.startswith("Stack overflow (used ")
+    assert outcome.error.message.endswith(" kB) in comparison")
+
+
+def test_output_written_before_the_instance_traps_is_returned(sandbox, host):
+    code = ("print('before')\nx = []\nfor i in range(2_000_000):\n    x = [x]\n"
+            "print('built')\ndel x")
+    outcome = run(sandbox, host, code, memory_bytes=512 << 20, wall_clock_s=60.0)
+    assert isinstance(outcome.error, GuestCrashed)
+    assert outcome.stdout == "before\nbuilt\n"

@@ -1,39 +1,35 @@
 """Runs one program inside the component and reports how it ended (DESIGN.md §3).
 
 `run(request_text, dispatch, sleep) -> outcome_text`, both JSON. The outcome:
-`{"status": "ok" | "error" | "limit", "stdout", "stderr", "value"?, "value_repr"?,
-"error"?: {"type", "message", "traceback"}, "limit"?: name}`. Every exception the program
-raises, BaseException included, becomes a structured error whose traceback lists only the
-program's own lines; nothing escapes as a trap.
+`{"status": "ok" | "error" | "limit", "value"?, "error"?: {"type", "message", "traceback"},
+"limit"?: name}`; `value` is in the lossless encoding of `values.py`. stdout and stderr are
+not in it: they leave as they are written (`output.py`), through WASI's stdout and stderr.
+Every exception the program raises, BaseException included, becomes a structured error
+whose traceback lists only the program's own lines; nothing escapes as a trap.
 """
 
 import ast
 import builtins
 import json
 import linecache
+import os
 import re
 import sys
 import traceback
 
-from . import aio, callsite
+from . import aio, callsite, modules, output
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
-from .pending import isinstance_, json_default
+from .pending import isinstance_
 from .tools import Binding, Bridge, ToolNamespace
+from .values import ValueTooLarge
+from .values import encode as encode_value
 
 PROGRAM_FILENAME = "<program>"
 MAX_MESSAGE_CHARS = 8192
 VALUE_SLOT = "__codemode_value__"
 
-# Modules a program may import: the curated, preloaded standard-library set. The host reads
-# this list too (`WasmSandbox.allowed_modules`, listed in the run_code description).
-ALLOWED_MODULES = frozenset("""
-    abc array asyncio base64 binascii bisect calendar collections collections.abc contextlib
-    copy csv dataclasses datetime decimal difflib enum fractions functools hashlib heapq html
-    io itertools json math numbers operator os os.path pprint random re secrets statistics
-    string struct sys textwrap time types typing unicodedata urllib urllib.parse uuid
-    warnings weakref zlib
-""".split())
+NOT_AVAILABLE = " (not available in the sandbox)"
 
 
 # Everything a program created stays referenced until the instance is discarded: freeing
@@ -61,31 +57,74 @@ class RunState:
             self.limit, self.limit_message = limit, message
 
 
-# Private modules the allowed ones import lazily from C (datetime.strptime -> _strptime);
-# C-level imports go through the same `__import__` as the program's own.
-_IMPLICIT_MODULES = frozenset({"_strptime", "encodings", "encodings.idna", "_pydatetime",
-                               "_pydecimal", "_colorize"})
+def _unavailable(name):
+    """The first dotted prefix of `name` that is not on the list (CPython also names the
+    missing package, not the submodule asked for), or None."""
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        if prefix not in modules.IMPORTABLE:
+            return prefix
+    return None
+
+
+def _not_found(name):
+    return ModuleNotFoundError(f"No module named {name!r}{NOT_AVAILABLE}", name=name)
 
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level != 0:
-        raise ImportError("relative imports are not available in the sandbox")
-    if name not in ALLOWED_MODULES and name not in _IMPLICIT_MODULES:
-        raise ModuleNotFoundError(
-            f"module {name!r} is not available in the sandbox", name=name)
-    module = builtins.__import__(name, globals, locals, fromlist, level)
+    """The program's `__import__`: modules on the list only (`modules.txt`). C code the
+    program calls imports through it too (`datetime.strptime` imports `_strptime`), which
+    is why private modules are on the list. CPython's own ImportError text is kept; the
+    sandbox's reason is appended."""
+    if level == 0:
+        missing = _unavailable(name)
+        if missing is not None:
+            raise _not_found(missing)
+    try:
+        module = builtins.__import__(name, globals, locals, fromlist, level)
+    except ImportError as exc:
+        if level:                 # "attempted relative import with no known parent package"
+            _append(exc, " (a sandboxed program is not part of a package)")
+        raise
     for item in fromlist or ():
         sub = getattr(module, item, None)
-        if type(sub) is type(sys) and sub.__name__ not in ALLOWED_MODULES:
-            raise ModuleNotFoundError(
-                f"module {sub.__name__!r} is not available in the sandbox", name=sub.__name__)
+        if type(sub) is type(sys) and sub.__name__ not in modules.IMPORTABLE:
+            raise _not_found(sub.__name__)
     return module
+
+
+def _append(exc, text):
+    message = f"{exc.msg}{text}"
+    exc.msg = message
+    exc.args = (message, *exc.args[1:])
+
+
+def install_import_guard():
+    """Make `importlib.import_module` keep to the same list as `import` (called once, after
+    every module on the list was imported)."""
+    import importlib
+    import importlib.util
+
+    real = importlib.import_module
+
+    def import_module(name, package=None):
+        absolute = importlib.util.resolve_name(name, package) if name.startswith(".") \
+            else name
+        missing = _unavailable(absolute)
+        if missing is not None:
+            raise _not_found(missing)
+        return real(name, package)
+
+    import_module.__doc__ = real.__doc__
+    importlib.import_module = import_module
 
 
 def _program_builtins():
     scope = dict(vars(builtins))
     scope["__import__"] = _guarded_import
     scope["isinstance"] = isinstance_
+    scope["print"] = output.print
     return scope
 
 
@@ -104,79 +143,96 @@ def _compile(source):
             sites)
 
 
-def _message(exc):
+MAX_TRACEBACK_CHARS = 64 * 1024
+
+
+def _program_traceback(exc):
+    """`traceback.TracebackException` of `exc` (its chain, notes and group members
+    included) with every stack cut down to the program's own frames. Built from the real
+    traceback, so CPython's suggestions ("Did you mean: 'append'?", "Did you forget to
+    import 'sys'?") are computed as CPython computes them."""
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True,
+                                      max_group_width=15, max_group_depth=10)
+    seen = set()
+    pending = [te]
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        item.stack = traceback.StackSummary.from_list(
+            [f for f in item.stack if f.filename == PROGRAM_FILENAME])
+        pending.extend(x for x in (item.__cause__, item.__context__) if x is not None)
+        pending.extend(getattr(item, "exceptions", None) or ())
+    return te
+
+
+def _message(exc, te):
+    """The exception's own line as CPython prints it, without the type (suggestions kept),
+    cut to MAX_MESSAGE_CHARS; SystemExit and a bare KeyboardInterrupt named plainly."""
     if isinstance(exc, SystemExit):
         return f"the program called sys.exit({exc.code!r})"
     if isinstance(exc, KeyboardInterrupt) and not exc.args:
         return "KeyboardInterrupt"
-    try:
-        text = str(exc)
-    except BaseException:
-        text = f"<unprintable {type(exc).__name__} object>"
+    if isinstance(exc, SyntaxError):
+        try:
+            text = str(exc)
+        except BaseException:
+            text = "invalid syntax"
+    else:
+        text = getattr(te, "_str", None)
+        if not isinstance(text, str):
+            text = "<exception str() failed>"
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + f"... [{len(text) - MAX_MESSAGE_CHARS} more characters]"
     return text
 
 
-def _program_frames(tb):
-    frames = [f for f in traceback.extract_tb(tb) if f.filename == PROGRAM_FILENAME]
-    return "".join(traceback.StackSummary.from_list(frames).format())
-
-
-def _format_traceback(exc):
-    """Python's traceback layout, keeping only frames of the program's own source."""
-    chain, seen = [], set()
-    current = exc
-    while current is not None and id(current) not in seen and len(chain) < 10:
-        seen.add(id(current))
-        chain.append(current)
-        if current.__cause__ is not None:
-            current = current.__cause__
-        elif current.__context__ is not None and not current.__suppress_context__:
-            current = current.__context__
-        else:
-            current = None
-    parts = []
-    for i, item in enumerate(reversed(chain)):
-        if i:
-            later = chain[len(chain) - i - 1]
-            parts.append("\nThe above exception was the direct cause of the following "
-                         "exception:\n\n" if later.__cause__ is item else
-                         "\nDuring handling of the above exception, another exception "
-                         "occurred:\n\n")
-        frames = _program_frames(item.__traceback__)
-        if frames:
-            parts.append("Traceback (most recent call last):\n" + frames)
-        parts.append(_exception_line(item))
-    return "".join(parts)
-
-
-def _exception_line(exc):
-    name = type(exc).__qualname__
-    if isinstance(exc, SyntaxError) and exc.filename == PROGRAM_FILENAME:
-        body = "".join(traceback.format_exception_only(type(exc), exc))
-        return body if len(body) < MAX_MESSAGE_CHARS else body[:MAX_MESSAGE_CHARS] + "\n"
-    message = _message(exc)
-    return f"{name}: {message}\n" if message else f"{name}\n"
+def _cut(text, limit):
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
 
 
 def _error(exc):
-    return {"type": type(exc).__qualname__, "message": _message(exc),
-            "traceback": _format_traceback(exc)}
-
-
-def _encode_value(value):
+    """{"type", "message", "traceback"} of an exception the program let escape: the
+    traceback is CPython's own text (chained exceptions, notes, exception groups, a
+    SyntaxError's source line and caret), showing only `<program>` frames."""
     try:
-        return {"value": json.loads(json.dumps(value, allow_nan=False, default=_SETTLE))}
-    except BaseException:
-        try:
-            text = repr(value)
-        except BaseException:
-            text = f"<unprintable {type(value).__name__} object>"
-        return {"value": text[:MAX_MESSAGE_CHARS], "value_repr": True}
+        te = _program_traceback(exc)
+        text = "".join(te.format())
+    except RecursionError:       # a chain or group too deep to walk
+        te, text = None, f"{type(exc).__qualname__}: (too deeply nested to show)\n"
+    return {"type": type(exc).__qualname__, "message": _message(exc, te),
+            "traceback": _cut(text, MAX_TRACEBACK_CHARS)}
 
 
-_SETTLE = json_default()
+def fd_writer(fd):
+    """`emit` for a CappedSink: every byte to the WASI file descriptor `fd` (1 or 2)."""
+    def emit(data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    return emit
+
+
+def finish_value(outcome, state, value, limit_bytes):
+    """Put the final value's JSON text in `outcome["value"]`, or trip the output limit when
+    its JSON is over `limit_bytes` (the value is then left out)."""
+    if value is None:
+        return
+    try:
+        outcome["value"] = encode_value(value, limit_bytes)
+    except ValueTooLarge as exc:
+        state.trip("output", str(exc))
+
+
+# The rejection classes are globals of every program, like builtins: tracebacks name them
+# `ToolDenied: ...`, not `cm_guest.errors.ToolDenied: ...`.
+for _cls in (ToolCallError, ToolDenied, ToolArgumentError, ToolNotFound, ToolError):
+    _cls.__module__ = "builtins"
+
 
 
 def _namespace(bridge, tools):
@@ -188,7 +244,8 @@ def _namespace(bridge, tools):
         by_name[binding.name] = binding
 
     def call_tool(name, /, **kwargs):
-        """Call any tool by its name (the host decides which names exist)."""
+        """call_tool(name, /, **kwargs): call any tool by its name (the host decides
+        which names exist)."""
         if type(name) is not str:
             raise TypeError(f"call_tool() name must be a str, not {type(name).__name__}")
         binding = by_name.get(name) or bindings.get(name)
@@ -197,8 +254,14 @@ def _namespace(bridge, tools):
                                        "accepts_extra": True}, aio.running_sandbox_loop)
         return binding(**kwargs)
 
+    # Python's own call errors name the function by its qualified name: make it the name
+    # the program knows (`call_tool() takes 1 positional argument but 2 were given`).
+    call_tool.__qualname__ = "call_tool"
+    call_tool.__code__ = call_tool.__code__.replace(co_qualname="call_tool")
+
     ns = {
-        "__name__": "__main__", "__doc__": None, "__builtins__": _program_builtins(),
+        "__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
+        "__builtins__": _program_builtins(),
         "tools": ToolNamespace(bindings), "call_tool": call_tool,
         "ToolCallError": ToolCallError, "ToolDenied": ToolDenied,
         "ToolArgumentError": ToolArgumentError, "ToolNotFound": ToolNotFound,
@@ -213,8 +276,8 @@ def run(request_text, dispatch, sleep):
     limits = request.get("limits", {})
     state = RunState()
     output_bytes = int(limits.get("output_bytes", 1 << 20))
-    out_sink = CappedSink(output_bytes, state, "stdout")
-    err_sink = CappedSink(output_bytes, state, "stderr")
+    out_sink = CappedSink(output_bytes, state, "stdout", fd_writer(1))
+    err_sink = CappedSink(output_bytes, state, "stderr", fd_writer(2))
     sys.stdout = text_stream(out_sink)
     sys.stderr = text_stream(err_sink)
     bridge = Bridge(dispatch, limits)
@@ -234,8 +297,8 @@ def run(request_text, dispatch, sleep):
         else:
             exec(code, ns)
         value = bridge.finish(ns.get(VALUE_SLOT))
-        if has_value and value is not None:
-            outcome.update(_encode_value(value))
+        if has_value:
+            finish_value(outcome, state, value, output_bytes)
     except BaseException as exc:
         _RETAINED.append(exc)
         outcome = {"status": "error", "error": _error(exc)}
@@ -246,15 +309,19 @@ def run(request_text, dispatch, sleep):
             stream.flush()
         except BaseException:
             pass
+    apply_limit(outcome, state)
+    return encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
+
+
+def apply_limit(outcome, state):
+    """A limit that fired decides the status, whatever the program did after it."""
     if state.limit is not None:
+        outcome.pop("value", None)
         outcome["status"] = "limit"
         outcome["limit"] = state.limit
         outcome.setdefault("error", {"type": "LimitReached", "message": state.limit_message,
                                      "traceback": ""})
         outcome["error"]["message"] = state.limit_message
-    outcome["stdout"] = out_sink.text()
-    outcome["stderr"] = err_sink.text()
-    return _encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -266,19 +333,19 @@ def _dumps(outcome):
     return _SURROGATE.sub("\ufffd", json.dumps(outcome, ensure_ascii=False))
 
 
-def _encode_outcome(outcome, result_bytes):
+def encode_outcome(outcome, result_bytes):
+    """The outcome as JSON text; `outcome["value"]`, if any, is already JSON text and is
+    spliced in. Over `result_bytes`, the value is dropped and the run ends at the output
+    limit."""
+    value = outcome.pop("value", None)
     text = _dumps(outcome)
-    if len(text) > result_bytes:
-        outcome.pop("value", None)
-        outcome.pop("value_repr", None)
+    if value is not None:
+        if len(text) + len(value) + 10 <= result_bytes:
+            return '{"value":%s,%s' % (value, text[1:])
         outcome["status"] = "limit"
         outcome["limit"] = "output"
         outcome["error"] = {"type": "LimitReached", "traceback": "",
-                            "message": f"the run's result is {len(text)} bytes, over the "
-                                       f"limit of {result_bytes} bytes"}
+                            "message": f"the run's result is over the limit of "
+                                       f"{result_bytes} bytes"}
         text = _dumps(outcome)
-        if len(text) > result_bytes:
-            outcome["stdout"] = outcome["stdout"][: result_bytes // 4]
-            outcome["stderr"] = outcome["stderr"][: result_bytes // 4]
-            text = _dumps(outcome)
     return text

@@ -1,0 +1,240 @@
+"""The host's side of one run, written once for both tiers (`WasmSandbox`,
+`RestrictedSandbox`): the limits checked at every host call, the sub-call and sleep
+services the guest calls, the captured output, and the guest's outcome decoded into a
+`RunOutcome`.
+
+The guest's outcome (`guest/cm_guest/runtime.py`) is JSON tagged by `status`:
+
+    {"status": "ok", "value"?: <lossless JSON>}
+    {"status": "error", "error": {"type", "message", "traceback"}}
+    {"status": "limit", "limit": <a RunError kind>, "error": {"message", ...}}
+
+and decodes into `GuestOk | GuestFailed | GuestLimited`. A limit has one name everywhere:
+the `kind` of its `RunError` class ("timeout", "fuel", "memory", "output", "subcalls",
+"abort", "dispatch").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from . import _wire
+from ._capture import OutputCapture
+from ._limits import SandboxLimits
+from ._protocol import (
+    AnyRunError,
+    Dispatch,
+    FuelExhausted,
+    GuestCrashed,
+    HostDispatchFailed,
+    MemoryLimitExceeded,
+    OutputLimitExceeded,
+    ProgramError,
+    RunAborted,
+    RunOutcome,
+    SubcallLimitExceeded,
+    TimeLimitExceeded,
+)
+
+LimitName = Literal["timeout", "fuel", "memory", "output", "subcalls", "abort", "dispatch"]
+
+LIMIT_ERRORS: dict[str, Callable[..., AnyRunError]] = {
+    str(cls.__struct_config__.tag): cls
+    for cls in (TimeLimitExceeded, FuelExhausted, MemoryLimitExceeded, OutputLimitExceeded,
+                SubcallLimitExceeded, RunAborted, HostDispatchFailed)}
+"""The error for each limit name the guest or a tier reports."""
+
+
+# ---- the guest's outcome ---------------------------------------------------------------
+
+class GuestError(msgspec.Struct, frozen=True):
+    message: str = ""
+    type: str = "RuntimeError"
+    traceback: str = ""
+
+
+class GuestOk(msgspec.Struct, frozen=True, tag_field="status", tag="ok"):
+    value: Any | UnsetType = UNSET
+
+
+class GuestFailed(msgspec.Struct, frozen=True, tag_field="status", tag="error"):
+    error: GuestError
+
+
+class GuestLimited(msgspec.Struct, frozen=True, tag_field="status", tag="limit"):
+    limit: LimitName
+    error: GuestError = GuestError()
+
+
+GuestOutcome = GuestOk | GuestFailed | GuestLimited
+_guest_decoder = msgspec.json.Decoder(GuestOutcome)
+
+
+def decode_guest(text: str) -> GuestOutcome | AnyRunError:
+    """The guest's outcome, or `GuestCrashed` when it is not one (a program that tampered
+    with the runtime can make it say anything)."""
+    try:
+        return _guest_decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        return GuestCrashed(message=f"the sandbox returned a malformed outcome: {exc}")
+
+
+# ---- one run's host state ----------------------------------------------------------------
+
+class HostStop(Exception):
+    """Raised by a host service to end the run with `error` (the wasm tier lets it trap
+    the instance; the restricted tier raises it into the program as a limit)."""
+
+    def __init__(self, error: AnyRunError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class RunHost:
+    """What the host knows and enforces about one run, whatever the tier.
+
+    Attributes:
+        limits: the run's limits.
+        cancel: set from any thread to end the run (`RunAborted`).
+        deadline: `time.monotonic()` past which the run is out of time.
+        subcalls: sub-calls the program sent so far.
+        stdout, stderr: the output captured as the program wrote it.
+    """
+
+    def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
+                 cancel: threading.Event | None) -> None:
+        self.limits = limits
+        self.dispatch = dispatch
+        self.cancel = cancel or threading.Event()
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.wall_clock_s
+        self.subcalls = 0
+        self.stdout = OutputCapture("stdout", limits.output_bytes)
+        self.stderr = OutputCapture("stderr", limits.output_bytes)
+
+    def remaining_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def time_up(self) -> TimeLimitExceeded:
+        return TimeLimitExceeded(
+            message=f"the run exceeded its wall-clock limit of {self.limits.wall_clock_s} s")
+
+    def stop_reason(self) -> AnyRunError | None:
+        """Why the run must end now (cancelled, out of time, output past its limit)."""
+        if self.cancel.is_set():
+            return RunAborted(message="the run was cancelled")
+        if self.remaining_s() <= 0:
+            return self.time_up()
+        for capture in (self.stdout, self.stderr):
+            if capture.over:
+                return OutputLimitExceeded(
+                    message=f"{capture.name} exceeded {self.limits.output_bytes} bytes")
+        return None
+
+    def check(self) -> None:
+        """Raises:
+            HostStop: the run must end (see `stop_reason`)."""
+        reason = self.stop_reason()
+        if reason is not None:
+            raise HostStop(reason)
+
+    def dispatch_batch(self, batch: str) -> str:
+        """One sub-call batch from the guest (`sandbox._wire`): decoded, counted against
+        `max_subcalls`, its wait bounded by the deadline, re-encoded for the dispatcher,
+        and the dispatcher's reply checked before the guest sees it.
+
+        Raises:
+            HostStop: a limit, a cancellation, a malformed batch or reply, or a
+                dispatcher that raised.
+        """
+        self.check()
+        limits = self.limits
+        if len(batch) > limits.request_bytes * 4:
+            raise HostStop(HostDispatchFailed(
+                message=f"a sub-call batch of {len(batch)} bytes exceeds the host's limit"))
+        try:
+            request = _wire.request_decoder.decode(batch)
+            for call in request.calls:  # the guest checks these too; a program can bypass it
+                if len(call.args) > limits.request_bytes:
+                    raise HostStop(HostDispatchFailed(
+                        message=f"the arguments of sub-call {call.id} are {len(call.args)} "
+                                f"bytes of JSON, over the limit of {limits.request_bytes} bytes"))
+                msgspec.json.decode(call.args)      # numbers in range, nesting the host decodes
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise HostStop(HostDispatchFailed(
+                message=f"malformed sub-call batch: {exc}")) from None
+        self.subcalls += len(request.calls)
+        if self.subcalls > limits.max_subcalls:
+            raise HostStop(SubcallLimitExceeded(
+                message=f"the program made more than {limits.max_subcalls} sub-calls"))
+        remaining = max(self.remaining_s(), 0.0)
+        wait_s = (remaining if request.wait_s is None
+                  else min(max(request.wait_s, 0.0), remaining))
+        bounded = msgspec.structs.replace(request, wait_s=wait_s)
+        try:
+            reply = self.dispatch(_wire.encoder.encode(bounded).decode())
+            _wire.reply_decoder.decode(reply)      # never hand the guest malformed data
+        except msgspec.DecodeError as exc:
+            raise HostStop(HostDispatchFailed(
+                message=f"the dispatcher's reply is malformed: {exc}")) from None
+        except HostStop:
+            raise
+        except Exception as exc:
+            raise HostStop(HostDispatchFailed(
+                message=f"the dispatcher raised {type(exc).__name__}: {exc}")) from exc
+        self.check()
+        return reply
+
+    def sleep(self, seconds: float) -> None:
+        """`time.sleep` and an idle event loop: bounded by the deadline, woken by cancel.
+
+        Raises:
+            ValueError: `seconds` is negative or NaN.
+            HostStop: the run was cancelled or runs out of time while sleeping.
+        """
+        seconds = float(seconds)
+        if seconds != seconds or seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        self.check()
+        remaining = self.remaining_s()
+        if seconds >= remaining:
+            self.cancel.wait(max(remaining, 0.0))
+            self.check()
+            raise HostStop(self.time_up())
+        if self.cancel.wait(seconds):
+            self.check()
+
+
+# ---- the outcome -------------------------------------------------------------------------
+
+def outcome(host: RunHost, ended: GuestOutcome | AnyRunError, *, duration_s: float,
+            fuel_used: int | None = None) -> RunOutcome:
+    """The `RunOutcome` of a run that ended as `ended` (the guest's own outcome, or the
+    error the host ended it with), with everything the program wrote. A stream written
+    past its limit ends the run at the output limit unless another limit came first."""
+    value: Any = UNSET
+    error: AnyRunError | None
+    match ended:
+        case GuestOk(value=value):
+            error = None
+        case GuestFailed(error=raw):
+            error = ProgramError(type=raw.type, message=raw.message, traceback=raw.traceback)
+        case GuestLimited(limit=limit, error=raw):
+            error = LIMIT_ERRORS[limit](message=raw.message or limit)
+        case _:
+            error = ended
+    if error is None or not error.limit:
+        reason = host.stop_reason()
+        if isinstance(reason, OutputLimitExceeded):
+            error, value = reason, UNSET
+    status: Literal["ok", "error", "limit"] = (
+        "ok" if error is None else "limit" if error.limit else "error")
+    return RunOutcome(status=status, stdout=host.stdout.text(), stderr=host.stderr.text(),
+                      value=value, error=error, duration_s=duration_s,
+                      subcalls=host.subcalls, fuel_used=fuel_used)

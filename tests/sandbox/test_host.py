@@ -1,0 +1,126 @@
+"""`sandbox._host`: the host side of a run both tiers share, driven without any guest."""
+
+import json
+import threading
+
+import pytest
+from msgspec import UNSET
+
+from codemode.sandbox import (
+    GuestCrashed,
+    HostDispatchFailed,
+    OutputLimitExceeded,
+    ProgramError,
+    RunAborted,
+    SandboxLimits,
+    SubcallLimitExceeded,
+    TimeLimitExceeded,
+)
+from codemode.sandbox._host import (
+    LIMIT_ERRORS,
+    GuestError,
+    GuestLimited,
+    GuestOk,
+    HostStop,
+    RunHost,
+    decode_guest,
+    outcome,
+)
+
+
+def echo(batch):
+    return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
+                                   for c in json.loads(batch)["calls"]]})
+
+
+def host(**limits):
+    return RunHost(SandboxLimits(**{"wall_clock_s": 5.0, **limits}), echo, None)
+
+
+def batch(*ids):
+    return json.dumps({"calls": [{"id": i, "name": "t", "args": {}} for i in ids]})
+
+
+def test_every_limit_kind_has_one_error_class():
+    assert {kind: cls(message="m").kind for kind, cls in LIMIT_ERRORS.items()} == {
+        kind: kind for kind in ("timeout", "fuel", "memory", "output", "subcalls", "abort",
+                                "dispatch")}
+
+
+@pytest.mark.parametrize("text, ended", [
+    ('{"status": "ok", "value": {"$tuple": [1]}}', GuestOk(value={"$tuple": [1]})),
+    ('{"status": "ok"}', GuestOk()),
+    ('{"status": "limit", "limit": "output", "error": {"message": "stdout exceeded 9 bytes"}}',
+     GuestLimited(limit="output", error=GuestError(message="stdout exceeded 9 bytes"))),
+])
+def test_the_guest_outcome_decodes_to_a_tagged_struct(text, ended):
+    assert decode_guest(text) == ended
+
+
+@pytest.mark.parametrize("text", ['{"status": "limit", "limit": "time"}', '{"status": 1}',
+                                  "not json"])
+def test_a_malformed_guest_outcome_is_a_crash(text):
+    assert isinstance(decode_guest(text), GuestCrashed)
+
+
+def test_outcome_maps_each_ending():
+    run = host()
+    ok = outcome(run, decode_guest('{"status": "ok", "value": 1}'), duration_s=0.1)
+    assert (ok.status, ok.value, ok.error) == ("ok", 1, None)
+    failed = outcome(run, decode_guest('{"status": "error", "error": {"type": "KeyError", '
+                                       '"message": "\'k\'", "traceback": "t"}}'),
+                     duration_s=0.1)
+    assert failed.error == ProgramError(type="KeyError", message="'k'", traceback="t")
+    limited = outcome(run, decode_guest('{"status": "limit", "limit": "subcalls", '
+                                        '"error": {"message": "m"}}'), duration_s=0.1)
+    assert (limited.status, limited.error) == ("limit", SubcallLimitExceeded(message="m"))
+    dispatch = outcome(run, HostDispatchFailed(message="m"), duration_s=0.1)
+    assert dispatch.status == "error"
+
+
+def test_output_past_the_limit_ends_an_ok_run_at_the_output_limit():
+    run = host(output_bytes=4)
+    run.stdout.write(b"hello")
+    ended = outcome(run, GuestOk(value=1), duration_s=0.1)
+    assert (ended.status, ended.value, ended.error) == (
+        "limit", UNSET, OutputLimitExceeded(message="stdout exceeded 4 bytes"))
+    assert ended.stdout == "hell\n[... stdout truncated at 4 bytes]\n"
+
+
+def test_dispatch_counts_calls_and_stops_past_the_budget():
+    run = host(max_subcalls=2)
+    assert json.loads(run.dispatch_batch(batch(1, 2)))["results"][1]["id"] == 2
+    with pytest.raises(HostStop) as stopped:
+        run.dispatch_batch(batch(3))
+    assert stopped.value.error == SubcallLimitExceeded(message="the program made more than "
+                                                               "2 sub-calls")
+
+
+@pytest.mark.parametrize("dispatch, message", [
+    (lambda b: "{", "the dispatcher's reply is malformed: "),
+    (lambda b: 1 / 0, "the dispatcher raised ZeroDivisionError: division by zero"),
+])
+def test_a_failing_dispatcher_is_a_dispatch_failure(dispatch, message):
+    run = RunHost(SandboxLimits(), dispatch, None)
+    with pytest.raises(HostStop) as stopped:
+        run.dispatch_batch(batch(1))
+    assert isinstance(stopped.value.error, HostDispatchFailed)
+    assert stopped.value.error.message.startswith(message)
+
+
+def test_a_malformed_batch_is_refused():
+    with pytest.raises(HostStop) as stopped:
+        host().dispatch_batch('{"calls": [{"id": "x"}]}')
+    assert stopped.value.error.message.startswith("malformed sub-call batch: ")
+
+
+def test_sleep_is_bounded_by_the_deadline_and_woken_by_cancel():
+    run = host(wall_clock_s=0.05)
+    with pytest.raises(HostStop) as stopped:
+        run.sleep(10)
+    assert isinstance(stopped.value.error, TimeLimitExceeded)
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(HostStop) as stopped:
+        RunHost(SandboxLimits(), echo, cancel).sleep(10)
+    assert isinstance(stopped.value.error, RunAborted)
