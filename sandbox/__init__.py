@@ -29,7 +29,7 @@ from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 __all__ = [
     "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed",
     "MemoryLimitExceeded", "OutputLimitExceeded", "ParamSpec", "ProgramError",
-    "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable",
-    "SubcallLimitExceeded", "TimeLimitExceeded", "ToolSpec", "WasmSandbox", "cache_dir",
-    "decode_value",
+    "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunRequest", "Sandbox",
+    "SandboxLimits", "SandboxUnavailable", "SubcallLimitExceeded", "TimeLimitExceeded",
+    "ToolSpec", "WasmSandbox", "cache_dir", "decode_value",
 ]
