@@ -75,9 +75,12 @@ _LISTING_HEADING = "\nAvailable tools:\n"
 
 
 def _modules_text(modules: frozenset[str]) -> str:
-    """The importable modules, sorted, as one paragraph."""
-    return ("\nImportable modules (nothing else, not even the rest of the standard library): "
-            + ", ".join(sorted(modules)) + ".\n")
+    """The importable modules as one paragraph: each top-level name once (the full dotted
+    list is several hundred names; the model needs the packages, not every submodule)."""
+    packages = sorted({name.partition(".")[0] for name in modules})
+    return ("\nImportable modules (nothing else): " + ", ".join(packages)
+            + "; and their submodules that need no host access (such as `asyncio.tasks`, "
+            "`xml.etree.ElementTree`).\n")
 
 
 def _size(n_bytes: int) -> str:
