@@ -30,6 +30,8 @@ import json
 import math
 import re
 
+from .pending import PendingCall
+
 MAX_DEPTH = 500
 INT_DECIMAL_DIGITS = 4300      # CPython's int/str conversion limit
 _INT_RANGE = (-(2**63), 2**63)
@@ -84,6 +86,8 @@ class _Encoder:
         self.put(_dump_str(text))
 
     def value(self, v, depth):
+        if type(v) is PendingCall:          # settled by now (Bridge.finish): its value
+            v = v._value()
         kind = type(v)
         if v is None:
             self.put("null")
