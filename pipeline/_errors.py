@@ -10,6 +10,11 @@ The tree::
      ├── AbortedError                 ABORTED                  (name "AbortError")
      │    └── AbortedBeforeDispatchError  ABORTED_BEFORE_DISPATCH
      ├── ApprovalError                APPROVAL_FAILED
+     ├── HookError                    HOOK_FAILED  a listener, wrapper, guard or hook failed
+     │                                             (not the tool: its body never ran)
+     ├── ToolExitError                TOOL_EXITED  the body raised a BaseException that is not
+     │                                             an Exception (SystemExit, ...): contained
+     ├── OutcomeUnknownError          TOOL_OUTCOME_UNKNOWN (name "ToolOutcomeUnknown")
      ├── RegistrationError            REGISTRATION_FAILED
      │    ├── DuplicateToolError      DUPLICATE_TOOL
      │    └── ReservedToolError       RESERVED_TOOL
@@ -39,6 +44,7 @@ __all__ = [
     "FsNotObservedError",
     "FsStaleVersionError",
     "HarnessError",
+    "HookError",
     "InvalidArgumentsError",
     "InvalidToolOutputError",
     "LogClosedError",
@@ -46,8 +52,10 @@ __all__ = [
     "LogError",
     "LogInUseError",
     "NotLosslessError",
+    "OutcomeUnknownError",
     "RegistrationError",
     "ReservedToolError",
+    "ToolExitError",
     "ToolTimeoutError",
     "UnknownToolError",
 ]
@@ -103,6 +111,32 @@ class AbortedBeforeDispatchError(AbortedError):
 
 class ApprovalError(HarnessError):
     code = "APPROVAL_FAILED"
+
+
+class HookError(HarnessError):
+    """A ``tools/pre-execute`` or ``tools/post-execute`` listener, a ``tools/execute``
+    wrapper, a guard or a hook bridge raised, or answered something that is not a decision.
+    The call fails on the final route (PIPELINE.md §5) with this code, so neither the model
+    nor a program mistakes it for a failure of the tool, which did not run (or whose result
+    was then lost)."""
+
+    code = "HOOK_FAILED"
+
+
+class ToolExitError(HarnessError):
+    """The tool body raised a ``BaseException`` that is not an ``Exception``: ``SystemExit``
+    (``sys.exit``, ``argparse`` on bad input), ``KeyboardInterrupt``, ``GeneratorExit`` or a
+    class of its own. It is contained like any failure: the host keeps running."""
+
+    code = "TOOL_EXITED"
+
+
+class OutcomeUnknownError(HarnessError):
+    """Nobody knows whether the call took effect: the session stopped while it ran (crash
+    repair, PIPELINE.md §10), or a sub-call was abandoned while its body still ran."""
+
+    code = "TOOL_OUTCOME_UNKNOWN"
+    error_name = "ToolOutcomeUnknown"
 
 
 class RegistrationError(HarnessError):

@@ -36,7 +36,7 @@ from ._errors import (
 )
 from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
 from ._lossless import snapshot
-from ._normalize import failure_from, message_of
+from ._normalize import body_failure, failure_from, listener_failure, message_of
 from ._result import CallResult, ToolErrorDetail, text_block
 from ._schema import validate
 from ._signal import Signal
@@ -62,6 +62,15 @@ def _aborted(before_dispatch: bool, contexts: tuple[Any, ...] = ()) -> CallResul
         else AbortedError(ABORTED_MESSAGE)
     )
     return failure_from(error, additional_contexts=contexts)
+
+
+def own_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the cancellation of the task running the pipeline, the only thing
+    a stage lets through; anything else a body, wrapper or listener throws is a result."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _denial(reason: Any) -> CallResult:
@@ -178,13 +187,13 @@ class ToolRegistry:
                 continue
             try:
                 out = reg.fn(execution, result)
-            except Exception:
+            except BaseException:
                 _log.warning("tools/result observer %r raised", reg.fn, exc_info=True)
                 continue
             if inspect.isawaitable(out):
                 try:
-                    future = asyncio.ensure_future(out)
-                except Exception:
+                    future = asyncio.ensure_future(_contained(out))
+                except BaseException:
                     _log.warning("tools/result observer %r returned a bad awaitable", reg.fn)
                     continue
                 self._background.add(future)
@@ -199,6 +208,19 @@ class ToolRegistry:
         """Await pending observer awaitables (used on close)."""
         while self._background:
             await asyncio.gather(*tuple(self._background), return_exceptions=True)
+
+
+async def _contained(awaitable: Any) -> Any:
+    """Await an observer's awaitable; whatever it throws (``SystemExit`` included) is
+    logged, never re-raised into the event loop (a task that raises ``SystemExit`` would
+    stop the loop and the process)."""
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        _log.warning("tools/result observer failed", exc_info=True)
+        return None
 
 
 async def shielded(coro: Any, cancel: Signal) -> Any:
@@ -315,20 +337,27 @@ class PendingCall:
         execution = self.execution
         try:
             decision = await reg.pre_execute.run((execution,), Allow, self._scopes)
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/pre-execute listener"))
             return
         approval_cancelled = False
         if isinstance(decision, Ask):
             try:
                 decision, approval_cancelled = await self._ask(decision)
-            except Exception as exc:
-                self._settle("final", failure_from(exc))
+            except BaseException as exc:
+                if own_cancellation(exc):
+                    raise
+                self._settle("final", listener_failure(exc, "the approval channel"))
                 return
         elif not isinstance(decision, (Allow, Deny)):
             self._settle(
                 "final",
-                failure_from(TypeError(f"tools/pre-execute returned an invalid decision ({type(decision).__name__})")),
+                listener_failure(
+                    TypeError(f"tools/pre-execute returned an invalid decision ({type(decision).__name__})"),
+                    "a tools/pre-execute listener",
+                ),
             )
             return
         if self.caller.aborted and approval_cancelled:
@@ -339,8 +368,8 @@ class PendingCall:
             return
         try:
             reason = self._guards()
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            self._settle("final", listener_failure(exc, "a guard"))
             return
         if reason is not None:
             self._settle("post", _denial(reason))
@@ -407,13 +436,15 @@ class PendingCall:
         view = DispatchExecution(self.execution)
         try:
             result = await reg.execute_wrappers.run((view,), lambda: self._core(view), self._scopes)
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/execute wrapper"))
             return
         try:
             result = self._normalize_dispatch(result)
         except Exception as exc:
-            self._settle("final", failure_from(exc))
+            self._settle("final", listener_failure(exc, "a tools/execute wrapper"))
             return
         if self._deferred:
             deferred = freeze_contexts(self._deferred)
@@ -451,13 +482,10 @@ class PendingCall:
             value = defn.execute(self.execution.arguments, ctx)
             if inspect.isawaitable(value):
                 value = await value
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+        except BaseException as exc:  # SystemExit from argparse included: a result, never an exit
+            if own_cancellation(exc):
                 raise  # our own task is being cancelled: not the body's outcome
-            return failure_from(exc)
-        except Exception as exc:
-            return failure_from(exc)
+            return body_failure(exc, self.execution.name)
         finally:
             view.signal = installed
         if fused.aborted:
@@ -570,8 +598,10 @@ class PendingCall:
                 (self.execution, current), Accept, self._scopes
             )
             result = self._apply_post(decision, current)
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/post-execute listener"))
             return
         if self.caller.aborted and not result.is_error:
             result = _aborted(not self.body_invoked, result.additional_contexts)
@@ -629,8 +659,8 @@ class PendingCall:
             if out is not None:
                 result = msgspec.structs.replace(result, content=freeze_blocks(out, what="finalized content"))
             return _materialize(result)
-        except Exception as exc:
-            return failure_from(exc)
+        except BaseException as exc:
+            return body_failure(exc, self.execution.name)
 
 
 def _materialize(result: Any) -> CallResult:

@@ -23,7 +23,7 @@ from ._errors import DuplicateToolError, ReservedToolError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
 from ._normalize import failure_from
-from ._registry import Mode, PendingCall, ToolRegistry, shielded
+from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
 from ._result import CallResult
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
@@ -277,7 +277,7 @@ class Session:
         for reg in tuple(self._changed):
             try:
                 reg.fn(self)
-            except Exception:
+            except BaseException:
                 _log.warning("tools/changed listener %r raised", reg.fn, exc_info=True)
 
     # -- extension points ---------------------------------------------------------------
@@ -506,7 +506,7 @@ class Session:
             return "exclusive"
         try:
             verdict = defn.is_concurrency_safe(arguments)
-        except Exception:
+        except BaseException:
             return "exclusive"
         return "parallel" if verdict is True else "exclusive"
 
@@ -614,7 +614,9 @@ class Session:
                 self.scope_chain(getattr(execution, "agent", None)),
             )
             return freeze_blocks(content, what="logged content")
-        except Exception:
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
             _log.warning("tools/code-dispatch-log listener failed; logging the original content", exc_info=True)
             return tuple(result.content)
 
@@ -626,7 +628,7 @@ class Session:
             if defn is None or defn.present_call is None:
                 return None
             return snapshot(defn.present_call(arguments), what="presentation")
-        except Exception:
+        except BaseException:
             return None
 
     def present_result(
@@ -645,7 +647,7 @@ class Session:
                 meta = projection.meta if projection.meta is not msgspec.UNSET else None
                 projection = {"content": list(projection.content), "isError": projection.is_error, "meta": meta}
             return snapshot(defn.present_result(arguments, FrozenDict(projection)), what="presentation")
-        except Exception:
+        except BaseException:
             return None
 
     # -- lifetime -------------------------------------------------------------------------
