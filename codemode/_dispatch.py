@@ -18,8 +18,10 @@ submission order, and answers with the calls that settled. Each sub-call:
 3. commits in submission order: logs `tool/code-dispatch` with the final content, forwards
    its `additionalContexts` to the outer call, and only then is reported to the program.
 
-A name that is not exposed to the run never reaches a tool: it fails `UNKNOWN_TOOL`, logged
-like any sub-call.
+A name that is not exposed to the run never reaches a tool, but it reaches policy like a
+name visible nowhere: pre-execute, guards and the finalizer see it, and it fails
+`UNKNOWN_TOOL` at dispatch, logged like any sub-call. A call the guest found not to fit the
+tool's signature (`invalid` on the wire) is recorded the same way and fails `INVALID_ARGS`.
 """
 
 from __future__ import annotations
@@ -57,12 +59,14 @@ class SubCallSummary:
 
 class _SubCall:
     def __init__(self, guest_id: int, n: int, sub_call_id: str, name: str, raw_args: bytes,
-                 signal: Signal, loop: asyncio.AbstractEventLoop) -> None:
+                 signal: Signal, loop: asyncio.AbstractEventLoop,
+                 invalid: str | None = None) -> None:
         self.guest_id = guest_id
         self.n = n
         self.sub_call_id = sub_call_id
         self.name = name
         self.raw_args = raw_args
+        self.invalid = invalid
         self.signal = signal
         self.started: asyncio.Future[None] = loop.create_future()
         self.committed: asyncio.Future[None] = loop.create_future()
@@ -92,6 +96,7 @@ class SubCallDispatcher:
         self._session = session
         self._outer = outer
         self._exposed = exposed
+        self._reachable = frozenset(exposed)
         self._loop = loop
         self._pool = asyncio.Semaphore(max_concurrent)
         self._run_signal = run_signal
@@ -114,11 +119,14 @@ class SubCallDispatcher:
         request = _wire.request_decoder.decode(batch)
         replies: list[_wire.SubCallResult] = []
         for call in request.calls:
-            if self._closed or call.id in self._by_guest_id:
+            if self._closed or self._run_signal.aborted:   # refused first: no number, no event
+                replies.append(_wire.SubCallResult(
+                    id=call.id, ok=False, code="ABORTED", message="run is over; not dispatched"))
+                continue
+            if call.id in self._by_guest_id:
                 replies.append(_wire.SubCallResult(
                     id=call.id, ok=False, code="TOOL_ERROR",
-                    message="run is over; not dispatched" if self._closed
-                    else f"sub-call id {call.id} was already used"))
+                    message=f"sub-call id {call.id} was already used"))
                 continue
             self._submit(call)
         for guest_id in request.cancel:
@@ -148,7 +156,7 @@ class SubCallDispatcher:
         n = len(self._order) + 1
         previous = self._order[-1] if self._order else None
         sub = _SubCall(call.id, n, f"{self._outer.execution.call_id}:code:{n}", call.name,
-                       bytes(call.args), Signal.any(self._run_signal), self._loop)
+                       bytes(call.args), Signal.any(self._run_signal), self._loop, call.invalid)
         self._by_guest_id[call.id] = sub
         self._order.append(sub)
         sub.task = self._loop.create_task(self._run(sub, previous))
@@ -160,8 +168,9 @@ class SubCallDispatcher:
         overlapping), commit in submission order (S11-S14). An exclusive call (the tool's
         classifier did not say concurrency-safe) starts only after every earlier call
         committed and holds the barrier until its own commit (PIPELINE.md §11.4)."""
-        exclusive = self._session.classify(sub.name, self._arguments(sub),
-                                           self._outer.execution.agent) == "exclusive"
+        exclusive = sub.name not in self._exposed or sub.invalid is not None or \
+            self._session.classify(sub.name, self._arguments(sub),
+                                   self._outer.execution.agent) == "exclusive"
         pending = None
         try:
             if previous is not None:
@@ -169,12 +178,8 @@ class SubCallDispatcher:
                 await asyncio.shield(previous.committed if exclusive else previous.started)
             async with self._pool:
                 self._log_start(sub)
-                if sub.name in self._exposed:
-                    pending = await self._session.start(self._input(sub))
-                    sub.execution = pending.execution
-                else:
-                    sub.result = CallResult.failure(f'unknown tool "{sub.name}"',
-                                                    code="UNKNOWN_TOOL", name="UnknownToolError")
+                pending = await self._session.start(self._input(sub))
+                sub.execution = pending.execution
                 if not exclusive:
                     _settle(sub.started)              # the next call may start now
                 if pending is not None:
@@ -211,7 +216,7 @@ class SubCallDispatcher:
         return ExecutionInput(
             call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
             signal=sub.signal, root_call_id=outer.root_call_id, agent=outer.agent,
-            parent=outer.token)
+            parent=outer.token, reachable=self._reachable, argument_error=sub.invalid)
 
     def _arguments(self, sub: _SubCall) -> Any:
         return msgspec.json.decode(sub.raw_args)  # a fresh copy per use

@@ -30,6 +30,8 @@ from ._errors import (
     AbortedBeforeDispatchError,
     AbortedError,
     ApprovalError,
+    HookError,
+    InvalidArgumentsError,
     InvalidToolOutputError,
     NotLosslessError,
     UnknownToolError,
@@ -262,7 +264,8 @@ class PendingCall:
         self._finalizer: Callable[..., Any] | None = None
         self._deferred: list[Any] = []
         self._concludes = False
-        self._core_made: list[CallResult] = []
+        self._core_made: list[tuple[CallResult, bytes]] = []
+        self._arguments_json = b"null"
         self._phase = "new"
         self._published: CallResult | None = None
         self.execution: Execution = None  # type: ignore[assignment]
@@ -271,6 +274,14 @@ class PendingCall:
         return f"<PendingCall {self._input.name} {self._input.call_id} route={self.route}>"
 
     # -- helpers ------------------------------------------------------------------------
+    def _resolve(self) -> ToolDefinition | None:
+        """The definition the call's name reaches now (``None``: unknown, or not among the
+        input's ``reachable`` names)."""
+        inp = self._input
+        if inp.reachable is not None and inp.name not in inp.reachable:
+            return None
+        return self._registry.resolve(inp.name, inp.agent)
+
     def _settle(self, route: Route, result: CallResult) -> None:
         self.route = route
         self.result = result
@@ -284,7 +295,7 @@ class PendingCall:
         inp = self._input
         reg = self._registry
         token = ExecutionToken()
-        defn = reg.resolve(inp.name, inp.agent)
+        defn = self._resolve()
         self._finalizer = defn.finalize_content if defn is not None else None
         collapsed = (
             reg.mode_for(inp.agent) == "code"
@@ -295,6 +306,7 @@ class PendingCall:
         args_error: BaseException | None = None
         try:
             arguments = snapshot(inp.arguments, what="arguments")
+            self._arguments_json = msgspec.json.encode(arguments)
         except Exception as exc:
             arguments, args_error = None, exc
         self.execution = Execution(
@@ -377,6 +389,10 @@ class PendingCall:
         if self.caller.aborted:
             self._settle("post", _aborted(True))
             return
+        changed = self._arguments_changed("a tools/pre-execute listener or a guard")
+        if changed is not None:
+            self._settle("final", changed)
+            return
         self.route = "dispatch"
 
     async def _ask(self, ask: Ask) -> tuple[Allow | Deny, bool]:
@@ -432,6 +448,10 @@ class PendingCall:
         self._phase = "dispatched"
         if self.route != "dispatch":
             return
+        if self._input.argument_error is not None:  # known malformed: no wrapper, no body
+            self._settle("post", failure_from(
+                InvalidArgumentsError(f"invalid arguments: {self._input.argument_error}")))
+            return
         reg = self._registry
         view = DispatchExecution(self.execution)
         try:
@@ -465,15 +485,32 @@ class PendingCall:
                 fused.detach()
 
     def _mark(self, result: CallResult) -> CallResult:
-        self._core_made.append(result)
+        self._core_made.append((result, _fingerprint(result)))
         return result
+
+    def _arguments_changed(self, suspect: str) -> CallResult | None:
+        """``None`` if the frozen arguments still encode to the bytes taken at S3, else the
+        ``HOOK_FAILED`` failure naming ``suspect``. Frozen containers refuse their own
+        mutators, but ``dict.__setitem__(args, ...)`` gets past them: without this check
+        the body would run with arguments other than the ones logged and judged."""
+        try:
+            same = msgspec.json.encode(self.execution.arguments) == self._arguments_json
+        except Exception:
+            same = False
+        if same:
+            return None
+        return failure_from(HookError(
+            f"{suspect} changed the frozen arguments of this call; it was not run"))
 
     async def _body(self, view: DispatchExecution, fused: Signal) -> CallResult:
         if fused.aborted:
             return _aborted(True)
-        defn = self._registry.resolve(self.execution.name, self.execution.agent)
+        defn = self._resolve()
         if defn is None:
             return failure_from(UnknownToolError(f'unknown tool "{self.execution.name}"'))
+        changed = self._arguments_changed("a tools/execute wrapper")
+        if changed is not None:
+            return changed
         self.body_invoked = True
         ctx = RunContext(self.execution, fused, self._defer, self._conclude)
         installed = view.signal
@@ -544,14 +581,17 @@ class PendingCall:
 
     def _normalize_dispatch(self, result: Any) -> CallResult:
         """S10: accept our own core result; rebuild or revalidate anything else."""
-        if any(result is own for own in self._core_made):
-            return result  # type: ignore[no-any-return]
         if not isinstance(result, CallResult):
             raise TypeError(f"tools/execute wrapper returned {type(result).__name__}, not a CallResult")
+        for own, fingerprint in self._core_made:
+            if own is result:
+                if _fingerprint(own) != fingerprint:
+                    raise HookError("a tools/execute wrapper changed the frozen result of this call")
+                return result
         contexts = freeze_contexts(result.additional_contexts)
         if result.is_error:
             return self._rebuild_failure(result, contexts)
-        defn = self._registry.resolve(self.execution.name, self.execution.agent)
+        defn = self._resolve()
         if defn is None:
             raise UnknownToolError(f'unknown tool "{self.execution.name}"')
         success = self._success(defn, result.value, concludes=bool(result.concludes_turn))
@@ -587,16 +627,25 @@ class PendingCall:
         result = self._finalize(self.result)
         self._published = result
         self._phase = "committed"
+        fingerprint = _fingerprint(result)
         self._registry.publish(self.execution, result)
+        if _fingerprint(result) != fingerprint:  # an observer wrote through the frozen copy
+            _log.warning("a tools/result observer changed the frozen result of %s; the caller "
+                         "gets the result as published", self.execution.call_id)
+            result = _restored(result, fingerprint)
+            self._published = result
         return result
 
     async def _post(self) -> None:
         assert self.result is not None
         current = self.result
+        fingerprint = _fingerprint(current)
         try:
             decision = await self._registry.post_execute.run(
                 (self.execution, current), Accept, self._scopes
             )
+            if _fingerprint(current) != fingerprint:
+                raise HookError("a tools/post-execute listener changed the frozen result of this call")
             result = self._apply_post(decision, current)
         except BaseException as exc:
             if own_cancellation(exc):
@@ -629,7 +678,7 @@ class PendingCall:
         if has_value:
             if result.is_error:
                 raise ValueError("tools/post-execute cannot replace the value of a failed result")
-            defn = self._registry.resolve(self.execution.name, self.execution.agent)
+            defn = self._resolve()
             if defn is None:
                 raise UnknownToolError(f'unknown tool "{self.execution.name}"')
             success = self._success(defn, decision.value, concludes=result.concludes_turn)
@@ -661,6 +710,28 @@ class PendingCall:
             return _materialize(result)
         except BaseException as exc:
             return body_failure(exc, self.execution.name)
+
+
+def _fingerprint(result: CallResult) -> bytes:
+    """What a listener could change by writing through a frozen container (value, content,
+    meta, contexts), as canonical JSON; a result that no longer encodes gets ``b""``."""
+    try:
+        return msgspec.json.encode(
+            (None if result.is_error else result.value, result.content, result.meta, result.additional_contexts))
+    except Exception:
+        return b""
+
+
+def _restored(result: CallResult, fingerprint: bytes) -> CallResult:
+    """``result`` with the fields of ``fingerprint`` decoded and frozen again."""
+    value, content, meta, contexts = msgspec.json.decode(fingerprint)
+    return msgspec.structs.replace(
+        result,
+        value=msgspec.UNSET if result.is_error else snapshot(value, what="value"),
+        content=freeze_blocks(content),
+        meta=snapshot(meta, what="meta") if meta is not None else None,
+        additional_contexts=freeze_contexts(contexts),
+    )
 
 
 def _materialize(result: Any) -> CallResult:

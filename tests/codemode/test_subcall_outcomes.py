@@ -72,3 +72,135 @@ async def test_a_raising_python_hook_is_hook_failed_in_the_program_not_a_tool_er
     assert result.value["result"] == [
         "ToolCallError", "HOOK_FAILED", 'hook "policy" failed: RuntimeError: policy service is down']
     assert ran == []
+
+
+# ---- no bypass --------------------------------------------------------------------------
+
+@tool
+def drop_database(name: str) -> str:
+    """Registered on the session, never exposed to programs."""
+    raise AssertionError("must never run")
+
+
+async def test_a_name_not_exposed_meets_policy_and_the_finalizer_stage_like_a_native_call(tmp_path):
+    s = Session(tools=[add, drop_database], log=str(tmp_path / "s.jsonl"))
+    CodeMode(s, expose=["add"])
+    judged, guarded, published = [], [], []
+
+    async def policy(execution, next):
+        judged.append((execution.name, execution.parent is not None))
+        return await next()
+
+    s.on("tools/pre-execute", policy)
+    s.guard(lambda execution: guarded.append(execution.name))
+    s.on("tools/result", lambda execution, result: published.append(
+        (execution.name, result.error.code if result.is_error else None)))
+    code = CATCH.format(call="call_tool('drop_database', name='prod')")
+    result = await run(s, code)
+    assert result.value["result"] == ["ToolNotFound", "UNKNOWN_TOOL", 'unknown tool "drop_database"']
+    assert ("drop_database", True) in judged and "drop_database" in guarded
+    assert ("drop_database", "UNKNOWN_TOOL") in published
+    [start], [settle] = of(s, events.CodeDispatchStart), of(s, events.CodeDispatch)
+    assert (start.name, start.arguments, settle.is_error) == ("drop_database", {"name": "prod"}, True)
+    native = await s.call("drop_database", {"name": "prod"})      # the same name, natively:
+    assert ("drop_database", False) in judged and native.is_error  # policy sees it too
+    s.close()
+
+
+async def test_a_policy_denial_of_an_unexposed_name_reaches_the_program_as_a_denial(session):
+    from codemode import Deny
+
+    session.on("tools/pre-execute", lambda execution, next: Deny("no such thing here")
+               if execution.name == "nope" else next())
+    result = await run(session, CATCH.format(call="call_tool('nope')"))
+    assert result.value["result"] == ["ToolDenied", "DENIED", "no such thing here"]
+
+
+@tool(strict=True)
+def closed(a: int) -> int:
+    """A closed schema: no extra keys."""
+    raise AssertionError("must never run")
+
+
+@pytest.mark.parametrize("call, problem", [
+    ("closed(a=1, b=2)", "closed() got an unexpected keyword argument 'b'"),
+    ("closed()", "closed() missing 1 required argument: 'a'"),
+    ("closed(1, 2)", "closed() takes 1 positional argument but 2 were given"),
+    ("closed(1, a=2)", "closed() got multiple values for argument 'a'"),
+])
+async def test_a_call_of_the_wrong_shape_is_a_recorded_tool_argument_error(session, call, problem):
+    session.register(closed)
+    judged = []
+
+    async def policy(execution, next):
+        judged.append(execution.name)
+        return await next()
+
+    session.on("tools/pre-execute", policy)
+    code = (f"try:\n    {call}\nexcept TypeError as e:\n"
+            "    r = [type(e).__name__, isinstance(e, ToolCallError), e.code, e.message]\nr")
+    result = await run(session, code)
+    assert result.value["result"] == ["ToolArgumentError", True, "INVALID_ARGS",
+                                      f"invalid arguments: {problem}"]
+    assert judged == ["run_code", "closed"]
+    [start], [settle] = of(session, events.CodeDispatchStart), of(session, events.CodeDispatch)
+    assert start.name == "closed" and settle.is_error
+
+
+async def test_arguments_that_are_not_json_are_still_refused_in_the_program(session):
+    code = "try:\n    add(a={1}, b=2)\nexcept TypeError as e:\n    r = type(e).__name__\nr"
+    result = await run(session, code)
+    assert result.value["result"] == "TypeError"
+    assert of(session, events.CodeDispatchStart) == []
+
+
+async def test_a_listener_writing_through_a_sub_call_s_arguments_fails_it(session):
+    async def sneaky(execution, next):
+        if execution.name == "add":
+            dict.__setitem__(execution.arguments, "a", 1000)
+        return await next()
+
+    session.on("tools/pre-execute", sneaky)
+    result = await run(session, CATCH.format(call="add(a=1, b=2)"))
+    assert result.value["result"][:2] == ["ToolCallError", "HOOK_FAILED"]
+    [start] = of(session, events.CodeDispatchStart)
+    assert start.arguments == {"a": 1, "b": 2}
+
+
+async def test_a_hook_asking_to_rewrite_a_sub_call_s_input_denies_it(session):
+    python_hook(session, "tools/pre-execute",
+                lambda execution: {"hookSpecificOutput": {"permissionDecision": "allow",
+                                                          "updatedInput": {"a": 0, "b": 0}}},
+                matcher="add", handler_id="sanitiser")
+    result = await run(session, CATCH.format(call="add(a=1, b=2)"))
+    kind, code, message = result.value["result"]
+    assert (kind, code) == ("ToolDenied", "DENIED")
+    assert message.startswith('hook "sanitiser" asked to rewrite the tool input (updatedInput)')
+
+
+async def test_a_binding_called_after_the_abort_is_refused_before_it_is_numbered():
+    import asyncio
+    import json
+
+    replies = []
+
+    class LateCaller:
+        def run(self, request, dispatch, cancel=None):
+            cancel.wait(5)                       # the outer call was aborted
+            replies.append(json.loads(dispatch(
+                '{"calls":[{"id":1,"name":"add","args":{"a":1,"b":2}}],"wait_s":0}')))
+            from codemode.sandbox import RunOutcome
+            from codemode.sandbox._protocol import RunAborted
+            return RunOutcome(status="error", error=RunAborted(message="aborted"))
+
+    from codemode import Signal
+
+    s = Session(tools=[add])
+    CodeMode(s, sandbox=LateCaller())
+    signal = Signal()
+    asyncio.get_running_loop().call_later(0.1, signal.abort, "stop")
+    result = await s.call("run_code", {"code": "add(a=1, b=2)"}, signal=signal)
+    assert result.is_error
+    assert replies == [{"results": [{"id": 1, "ok": False, "code": "ABORTED",
+                                     "message": "run is over; not dispatched"}]}]
+    assert of(s, events.CodeDispatchStart) == []

@@ -35,15 +35,17 @@ async def _settled(future):
 
 
 class Call:
-    """One sub-call request: tool name, arguments (already JSON text), submission id."""
+    """One sub-call request: tool name, arguments (already JSON text), submission id, and
+    for a call that did not fit the tool's signature, why not (`invalid`)."""
 
-    __slots__ = ("id", "name", "alias", "args_json")
+    __slots__ = ("id", "name", "alias", "args_json", "invalid")
 
-    def __init__(self, call_id, name, alias, args_json):
+    def __init__(self, call_id, name, alias, args_json, invalid=None):
         self.id = call_id
         self.name = name
         self.alias = alias
         self.args_json = args_json
+        self.invalid = invalid
 
 
 class Bridge:
@@ -98,8 +100,9 @@ class Bridge:
         self._next_id += 1
         return Call(self._next_id, name, alias, args_json)
 
-    def call_sync(self, name, alias, args):
+    def call_sync(self, name, alias, args, invalid=None):
         call = self._number(name, alias, args)
+        call.invalid = invalid
         self._in_flight[call.id] = (call, None)
         self.exchange([call], wait_s=None, until=[call.id])
         while call.id not in self._settled:
@@ -128,8 +131,10 @@ class Bridge:
                   if f is not None and f.cancelled() and i not in self._cancel_sent]
         self._cancel_sent.update(cancel)
         request = '{"calls":[%s],"cancel":%s,"wait_s":%s,"until":%s}' % (
-            ",".join('{"id":%d,"name":%s,"args":%s}' % (c.id, json.dumps(c.name), c.args_json)
-                     for c in calls),
+            ",".join('{"id":%d,"name":%s,"args":%s%s}' % (
+                c.id, json.dumps(c.name), c.args_json,
+                "" if c.invalid is None else ',"invalid":' + json.dumps(c.invalid))
+                for c in calls),
             json.dumps(cancel), json.dumps(wait_s), json.dumps(until),
         )
         reply = json.loads(self._dispatch(request))
@@ -296,7 +301,16 @@ class Binding:
         return bound
 
     def __call__(self, *args, **kwargs):
-        bound = self._bind(args, kwargs)
+        try:
+            bound = self._bind(args, kwargs)
+        except TypeError as exc:
+            # A call of the wrong shape is still a call: the host records the attempt, runs
+            # it through policy and answers INVALID_ARGS (raised as ToolArgumentError, a
+            # TypeError), unless the attempt is not even JSON (a TypeError, nothing sent).
+            attempt = dict(zip((n for n, _, _ in self._params), args))
+            for key, value in kwargs.items():
+                attempt.setdefault(key, value)
+            return self._bridge.call_sync(self.name, self.alias, attempt, invalid=str(exc))
         for key in self._omit_if_none:
             if key in bound and bound[key] is None:
                 del bound[key]
