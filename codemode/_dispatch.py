@@ -33,7 +33,8 @@ from typing import Any
 
 import msgspec
 
-from codemode.pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, events
+from codemode.pipeline import (CallResult, ExecutionInput, OutcomeUnknownError, PendingCall,
+                               RunContext, Session, Signal, events)
 from codemode.sandbox import _wire
 
 from ._rejections import rejection_code
@@ -75,6 +76,8 @@ class _SubCall:
         self.logged_start = False
         self.commit_logged = False
         self.execution: Any = None                # the pipeline's execution, once started
+        self.pending: PendingCall | None = None   # the pipeline's call, once prepared
+        self.starting: asyncio.Future[None] | None = None      # its S3-S7 phase
         self.dispatching: asyncio.Future[None] | None = None   # its S8-S10 phase
 
 
@@ -171,26 +174,27 @@ class SubCallDispatcher:
         exclusive = sub.name not in self._exposed or sub.invalid is not None or \
             self._session.classify(sub.name, self._arguments(sub),
                                    self._outer.execution.agent) == "exclusive"
-        pending = None
         try:
             if previous is not None:
                 # An exclusive call settles `started` only after its commit: a barrier.
                 await asyncio.shield(previous.committed if exclusive else previous.started)
             async with self._pool:
                 self._log_start(sub)
-                pending = await self._session.start(self._input(sub))
+                pending = sub.pending = self._session.prepare(self._input(sub))
+                # S3-S7 as its own task too: a policy stage that ignores the run's end
+                # cannot keep the call from being abandoned and committed.
+                sub.starting = asyncio.ensure_future(pending.start())
+                await asyncio.shield(sub.starting)
                 sub.execution = pending.execution
                 if not exclusive:
                     _settle(sub.started)              # the next call may start now
-                if pending is not None:
-                    # Its own task, so abandoning this call never waits on a body that
-                    # ignores (or swallows) cancellation.
-                    sub.dispatching = asyncio.ensure_future(pending.dispatch())
-                    await asyncio.shield(sub.dispatching)
+                # Its own task, so abandoning this call never waits on a body that
+                # ignores (or swallows) cancellation.
+                sub.dispatching = asyncio.ensure_future(pending.dispatch())
+                await asyncio.shield(sub.dispatching)
             if previous is not None:
                 await asyncio.shield(previous.committed)
-            if pending is not None:
-                sub.result = await pending.commit()
+            sub.result = await pending.commit()
             await self._commit(sub)
         except asyncio.CancelledError:
             if not sub.logged_start:               # queued, never started: no events
@@ -198,10 +202,7 @@ class SubCallDispatcher:
             else:                                  # started, then abandoned by `drain`
                 if previous is not None:           # commits stay in submission order
                     await asyncio.shield(previous.committed)
-                if pending is not None and _succeeded(sub.dispatching):
-                    sub.result = await pending.commit()    # it finished; only waited
-                else:
-                    sub.result = _abandoned()
+                sub.result = await self._settle_abandoned(sub)
                 await self._commit(sub)
         except Exception as exc:                   # the pipeline itself failed: still commit
             sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
@@ -210,6 +211,22 @@ class SubCallDispatcher:
         finally:
             _settle(sub.started)
             _settle(sub.committed)
+
+    async def _settle_abandoned(self, sub: _SubCall) -> CallResult:
+        """The outcome of a started call whose task `drain` cancelled: committed through
+        the pipeline (post-execute if its body finished, the finalizer, `tools/result`)
+        as it stands, or `TOOL_OUTCOME_UNKNOWN` if it was still running."""
+        pending = sub.pending
+        if pending is None:                        # never prepared: nothing ran
+            return _abandoned()
+        sub.execution = pending.execution
+        if pending.published is not None:          # committed; only the log write was cut
+            return pending.published
+        if pending.phase == "dispatched" and not pending.abandoned and \
+                (sub.dispatching is None or _succeeded(sub.dispatching)):
+            return await pending.commit()          # it finished; it only waited its turn
+        pending.abandon(OutcomeUnknownError(ABANDONED_MESSAGE))
+        return await pending.commit()
 
     def _input(self, sub: _SubCall) -> ExecutionInput:
         outer = self._outer.execution
@@ -258,7 +275,8 @@ class SubCallDispatcher:
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            is_error=sub.result.is_error, content=content))
+            is_error=sub.result.is_error, content=content,
+            code=rejection_code(sub.result) if sub.result.is_error else msgspec.UNSET))
 
     def _reply(self, sub: _SubCall) -> _wire.SubCallResult:
         result = sub.result
@@ -276,9 +294,10 @@ class SubCallDispatcher:
         await the ones in flight and their commits (PIPELINE.md §11.3 step 4).
 
         A tool that ignores the abort cannot hold the run past its limit: a call still
-        unsettled `ABANDON_AFTER_S` seconds later is committed as an `ABORTED` failure
-        (logged; post-execute and finalization do not run for it) and its body is left to
-        finish on its own, its result discarded."""
+        unsettled `ABANDON_AFTER_S` seconds later is abandoned. Nobody knows whether it
+        will take effect, so it is committed as `TOOL_OUTCOME_UNKNOWN` through the
+        pipeline (the finalizer and `tools/result` run for it, as after crash repair) and
+        logged; its body is left to finish on its own, its result discarded."""
         self._closed = True
         self._run_signal.abort("settled")
         for sub in self._order:
@@ -294,7 +313,8 @@ class SubCallDispatcher:
             _, still = await asyncio.wait(stuck, timeout=ABANDON_AFTER_S)
             for sub in self._order:                # whatever still hangs: log it anyway
                 if sub.task in still and sub.logged_start and not sub.commit_logged:
-                    sub.result = _abandoned()
+                    published = sub.pending.published if sub.pending is not None else None
+                    sub.result = published or _abandoned()
                     self._log_settle(sub, tuple(sub.result.content))
 
 
@@ -302,10 +322,15 @@ def _is_image(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "image"
 
 
+ABANDONED_MESSAGE = (
+    f"tool call abandoned: it did not stop within {ABANDON_AFTER_S:g} s of the run's end, so "
+    "its outcome is unknown; it may or may not have taken effect — check the current state "
+    "before retrying")
+
+
 def _abandoned() -> CallResult:
-    return CallResult.failure(
-        f"tool call abandoned: it did not stop within {ABANDON_AFTER_S} s of the run's end",
-        code="ABORTED", name="AbortError")
+    return CallResult.failure(ABANDONED_MESSAGE, code="TOOL_OUTCOME_UNKNOWN",
+                              name="ToolOutcomeUnknown")
 
 
 def _succeeded(task: asyncio.Future[None] | None) -> bool:

@@ -148,7 +148,7 @@ def _render(result: CallResult, log_events: list, session: Session) -> None:
                 text = " ".join(" ".join(b.get("text", "").split())
                                 for b in event.content if isinstance(b, dict))
             text = text[:80] + ("…" if len(text) > 80 else "")
-            outcome = f"[red]{_shown(text)}[/red]" if event.is_error else _shown(text)
+            outcome = f"[red]{event.code or 'error'}: {_shown(text)}[/red]" if event.is_error else _shown(text)
             shown = _card_text(session.present_call(event.name, event.arguments))
             table.add_row(event.sub_call_id.rsplit(":", 1)[-1], event.name,
                           _shown(shown or json.dumps(event.arguments, ensure_ascii=False)[:80]),

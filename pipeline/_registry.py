@@ -147,6 +147,18 @@ class ToolRegistry:
     # -- one call -----------------------------------------------------------------------
     async def start(self, inp: ExecutionInput) -> PendingCall:
         """S3–S7 for one call; returns the pending call (route decided)."""
+        call = self.prepare(inp)
+        await call.start()
+        return call
+
+    def prepare(self, inp: ExecutionInput) -> PendingCall:
+        """A pending call for ``inp``, not started (``await call.start()`` runs S3–S7).
+        Holding it before it starts lets a scheduler ``abandon`` it at any stage.
+
+        Raises:
+            TypeError, ValueError: not an ``ExecutionInput``, an empty ``call_id`` or
+                ``name``, or no ``Signal``.
+        """
         if not isinstance(inp, ExecutionInput):
             raise TypeError(f"expected an ExecutionInput, got {type(inp).__name__}")
         if not isinstance(inp.call_id, str) or not inp.call_id:
@@ -155,9 +167,7 @@ class ToolRegistry:
             raise ValueError("name must be a non-empty string")
         if not isinstance(inp.signal, Signal):
             raise TypeError("every call needs a Signal")
-        call = PendingCall(self, inp)
-        await call._start()
-        return call
+        return PendingCall(self, inp)
 
     async def execute(self, inp: ExecutionInput) -> CallResult:
         """Run one call S3–S14 and return the published frozen result.
@@ -267,6 +277,7 @@ class PendingCall:
         self._core_made: list[tuple[CallResult, bytes]] = []
         self._arguments_json = b"null"
         self._phase = "new"
+        self._abandoned = False
         self._published: CallResult | None = None
         self.execution: Execution = None  # type: ignore[assignment]
 
@@ -283,14 +294,56 @@ class PendingCall:
         return self._registry.resolve(inp.name, inp.agent)
 
     def _settle(self, route: Route, result: CallResult) -> None:
+        if self._abandoned:  # a stage finishing after abandon(): its outcome is discarded
+            return
         self.route = route
         self.result = result
+
+    @property
+    def phase(self) -> str:
+        """``"new"``, ``"started"`` (S3–S7 begun), ``"dispatched"`` (S8–S10 begun or
+        skipped), ``"committing"`` or ``"committed"``."""
+        return self._phase
+
+    @property
+    def published(self) -> CallResult | None:
+        """The result ``tools/result`` observers received, once committed."""
+        return self._published
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether ``abandon`` settled this call."""
+        return self._abandoned
+
+    def abandon(self, error: BaseException) -> None:
+        """Stop waiting for this call, whatever stage it is in (policy, wrappers, body,
+        post-execute; that stage may go on running). Its outcome becomes the failure for
+        ``error`` on the final route, so ``commit()`` finalizes and publishes it at once;
+        whatever the running stage produces later is discarded. Used for a sub-call that
+        did not stop when its run ended (``TOOL_OUTCOME_UNKNOWN``). No-op once committed.
+
+        Raises:
+            RuntimeError: the call was never started.
+        """
+        if self._phase == "committed":
+            return
+        if self._phase == "new":
+            raise RuntimeError(f"{self!r}: abandon() before start()")
+        self._settle("final", failure_from(error))
+        self._abandoned = True
+        self._phase = "dispatched"
 
     @property
     def _scopes(self) -> tuple[str | None, ...]:
         return self._registry.scopes(self.execution.agent)
 
     # -- S3 ... S7 ----------------------------------------------------------------------
+    async def start(self) -> None:
+        """S3–S7 (at most once, after ``ToolRegistry.prepare``)."""
+        if self._phase != "new":
+            raise RuntimeError(f"{self!r}: start() called in phase {self._phase!r}")
+        await self._start()
+
     async def _start(self) -> None:
         inp = self._input
         reg = self._registry
@@ -393,7 +446,8 @@ class PendingCall:
         if changed is not None:
             self._settle("final", changed)
             return
-        self.route = "dispatch"
+        if not self._abandoned:
+            self.route = "dispatch"
 
     async def _ask(self, ask: Ask) -> tuple[Allow | Deny, bool]:
         name = self.execution.name

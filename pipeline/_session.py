@@ -428,6 +428,12 @@ class Session:
         calls) and ``await pending.commit()`` (S11–S14, in your commit order)."""
         return await self._registry.start(inp)
 
+    def prepare(self, inp: ExecutionInput) -> PendingCall:
+        """A pending call not yet started: ``await pending.start()`` runs S3–S7. A
+        scheduler that may give up on a call (``pending.abandon(error)``) holds it from
+        here, so even a call stuck in policy can be finalized and published."""
+        return self._registry.prepare(inp)
+
     async def call(
         self,
         name: str,

@@ -105,9 +105,9 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         status: "ok", "error" (the program failed) or "limit" (a limit ended it).
         stdout, stderr: captured text, each cut to `limits.output_bytes` with a marker.
-        value: the final expression statement's value as JSON; UNSET when the program did
-            not end with an expression or it evaluated to None. A value that is not JSON
-            arrives as its repr() with `value_repr=True`.
+        value: the final expression statement's value as JSON (None when it evaluated to
+            None); UNSET when the program did not end with an expression statement. A value
+            that is not JSON arrives as its repr() with `value_repr=True`.
         error: why the run did not complete (None when status is "ok").
         duration_s: wall-clock seconds of the guest call.
         subcalls: sub-calls the program sent.

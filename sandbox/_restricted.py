@@ -992,7 +992,7 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
             finally:
                 linecache.cache.pop(PROGRAM, None)
         return {"status": "error", "error": error}
-    if run.has_value and run.value is not None:
+    if run.has_value:                      # None too: the value `null` is kept
         return {"status": "ok", **runtime._encode_value(run.value)}
     return {"status": "ok"}
 

@@ -107,3 +107,16 @@ def test_limits_out_of_range_name_the_option(tmp_path):
     done = codemode("run", str(program), "--timeout", "inf")
     assert done.returncode == 2
     assert "--timeout must be between 0 and 86400 seconds" in done.stderr
+
+
+def test_the_sub_call_table_says_why_each_call_failed(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("for call in (lambda: get_order(order_id='ord-9999'), lambda: call_tool('nope'),\n"
+                       "             lambda: add(a='x', b=1)):\n"
+                       "    try:\n        call()\n    except ToolCallError:\n        pass\n")
+    done = codemode("run", str(program), "--builtin")
+    shown = done.stdout + done.stderr
+    assert done.returncode == 0, shown
+    assert "TOOL_ERROR: Error: no order 'ord-9999'" in shown
+    assert 'UNKNOWN_TOOL: Error: unknown tool "nope"' in shown
+    assert "INVALID_ARGS: Error: invalid arguments" in shown

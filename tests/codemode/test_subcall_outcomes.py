@@ -204,3 +204,171 @@ async def test_a_binding_called_after_the_abort_is_refused_before_it_is_numbered
     assert replies == [{"results": [{"id": 1, "ok": False, "code": "ABORTED",
                                      "message": "run is over; not dispatched"}]}]
     assert of(s, events.CodeDispatchStart) == []
+
+
+# ---- outcomes nobody can misread ------------------------------------------------------------
+
+async def test_a_sub_call_abandoned_after_its_run_is_outcome_unknown_through_the_pipeline(tmp_path):
+    import asyncio
+
+    landed, finalized, published = [], [], []
+
+    def finalize(execution, result):
+        finalized.append((result.is_error, result.error.code if result.error else None))
+        return None
+
+    @tool(concurrency_safe=True, finalize_content=finalize)
+    async def stubborn() -> str:
+        """Ignores the abort and writes after a while (a side effect that lands late)."""
+        await asyncio.sleep(1.5)
+        landed.append("written")
+        return "done"
+
+    s = Session(tools=[stubborn], log=str(tmp_path / "s.jsonl"))
+    CodeMode(s)
+    s.on("tools/result", lambda execution, result: published.append(
+        (execution.name, result.error.code if result.is_error else None)))
+    code = "import asyncio\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0.05)\n'left'"
+    result = await run(s, code)
+    assert result.value["result"] == "left"
+    assert result.value["subcalls"] == {"total": 1, "failed": 1, "denied": 0,
+                                        "by_tool": {"stubborn": 1}}
+    [settle] = of(s, events.CodeDispatch)
+    assert (settle.is_error, settle.code) == (True, "TOOL_OUTCOME_UNKNOWN")
+    assert settle.content[0]["text"].startswith(
+        "Error: tool call abandoned: it did not stop within 1 s of the run's end, so its "
+        "outcome is unknown; it may or may not have taken effect")
+    assert finalized == [(True, "TOOL_OUTCOME_UNKNOWN")]
+    assert ("stubborn", "TOOL_OUTCOME_UNKNOWN") in published
+    for _ in range(200):                       # the body is left to finish on its own
+        if landed:
+            break
+        await asyncio.sleep(0.05)
+    assert landed == ["written"]
+    await asyncio.sleep(0.05)
+    assert finalized == [(True, "TOOL_OUTCOME_UNKNOWN")]      # its late result is discarded
+    assert [p for p in published if p[0] == "stubborn"] == [("stubborn", "TOOL_OUTCOME_UNKNOWN")]
+    s.close()
+
+
+async def test_a_sub_call_stuck_in_policy_is_abandoned_through_the_pipeline_too(tmp_path):
+    import asyncio
+
+    published = []
+    s = Session(tools=[add], log=str(tmp_path / "s.jsonl"))
+    CodeMode(s)
+
+    async def stuck(execution, next):
+        if execution.name == "add":
+            await asyncio.sleep(3)             # ignores the abort
+        return await next()
+
+    s.on("tools/pre-execute", stuck)
+    s.on("tools/result", lambda execution, result: published.append(
+        (execution.name, result.error.code if result.is_error else None)))
+    code = "import asyncio\nt = asyncio.create_task(add(a=1, b=2))\nawait asyncio.sleep(0.05)\n'left'"
+    assert (await run(s, code)).value["result"] == "left"
+    [settle] = of(s, events.CodeDispatch)
+    assert settle.code == "TOOL_OUTCOME_UNKNOWN"
+    assert ("add", "TOOL_OUTCOME_UNKNOWN") in published
+    s.close()
+
+
+async def test_dispatch_events_say_why_a_sub_call_failed(session):
+    from codemode import Deny
+
+    session.on("tools/pre-execute", lambda execution, next: Deny("no adding")
+               if execution.name == "add" and execution.arguments.get("a") == 0 else next())
+    python_hook(session, "tools/pre-execute",
+                lambda execution: (_ for _ in ()).throw(RuntimeError("broken"))
+                if execution.arguments.get("a") == 9 else None, matcher="add")
+
+    @tool
+    def boom() -> None:
+        """Raises."""
+        raise ValueError("bang")
+
+    session.register(boom)
+    calls = ["add(a=0, b=1)", "boom()", "call_tool('nope')", "add(a='x', b=1)",
+             "add(a=9, b=1)", "quits()", "add(a=1, b=1)"]
+    code = "\n".join(f"try:\n    {c}\nexcept ToolCallError:\n    pass" for c in calls)
+    result = await run(session, code)
+    assert not result.is_error, result.text
+    settles = of(session, events.CodeDispatch)
+    import msgspec
+    assert [e.code for e in settles] == ["DENIED", "TOOL_ERROR", "UNKNOWN_TOOL", "INVALID_ARGS",
+                                         "HOOK_FAILED", "TOOL_EXITED", msgspec.UNSET]
+    assert result.value["subcalls"]["denied"] == 1
+
+
+@pytest.mark.parametrize("code, value, text", [
+    ("None", None, "(the program completed with no output; its last expression was None)"),
+    ("print('x')", None, "x"),
+    ("{}.get('k')", None, "(the program completed with no output; its last expression was None)"),
+    ("x = None", "absent", "(the program completed with no output)"),
+    ("[None]", [None], "[\n  null\n]"),
+])
+async def test_a_final_expression_of_none_keeps_result_null(session, code, value, text):
+    result = await run(session, code)
+    if value == "absent":
+        assert "result" not in result.value
+    else:
+        assert "result" in result.value and result.value["result"] == value
+    assert result.text == text
+
+
+CRASHING_HOST = """
+import asyncio, pathlib, sys
+from codemode import CodeMode, Session, tool
+
+marker = pathlib.Path(sys.argv[2])
+
+@tool
+async def hang() -> str:
+    '''Signals that it runs, then never returns.'''
+    marker.write_text("running")
+    await asyncio.sleep(600)
+    return "never"
+
+async def main():
+    session = Session(tools=[hang], log=sys.argv[1])
+    CodeMode(session)
+    await session.call("run_code", {"code": "hang()"})
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "session.db"])
+def test_kill_9_while_a_sub_call_runs_settles_it_on_reopen(tmp_path, name):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from codemode import open_log
+
+    log_path, marker = tmp_path / name, tmp_path / "marker"
+    script = tmp_path / "host.py"
+    script.write_text(CRASHING_HOST)
+    process = subprocess.Popen([sys.executable, str(script), str(log_path), str(marker)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "the host never started the sub-call"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+        process.stdout.close()
+        process.stderr.close()
+    with open_log(log_path) as log:
+        repaired = log.repaired
+        kinds = [type(e).__name__ for e in log.read()]
+    assert [type(e).__name__ for e in repaired] == ["CodeDispatch", "ToolResult", "StepEnd", "TurnEnd"]
+    settle, result = repaired[:2]
+    assert (settle.name, settle.code, settle.is_error) == ("hang", "TOOL_OUTCOME_UNKNOWN", True)
+    assert result.error.code == "TOOL_OUTCOME_UNKNOWN"
+    assert kinds.count("CodeDispatchStart") == kinds.count("CodeDispatch") == 1

@@ -36,7 +36,13 @@ def test_final_expression_is_the_value_and_stdout_is_captured(tier, host):
 
 def test_no_final_expression_leaves_value_unset(tier, host):
     assert run(tier, host, "x = 1").value is UNSET
-    assert run(tier, host, "print('x')").value is UNSET
+    assert run(tier, host, "for i in range(2):\n    pass").value is UNSET
+
+
+@pytest.mark.parametrize("code", ["None", "print('x')", "{}.get('missing')"])
+def test_a_final_expression_of_none_is_the_value_none(tier, host, code):
+    outcome = run(tier, host, code)
+    assert outcome.status == "ok" and outcome.value is None
 
 
 def test_non_json_final_value_arrives_as_repr(tier, host):

@@ -228,10 +228,8 @@ def run(request_text, dispatch, sleep):
             asyncio.run(coroutine)
         else:
             exec(code, ns)
-        if has_value:
-            value = ns.get(VALUE_SLOT)
-            if value is not None:
-                outcome.update(_encode_value(value))
+        if has_value:                  # None too: a final expression of None keeps `null`
+            outcome.update(_encode_value(ns.get(VALUE_SLOT)))
     except BaseException as exc:
         _RETAINED.append(exc)
         outcome = {"status": "error", "error": _error(exc)}
