@@ -18,6 +18,10 @@ submission order, and answers with the calls that settled. Each sub-call:
 3. commits in submission order: logs `tool/code-dispatch` with the final content, forwards
    its `additionalContexts` to the outer call, and only then is reported to the program.
 
+Dispatch events are written only while a turn is open (`Session.call` and `call_batch`
+open one): a run through `session.execute` with no turn open still sends every sub-call
+through the pipeline (policy, finalizer, `tools/result`) but logs no dispatch events.
+
 A name that is not exposed to the run never reaches a tool, but it reaches policy like a
 name visible nowhere: pre-execute, guards and the finalizer see it, and it fails
 `UNKNOWN_TOOL` at dispatch, logged like any sub-call. A call the guest found not to fit the
@@ -107,6 +111,10 @@ class SubCallDispatcher:
         self._order: list[_SubCall] = []
         self._unreported: list[_SubCall] = []     # started by a batch, not yet answered
         self._closed = False
+        # Dispatch events belong inside a turn (PIPELINE.md §10). A run with none open
+        # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
+        # but writes no dispatch events.
+        self._record = session.turn_open
         self.summary = SubCallSummary()
 
     # ---- called on the sandbox's thread ------------------------------------------------
@@ -240,6 +248,8 @@ class SubCallDispatcher:
 
     def _log_start(self, sub: _SubCall) -> None:
         sub.logged_start = True
+        if not self._record:
+            return
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatchStart(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
@@ -272,6 +282,8 @@ class SubCallDispatcher:
         assert sub.result is not None
         outer = self._outer.execution
         sub.commit_logged = True
+        if not self._record:
+            return
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),

@@ -24,12 +24,14 @@ from rich.table import Table
 from codemode.pipeline import CallResult, Session, events
 from codemode.sandbox import SandboxLimits, SandboxUnavailable
 
+from ._log_cli import log_app
 from ._policy import Policy, PolicyError
 from ._run_code import CodeMode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Run model-written Python in a wasmtime sandbox, with every tool "
                        "call governed by one pipeline.")
+app.add_typer(log_app, name="log")        # `codemode log check FILE` (_log_cli.py)
 console = Console()
 err_console = Console(stderr=True)
 

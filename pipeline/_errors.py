@@ -24,7 +24,9 @@ The tree::
      │    └── FsNotFoundError         FS_NOT_FOUND
      └── LogError                     LOG_ERROR
           ├── LogCorruptError         LOG_CORRUPT (names the file and the line/row)
-          └── LogClosedError          LOG_CLOSED
+          ├── LogClosedError          LOG_CLOSED
+          ├── LogInUseError           LOG_IN_USE
+          └── LogInvariantError       LOG_INVARIANT (an append the log refuses; .violation)
 
     NotLosslessError (ValueError)     no code: "… must be losslessly JSON-serializable"
 
@@ -51,6 +53,7 @@ __all__ = [
     "LogCorruptError",
     "LogError",
     "LogInUseError",
+    "LogInvariantError",
     "NotLosslessError",
     "OutcomeUnknownError",
     "RegistrationError",
@@ -194,6 +197,21 @@ class LogInUseError(LogError):
     """Another session or process is writing the same log file."""
 
     code = "LOG_IN_USE"
+
+
+class LogInvariantError(LogError):
+    """The log refused an append that would break one of its invariants (PIPELINE.md §10),
+    such as a ``tool/result`` for a call nobody made or a dispatch event outside a turn.
+
+    Attributes:
+        violation: the ``codemode.pipeline.log.Violation`` (kind, seq, message).
+    """
+
+    code = "LOG_INVARIANT"
+
+    def __init__(self, violation: object, message: str) -> None:
+        super().__init__(message)
+        self.violation = violation
 
 
 class NotLosslessError(ValueError):

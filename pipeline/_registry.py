@@ -152,8 +152,9 @@ class ToolRegistry:
         return call
 
     def prepare(self, inp: ExecutionInput) -> PendingCall:
-        """A pending call for ``inp``, not started (``await call.start()`` runs S3–S7).
-        Holding it before it starts lets a scheduler ``abandon`` it at any stage.
+        """A pending call for ``inp`` after S3 (execution created, arguments frozen; done
+        synchronously), not started: ``await call.start()`` runs S4–S7. Holding it before
+        it starts lets a scheduler ``abandon`` it at any stage.
 
         Raises:
             TypeError, ValueError: not an ``ExecutionInput``, an empty ``call_id`` or
@@ -167,7 +168,9 @@ class ToolRegistry:
             raise ValueError("name must be a non-empty string")
         if not isinstance(inp.signal, Signal):
             raise TypeError("every call needs a Signal")
-        return PendingCall(self, inp)
+        call = PendingCall(self, inp)
+        call._create()
+        return call
 
     async def execute(self, inp: ExecutionInput) -> CallResult:
         """Run one call S3–S14 and return the published frozen result.
@@ -259,10 +262,11 @@ async def shielded(coro: Any, cancel: Signal) -> Any:
 
 
 class PendingCall:
-    """One call in flight. ``start`` (S3–S7, by the registry), ``dispatch()`` (S8–S10),
-    ``commit()`` (S11–S14). Each phase runs at most once; ``commit`` returns the published
-    result. Batches and sub-call schedulers run the phases separately so that only
-    ``dispatch`` overlaps between calls."""
+    """One call in flight: made by ``ToolRegistry.prepare`` (S3), then ``start()`` (S4–S7),
+    ``dispatch()`` (S8–S10), ``commit()`` (S11–S14). Each phase runs at most once;
+    ``commit`` returns the published result. Batches and sub-call schedulers run the phases
+    separately so that only ``dispatch`` overlaps between calls; ``abandon()`` ends a call
+    whatever phase it is stuck in."""
 
     def __init__(self, registry: ToolRegistry, inp: ExecutionInput) -> None:
         self._registry = registry
@@ -277,6 +281,7 @@ class PendingCall:
         self._core_made: list[tuple[CallResult, bytes]] = []
         self._arguments_json = b"null"
         self._phase = "new"
+        self._needs_policy = False
         self._abandoned = False
         self._published: CallResult | None = None
         self.execution: Execution = None  # type: ignore[assignment]
@@ -301,8 +306,8 @@ class PendingCall:
 
     @property
     def phase(self) -> str:
-        """``"new"``, ``"started"`` (S3–S7 begun), ``"dispatched"`` (S8–S10 begun or
-        skipped), ``"committing"`` or ``"committed"``."""
+        """``"created"`` (S3 done), ``"started"`` (S4–S7 begun), ``"dispatched"`` (S8–S10
+        begun or skipped), ``"committing"`` or ``"committed"``."""
         return self._phase
 
     @property
@@ -322,13 +327,9 @@ class PendingCall:
         whatever the running stage produces later is discarded. Used for a sub-call that
         did not stop when its run ended (``TOOL_OUTCOME_UNKNOWN``). No-op once committed.
 
-        Raises:
-            RuntimeError: the call was never started.
         """
         if self._phase == "committed":
             return
-        if self._phase == "new":
-            raise RuntimeError(f"{self!r}: abandon() before start()")
         self._settle("final", failure_from(error))
         self._abandoned = True
         self._phase = "dispatched"
@@ -339,12 +340,16 @@ class PendingCall:
 
     # -- S3 ... S7 ----------------------------------------------------------------------
     async def start(self) -> None:
-        """S3–S7 (at most once, after ``ToolRegistry.prepare``)."""
-        if self._phase != "new":
+        """S4–S7 (at most once, after ``ToolRegistry.prepare`` did S3)."""
+        if self._phase != "created":
             raise RuntimeError(f"{self!r}: start() called in phase {self._phase!r}")
-        await self._start()
+        self._phase = "started"
+        if self._needs_policy:
+            await self._policy()
 
-    async def _start(self) -> None:
+    def _create(self) -> None:
+        """S3, synchronously: token, definition and finalizer, frozen arguments, the
+        Code-Mode collapse and the pre-aborted check. Policy is left to ``start``."""
         inp = self._input
         reg = self._registry
         token = ExecutionToken()
@@ -373,7 +378,7 @@ class PendingCall:
             signal=self.caller,
             definition=defn,
         )
-        self._phase = "started"
+        self._phase = "created"
         if args_error is not None:
             self._settle("final", failure_from(args_error))
             return
@@ -395,7 +400,7 @@ class PendingCall:
         if self.caller.aborted:
             self._settle("final", _aborted(True))
             return
-        await self._policy()
+        self._needs_policy = True
 
     async def _policy(self) -> None:
         reg = self._registry
@@ -670,7 +675,7 @@ class PendingCall:
     # -- S11 ... S14 --------------------------------------------------------------------
     async def commit(self) -> CallResult:
         """S11 (post route only), S12–S14; returns the published frozen result."""
-        if self._phase == "started" and self.route != "dispatch":
+        if self._phase in ("created", "started") and self.route != "dispatch":
             self._phase = "dispatched"
         if self._phase != "dispatched":
             raise RuntimeError(f"{self!r}: commit() called in phase {self._phase!r}")

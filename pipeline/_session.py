@@ -114,6 +114,9 @@ class Session:
         self._turn = self._restore()
         self._turn_open = False
         self._step = 0
+        self._open_steps = 0            # batches whose step is open (concurrent calls overlap)
+        self._implicit_batches = 0      # batches sharing a turn that a batch opened
+        self._implicit_cancelled = False
         self.turn_concluded = False
         if approval is not None:
             if isinstance(approval, str):
@@ -429,7 +432,7 @@ class Session:
         return await self._registry.start(inp)
 
     def prepare(self, inp: ExecutionInput) -> PendingCall:
-        """A pending call not yet started: ``await pending.start()`` runs S3–S7. A
+        """A pending call after S3, not yet started: ``await pending.start()`` runs S4–S7. A
         scheduler that may give up on a call (``pending.abandon(error)``) holds it from
         here, so even a call stuck in policy can be finalized and published."""
         return self._registry.prepare(inp)
@@ -519,9 +522,16 @@ class Session:
     async def _batch(
         self, items: list[tuple[str, str, Any, str]], agent: str | None, signal: Signal, pool: int
     ) -> list[CallResult]:
-        implicit = not self._turn_open
-        if implicit:
+        # A batch with no turn open opens one; batches running meanwhile (concurrent
+        # `call`s on one session) join it, and the last to finish closes it, so no result
+        # lands after the turn's end. Their steps overlap; each is closed by its batch.
+        implicit = not self._turn_open or self._implicit_batches > 0
+        if not self._turn_open:
             self.begin_turn()
+            self._implicit_cancelled = False
+        if implicit:
+            self._implicit_batches += 1
+        self._open_steps += 1
         self._step += 1
         turn, step = self._turn, self._step
         self.log.append(StepStart(turn=turn, step=step))
@@ -581,14 +591,21 @@ class Session:
         finally:
             await asyncio.gather(*commits, return_exceptions=True)  # never leave work behind
             self.log.append(StepEnd(turn=turn, step=step))
-            if not signal.aborted:
-                self._deliver_inbox()  # on cancellation they stay pending for the next turn
+            self._open_steps -= 1
+            if not signal.aborted and self._open_steps == 0:
+                # on cancellation they stay pending for the next turn; while another step is
+                # open they wait for its end (never between the results of one step)
+                self._deliver_inbox()
             if concluded:
                 self.turn_concluded = True
             if implicit:
-                reason = "cancelled" if signal.aborted else ("concluded" if concluded else "completed")
-                self.log.append(TurnEnd(turn=turn, reason=reason))
-                self._turn_open = False
+                self._implicit_batches -= 1
+                self._implicit_cancelled = self._implicit_cancelled or signal.aborted
+                if self._implicit_batches == 0:
+                    reason = "cancelled" if self._implicit_cancelled else (
+                        "concluded" if self.turn_concluded else "completed")
+                    self.log.append(TurnEnd(turn=turn, reason=reason))
+                    self._turn_open = False
         return [r for r in results if r is not None]
 
     @staticmethod

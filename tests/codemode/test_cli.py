@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -120,3 +122,28 @@ def test_the_sub_call_table_says_why_each_call_failed(tmp_path):
     assert "TOOL_ERROR: Error: no order 'ord-9999'" in shown
     assert 'UNKNOWN_TOOL: Error: unknown tool "nope"' in shown
     assert "INVALID_ARGS: Error: invalid arguments" in shown
+
+
+@pytest.mark.log_unchecked("a log left with its turn open on purpose")
+def test_log_check_reports_violations_and_exit_status(tmp_path):
+    from codemode.pipeline import events, open_log
+
+    sound = tmp_path / "sound.jsonl"
+    done = codemode("run", str(ROOT / "fixtures" / "demo_program.py"), "--builtin", "--log", str(sound))
+    assert done.returncode == 0, done.stderr
+    checked = codemode("log", "check", str(sound))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.strip().endswith("events, no violations")
+
+    open_turn = tmp_path / "open.db"                       # left open, as by a crash
+    with open_log(open_turn) as log:
+        log.append(events.TurnStart(turn=1))
+    checked = codemode("log", "check", str(open_turn))
+    assert checked.returncode == 1
+    assert checked.stdout.splitlines() == ["seq 1: UNCLOSED_TURN: the log ends with turn 1 open"]
+    assert codemode("log", "check", "--partial", str(open_turn)).returncode == 0
+
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("not a log\n")
+    unreadable = codemode("log", "check", str(garbage))
+    assert unreadable.returncode == 2 and "corrupt session log" in unreadable.stderr

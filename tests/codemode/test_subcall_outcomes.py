@@ -372,3 +372,24 @@ def test_kill_9_while_a_sub_call_runs_settles_it_on_reopen(tmp_path, name):
     assert (settle.name, settle.code, settle.is_error) == ("hang", "TOOL_OUTCOME_UNKNOWN", True)
     assert result.error.code == "TOOL_OUTCOME_UNKNOWN"
     assert kinds.count("CodeDispatchStart") == kinds.count("CodeDispatch") == 1
+
+
+# ---- dispatch events only inside a turn ------------------------------------------------------
+
+async def test_a_run_outside_any_turn_governs_its_sub_calls_but_writes_no_dispatch_events(session):
+    from codemode import ExecutionInput, Signal
+    from codemode.pipeline.log import check
+
+    published = []
+    session.on("tools/result", lambda execution, result: published.append(execution.name))
+    result = await session.execute(ExecutionInput(call_id="direct", name="run_code",
+                                                  arguments={"code": "add(a=1, b=2)"}, signal=Signal()))
+    assert result.value["result"] == 3
+    assert published == ["add", "run_code"]
+    assert of(session, events.CodeDispatchStart) == of(session, events.CodeDispatch) == []
+    async with session.turn():                 # the same, inside a turn: recorded
+        await session.execute(ExecutionInput(call_id="in-turn", name="run_code",
+                                             arguments={"code": "add(a=1, b=2)"}, signal=Signal()))
+    [start], [settle] = of(session, events.CodeDispatchStart), of(session, events.CodeDispatch)
+    assert start.root_call_id == settle.root_call_id == "in-turn"
+    assert check(session.log.read()) == []

@@ -29,6 +29,7 @@ def test_backend_is_chosen_by_suffix(tmp_path):
         open_log(tmp_path / "a.txt")
 
 
+@pytest.mark.log_unchecked("hand-made events: a sub-call left unsettled, a turn left open")
 def test_append_assigns_seq_and_time_and_events_survive_reopen(log_path):
     with open_log(log_path) as log:
         first = log.append(TurnStart(turn=1))
@@ -163,6 +164,7 @@ def test_closed_log_refuses_appends(log_path):
         log.append(TurnStart(turn=1))
 
 
+@pytest.mark.log_unchecked("hand-made events: calls outside any step")
 def test_concurrent_appends_get_unique_consecutive_seqs(log_path):
     with open_log(log_path) as log:
         def worker(k: int) -> None:
