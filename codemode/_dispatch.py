@@ -265,9 +265,10 @@ class SubCallDispatcher:
         self._log_settle(sub, content)
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
-        if not result.is_error and any(_is_image(b) for b in result.content):
-            # The model never sees a sub-call's result, so an image in it would be lost:
-            # it follows the outer result as one more user message (PIPELINE.md §8.3).
+        if not result.is_error and any(_is_media(b) for b in result.content):
+            # The model never sees a sub-call's result, so an image (audio, a resource) in
+            # it would be lost: it follows the outer result as one more user message
+            # (PIPELINE.md §8.3).
             self._outer.defer_context(list(result.content))
         if result.concludes_turn:
             self._outer.conclude_turn()
@@ -330,8 +331,9 @@ class SubCallDispatcher:
                     self._log_settle(sub, tuple(sub.result.content))
 
 
-def _is_image(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "image"
+def _is_media(block: Any) -> bool:
+    """An image, audio, embedded resource or any other block that is not text."""
+    return isinstance(block, dict) and block.get("type") != "text"
 
 
 ABANDONED_MESSAGE = (
