@@ -51,6 +51,7 @@ from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
 from ._registry import PendingCall
 from ._result import CallResult, ToolErrorDetail
+from ._scheduler import CallState, Scheduled, Scheduler
 from ._schema import validate
 from ._session import POINTS, Session
 from ._signal import Signal
@@ -72,6 +73,7 @@ __all__ = [
     "Ask",
     "Block",
     "CallResult",
+    "CallState",
     "Deny",
     "DispatchExecution",
     "DuplicateToolError",
@@ -104,6 +106,8 @@ __all__ = [
     "ReplaceIfVersion",
     "ReservedToolError",
     "RunContext",
+    "Scheduled",
+    "Scheduler",
     "Session",
     "SessionLog",
     "Signal",

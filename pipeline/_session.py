@@ -22,8 +22,8 @@ from ._definition import ToolDefinition
 from ._errors import DuplicateToolError, ReservedToolError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
-from ._normalize import failure_from
 from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
+from ._scheduler import Scheduled, Scheduler
 from ._result import CallResult
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
@@ -535,61 +535,39 @@ class Session:
         self._step += 1
         turn, step = self._turn, self._step
         self.log.append(StepStart(turn=turn, step=step))
-        results: list[CallResult | None] = [None] * len(items)
         concluded = False
-        dispatching: set[asyncio.Task[None]] = set()
-        commits: list[asyncio.Task[None]] = []
-        previous: asyncio.Task[None] | None = None
+        calls: dict[int, Event] = {}          # submission index -> its tool/call event
 
-        async def finish(index: int, call_id: str, event: Event, call: PendingCall | None,
-                         failed: CallResult | None, dispatch: asyncio.Task[None] | None,
-                         before: asyncio.Task[None] | None) -> None:
+        def on_start(call: Scheduled) -> None:
+            name, text, _, call_id = call.data
+            calls[call.index] = self.log.append(
+                ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text))
+
+        async def on_commit(call: Scheduled) -> None:
             nonlocal concluded
-            if dispatch is not None:
-                await asyncio.gather(dispatch, return_exceptions=True)
-            if before is not None:
-                await asyncio.gather(before, return_exceptions=True)
-            result = await call.commit() if call is not None else failed
+            result = call.result
             assert result is not None
-            results[index] = result
-            committed = self.log.append(self._tool_result_event(turn, step, call_id, event.seq, result))
+            call_id = call.data[3]
+            committed = self.log.append(
+                self._tool_result_event(turn, step, call_id, calls[call.index].seq, result))
             for context in result.additional_contexts:
                 self._queue(context, MessageSource(kind="context", call_id=call_id), (committed.seq,))
             if result.concludes_turn and not result.is_error:
                 concluded = True
 
+        scheduler = Scheduler(
+            self._registry.prepare, pool=pool, on_start=on_start, on_commit=on_commit,
+            exclusive=lambda call: self.classify(call.data[0], call.data[2], agent) == "exclusive")
         try:
-            for index, (name, text, parsed, call_id) in enumerate(items):
-                exclusive = self.classify(name, parsed, agent) == "exclusive"
-                if exclusive:
-                    await asyncio.gather(*commits, return_exceptions=True)
-                else:
-                    while len(dispatching) >= pool:
-                        await asyncio.wait(dispatching, return_when=asyncio.FIRST_COMPLETED)
-                event = self.log.append(ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text))
-                call: PendingCall | None = None
-                failed: CallResult | None = None
-                dispatch: asyncio.Task[None] | None = None
-                try:
-                    call = await self._registry.start(
-                        ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent)
-                    )
-                except Exception as exc:  # e.g. an empty tool name: still answer the call
-                    failed = failure_from(exc)
-                if call is not None:
-                    dispatch = asyncio.ensure_future(call.dispatch())
-                    dispatching.add(dispatch)
-                    dispatch.add_done_callback(dispatching.discard)
-                previous = asyncio.ensure_future(finish(index, call_id, event, call, failed, dispatch, previous))
-                commits.append(previous)
-                if exclusive:
-                    await asyncio.gather(previous, return_exceptions=True)
-            outcomes = await asyncio.gather(*commits, return_exceptions=True)
-            for outcome in outcomes:
-                if isinstance(outcome, BaseException):
-                    raise outcome
+            for item in items:
+                name, _, parsed, call_id = item
+                scheduler.submit(
+                    ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent),
+                    data=item)
+            scheduler.seal()
+            done = await scheduler.join()
         finally:
-            await asyncio.gather(*commits, return_exceptions=True)  # never leave work behind
+            await asyncio.gather(*(c.done for c in scheduler.calls), return_exceptions=True)
             self.log.append(StepEnd(turn=turn, step=step))
             self._open_steps -= 1
             if not signal.aborted and self._open_steps == 0:
@@ -606,7 +584,7 @@ class Session:
                         "concluded" if self.turn_concluded else "completed")
                     self.log.append(TurnEnd(turn=turn, reason=reason))
                     self._turn_open = False
-        return [r for r in results if r is not None]
+        return [c.result for c in done if c.result is not None]
 
     @staticmethod
     def _tool_result_event(turn: int, step: int, call_id: str, call_seq: int, result: CallResult) -> ToolResult:
