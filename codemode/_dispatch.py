@@ -2,25 +2,30 @@
 PIPELINE.md §11.4).
 
 The sandbox calls `SubCallDispatcher.dispatch` on its own thread with a batch (wire format:
-`sandbox._wire`); the dispatcher hops onto the session's event loop, starts each new call in
-submission order, and answers with the calls that settled. Each sub-call:
+`sandbox._wire`); the dispatcher hops onto the session's event loop, submits each new call
+to the run's `Scheduler` (the same one a native batch runs on: ordered starts, the pool of
+`max_concurrent_subcalls`, the exclusive barrier, ordered commits), and answers with the
+calls that settled. What this module adds is the sub-call's identity and its log:
 
-1. is numbered `n` in arrival order and gets the parent token: `sub_call_id =
+1. each call is numbered `n` in arrival order and gets the parent token: `sub_call_id =
    "<run_code callId>:code:<n>"`, `root_call_id` of the outer call, `parent_call_id` = the
    outer call, and the outer execution's opaque token as `parent` (whatever the program
    sent is ignored: only name and arguments are read from the batch);
-2. waits for the previous call's start (ordered starts) and for a slot in the pool
-   (`max_concurrent_subcalls`), then logs `tool/code-dispatch-start` and runs the whole
-   pipeline in its phases: `Session.start` (pre-execute, approval, guards) one call at a
-   time, `dispatch` (wrappers and body) overlapping with other calls, `commit`
-   (post-execute, finalize, `tools/result`) in submission order; a call whose tool is not
-   concurrency-safe runs alone;
-3. commits in submission order: logs `tool/code-dispatch` with the final content, forwards
-   its `additionalContexts` to the outer call, and only then is reported to the program.
+2. when it starts, `tool/code-dispatch-start` is logged;
+3. when it commits, `tool/code-dispatch` is logged with the final content and the code of
+   the rejection, its `additionalContexts` (and media) are deferred to after the outer
+   result, and only then is it reported to the program.
 
-A name that is not exposed to the run never reaches a tool: it fails `UNKNOWN_TOOL`, logged
-like any sub-call. Neither do arguments naming a parent-token field (`RESERVED_ARGUMENTS`):
-only the host mints those, so such a call fails `INVALID_ARGS`, logged the same way.
+Dispatch events are written only while a turn is open (`Session.call` and `call_batch`
+open one): a run through `session.execute` with no turn open still sends every sub-call
+through the pipeline (policy, finalizer, `tools/result`) but logs no dispatch events.
+
+A name that is not exposed to the run never reaches a tool, but it reaches policy like a
+name visible nowhere: pre-execute, guards and the finalizer see it, and it fails
+`UNKNOWN_TOOL` at dispatch, logged like any sub-call. A call the guest found not to fit the
+tool's signature (`invalid` on the wire) is recorded the same way and fails `INVALID_ARGS`.
+Arguments naming a parent-token field (`RESERVED_ARGUMENTS`) are refused the same way:
+only the host mints those, so such a call fails `INVALID_ARGS`.
 """
 
 from __future__ import annotations
@@ -32,7 +37,18 @@ from typing import Any
 
 import msgspec
 
-from codemode.pipeline import CallResult, ExecutionInput, RunContext, Session, Signal, events
+from codemode.pipeline import (
+    CallResult,
+    CallState,
+    ExecutionInput,
+    OutcomeUnknownError,
+    RunContext,
+    Scheduled,
+    Scheduler,
+    Session,
+    Signal,
+    events,
+)
 from codemode.sandbox import _wire
 
 from ._rejections import rejection_code
@@ -44,6 +60,13 @@ RESERVED_ARGUMENTS = frozenset({"root_call_id", "parent_call_id", "sub_call_id",
                                 "rootCallId", "parentCallId", "subCallId"})
 """Top-level argument names a program may not send: the parent token's fields, which the
 host sets on every sub-call (a program must not make a call look like another's child)."""
+
+ABANDONED_MESSAGE = (
+    f"tool call abandoned: it did not stop within {ABANDON_AFTER_S:g} s of the run's end, so "
+    "its outcome is unknown; it may or may not have taken effect — check the current state "
+    "before retrying")
+
+RUN_OVER_MESSAGE = "run is over; not dispatched"
 
 
 @dataclass
@@ -60,23 +83,20 @@ class SubCallSummary:
                 "by_tool": dict(self.by_tool)}
 
 
+@dataclass(frozen=True)
 class _SubCall:
-    def __init__(self, guest_id: int, n: int, sub_call_id: str, name: str, raw_args: bytes,
-                 signal: Signal, loop: asyncio.AbstractEventLoop) -> None:
-        self.guest_id = guest_id
-        self.n = n
-        self.sub_call_id = sub_call_id
-        self.name = name
-        self.raw_args = raw_args
-        self.signal = signal
-        self.started: asyncio.Future[None] = loop.create_future()
-        self.committed: asyncio.Future[None] = loop.create_future()
-        self.result: CallResult | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.logged_start = False
-        self.commit_logged = False
-        self.execution: Any = None                # the pipeline's execution, once started
-        self.dispatching: asyncio.Future[None] | None = None   # its S8-S10 phase
+    """What the dispatcher knows of one sub-call besides its place in the scheduler (whose
+    `CallState` says where it is)."""
+
+    guest_id: int
+    sub_call_id: str
+    name: str
+    raw_args: bytes                 # the guest's JSON text: decoded afresh for each use
+    invalid: str | None             # the guest found it did not fit the signature: why
+    signal: Signal                  # the run's scope, and the program's own cancel
+
+    def arguments(self) -> Any:
+        return msgspec.json.decode(self.raw_args)
 
 
 class SubCallDispatcher:
@@ -97,13 +117,19 @@ class SubCallDispatcher:
         self._session = session
         self._outer = outer
         self._exposed = exposed
+        self._reachable = frozenset(exposed)
         self._loop = loop
-        self._pool = asyncio.Semaphore(max_concurrent)
         self._run_signal = run_signal
-        self._by_guest_id: dict[int, _SubCall] = {}
-        self._order: list[_SubCall] = []
-        self._unreported: list[_SubCall] = []     # started by a batch, not yet answered
+        self._scheduler = Scheduler(session.prepare, pool=max_concurrent,
+                                    exclusive=self._exclusive, on_start=self._log_start,
+                                    on_commit=self._commit)
+        self._by_guest_id: dict[int, Scheduled] = {}
+        self._unreported: list[Scheduled] = []     # submitted by a batch, not yet answered
         self._closed = False
+        # Dispatch events belong inside a turn (PIPELINE.md §10). A run with none open
+        # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
+        # but writes no dispatch events.
+        self._record = session.turn_open
         self.summary = SubCallSummary()
 
     # ---- called on the sandbox's thread ------------------------------------------------
@@ -118,163 +144,110 @@ class SubCallDispatcher:
     async def _serve(self, batch: str) -> str:
         request = _wire.request_decoder.decode(batch)
         replies: list[_wire.SubCallResult] = []
-        for call in request.calls:
-            if self._closed or call.id in self._by_guest_id:
+        for wire_call in request.calls:
+            if self._closed or self._run_signal.aborted:   # refused first: no number, no event
+                replies.append(_wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
+                                                   message=RUN_OVER_MESSAGE))
+            elif wire_call.id in self._by_guest_id:
                 replies.append(_wire.SubCallResult(
-                    id=call.id, ok=False, code="TOOL_ERROR",
-                    message="run is over; not dispatched" if self._closed
-                    else f"sub-call id {call.id} was already used"))
-                continue
-            self._submit(call)
-        for guest_id in request.cancel:
-            sub = self._by_guest_id.get(guest_id)
-            if sub is not None:
-                sub.signal.abort("cancelled by the program")
-        pending = self._unreported
-        if request.until is not None:
-            wanted = set(request.until)
-            targets = [s for s in pending if s.guest_id in wanted]
-        else:
-            targets = pending
-        tasks = [s.task for s in targets if s.task is not None]
-        if tasks and not any(t.done() for t in tasks) and (request.wait_s or 0) > 0:
-            await asyncio.wait(tasks, timeout=request.wait_s,
-                               return_when=asyncio.FIRST_COMPLETED)
-        still = []
-        for sub in pending:
-            if sub.task is not None and sub.task.done():
-                replies.append(self._reply(sub))
+                    id=wire_call.id, ok=False, code="TOOL_ERROR",
+                    message=f"sub-call id {wire_call.id} was already used"))
             else:
-                still.append(sub)
-        self._unreported = still
+                self._submit(wire_call)
+        for guest_id in request.cancel:
+            call = self._by_guest_id.get(guest_id)
+            if call is not None:
+                call.data.signal.abort("cancelled by the program")
+        pending = self._unreported
+        wanted = None if request.until is None else set(request.until)
+        targets = [c for c in pending if wanted is None or c.data.guest_id in wanted]
+        if targets and not any(c.done.done() for c in targets) and (request.wait_s or 0) > 0:
+            await asyncio.wait([c.done for c in targets], timeout=request.wait_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        self._unreported = [c for c in pending if not c.done.done()]
+        replies.extend(self._reply(c) for c in pending if c.done.done())
         return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
 
-    def _submit(self, call: _wire.SubCall) -> _SubCall:
-        n = len(self._order) + 1
-        previous = self._order[-1] if self._order else None
-        sub = _SubCall(call.id, n, f"{self._outer.execution.call_id}:code:{n}", call.name,
-                       bytes(call.args), Signal.any(self._run_signal), self._loop)
-        self._by_guest_id[call.id] = sub
-        self._order.append(sub)
-        sub.task = self._loop.create_task(self._run(sub, previous))
-        self._unreported.append(sub)
-        return sub
-
-    async def _run(self, sub: _SubCall, previous: _SubCall | None) -> None:
-        """Start in submission order (S3-S7, one at a time), dispatch in the pool (S8-S10,
-        overlapping), commit in submission order (S11-S14). An exclusive call (the tool's
-        classifier did not say concurrency-safe) starts only after every earlier call
-        committed and holds the barrier until its own commit (PIPELINE.md §11.4)."""
-        exclusive = self._session.classify(sub.name, self._arguments(sub),
-                                           self._outer.execution.agent) == "exclusive"
-        pending = None
-        try:
-            if previous is not None:
-                # An exclusive call settles `started` only after its commit: a barrier.
-                await asyncio.shield(previous.committed if exclusive else previous.started)
-            async with self._pool:
-                self._log_start(sub)
-                reserved = _reserved_arguments(self._arguments(sub))
-                if sub.name not in self._exposed:
-                    sub.result = CallResult.failure(f'unknown tool "{sub.name}"',
-                                                    code="UNKNOWN_TOOL", name="UnknownToolError")
-                elif reserved:
-                    sub.result = CallResult.failure(
-                        f'invalid arguments: "{reserved[0]}" is reserved for the host '
-                        "(it sets the parent token of every sub-call)",
-                        code="INVALID_ARGS", name="InvalidArgumentsError")
-                else:
-                    pending = await self._session.start(self._input(sub))
-                    sub.execution = pending.execution
-                if not exclusive:
-                    _settle(sub.started)              # the next call may start now
-                if pending is not None:
-                    # Its own task, so abandoning this call never waits on a body that
-                    # ignores (or swallows) cancellation.
-                    sub.dispatching = asyncio.ensure_future(pending.dispatch())
-                    await asyncio.shield(sub.dispatching)
-            if previous is not None:
-                await asyncio.shield(previous.committed)
-            if pending is not None:
-                sub.result = await pending.commit()
-            await self._commit(sub)
-        except asyncio.CancelledError:
-            if not sub.logged_start:               # queued, never started: no events
-                sub.result = CallResult.failure("run is over; not dispatched", code="ABORTED")
-            else:                                  # started, then abandoned by `drain`
-                if previous is not None:           # commits stay in submission order
-                    await asyncio.shield(previous.committed)
-                if pending is not None and _succeeded(sub.dispatching):
-                    sub.result = await pending.commit()    # it finished; only waited
-                else:
-                    sub.result = _abandoned()
-                await self._commit(sub)
-        except Exception as exc:                   # the pipeline itself failed: still commit
-            sub.result = CallResult.failure(f"sub-call failed in the host: {exc}")
-            if sub.logged_start and not sub.committed.done():
-                await self._commit(sub)
-        finally:
-            _settle(sub.started)
-            _settle(sub.committed)
-
-    def _input(self, sub: _SubCall) -> ExecutionInput:
+    def _submit(self, wire_call: _wire.SubCall) -> None:
+        n = len(self._by_guest_id) + 1
         outer = self._outer.execution
-        return ExecutionInput(
-            call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            signal=sub.signal, root_call_id=outer.root_call_id, agent=outer.agent,
-            parent=outer.token)
+        raw_args = bytes(wire_call.args)
+        sub = _SubCall(guest_id=wire_call.id, sub_call_id=f"{outer.call_id}:code:{n}",
+                       name=wire_call.name, raw_args=raw_args,
+                       invalid=wire_call.invalid or _reserved_reason(raw_args),
+                       signal=Signal.any(self._run_signal))
+        inp = ExecutionInput(
+            call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(), signal=sub.signal,
+            root_call_id=outer.root_call_id, agent=outer.agent, parent=outer.token,
+            reachable=self._reachable, argument_error=sub.invalid)
+        call = self._scheduler.submit(inp, data=sub)
+        self._by_guest_id[sub.guest_id] = call
+        self._unreported.append(call)
 
-    def _arguments(self, sub: _SubCall) -> Any:
-        return msgspec.json.decode(sub.raw_args)  # a fresh copy per use
+    def _exclusive(self, call: Scheduled) -> bool:
+        """Concurrency-safe only by the tool's own classifier; an unexposed name or a call
+        of the wrong shape is exclusive (PIPELINE.md §2 S0)."""
+        sub: _SubCall = call.data
+        return sub.name not in self._exposed or sub.invalid is not None or \
+            self._session.classify(sub.name, sub.arguments(),
+                                   self._outer.execution.agent) == "exclusive"
 
-    def _log_start(self, sub: _SubCall) -> None:
-        sub.logged_start = True
+    # ---- the sub-call's own events -----------------------------------------------------
+
+    def _log_start(self, call: Scheduled) -> None:
+        if not self._record:
+            return
+        sub: _SubCall = call.data
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatchStart(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub)))
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments()))
 
-    async def _commit(self, sub: _SubCall) -> None:
-        result = sub.result
+    async def _commit(self, call: Scheduled) -> None:
+        result = call.result
         assert result is not None
+        execution = call.pending.execution if call.pending is not None else None
         # The durable copy goes through the `tools/code-dispatch-log` waterfall.
-        content = await self._session.code_dispatch_content(sub.execution, result)
-        if sub.commit_logged:                     # committed once, whatever interrupted
-            return
-        self._log_settle(sub, content)
+        content = await self._session.code_dispatch_content(execution, result)
+        self._log_settle(call, result, content)
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
-        if not result.is_error and any(_is_image(b) for b in result.content):
-            # The model never sees a sub-call's result, so an image in it would be lost:
-            # it follows the outer result as one more user message (PIPELINE.md §8.3).
+        if not result.is_error and any(_is_media(b) for b in result.content):
+            # The model never sees a sub-call's result, so an image (audio, a resource) in
+            # it would be lost: it follows the outer result as one more user message
+            # (PIPELINE.md §8.3).
             self._outer.defer_context(list(result.content))
         if result.concludes_turn:
             self._outer.conclude_turn()
         self.summary.total += 1
+        sub: _SubCall = call.data
         self.summary.by_tool[sub.name] = self.summary.by_tool.get(sub.name, 0) + 1
         if result.is_error:
             self.summary.failed += 1
             if rejection_code(result) == "DENIED":
                 self.summary.denied += 1
 
-    def _log_settle(self, sub: _SubCall, content: tuple[Any, ...]) -> None:
-        assert sub.result is not None
+    def _log_settle(self, call: Scheduled, result: CallResult, content: tuple[Any, ...]) -> None:
+        if not self._record:
+            return
+        sub: _SubCall = call.data
         outer = self._outer.execution
-        sub.commit_logged = True
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=self._arguments(sub),
-            is_error=sub.result.is_error, content=content))
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
+            is_error=result.is_error, content=content,
+            code=rejection_code(result) if result.is_error else msgspec.UNSET))
 
-    def _reply(self, sub: _SubCall) -> _wire.SubCallResult:
-        result = sub.result
+    def _reply(self, call: Scheduled) -> _wire.SubCallResult:
+        guest_id = call.data.guest_id
+        result = call.result
         if result is None:
-            return _wire.SubCallResult(id=sub.guest_id, ok=False, code="ABORTED",
-                                       message="tool call aborted")
+            return _wire.SubCallResult(id=guest_id, ok=False, code="TOOL_ERROR",
+                                       message=f"sub-call failed in the host: {call.error}")
         if not result.is_error:
-            return _wire.SubCallResult(id=sub.guest_id, ok=True, value=result.value)
+            return _wire.SubCallResult(id=guest_id, ok=True, value=result.value)
         assert result.error is not None
-        return _wire.SubCallResult(id=sub.guest_id, ok=False, code=rejection_code(result),
+        return _wire.SubCallResult(id=guest_id, ok=False, code=rejection_code(result),
                                    message=result.error.message)
 
     async def drain(self) -> None:
@@ -282,50 +255,35 @@ class SubCallDispatcher:
         await the ones in flight and their commits (PIPELINE.md §11.3 step 4).
 
         A tool that ignores the abort cannot hold the run past its limit: a call still
-        unsettled `ABANDON_AFTER_S` seconds later is committed as an `ABORTED` failure
-        (logged; post-execute and finalization do not run for it) and its body is left to
-        finish on its own, its result discarded."""
+        unsettled `ABANDON_AFTER_S` seconds later is abandoned. Nobody knows whether it
+        will take effect, so it is committed as `TOOL_OUTCOME_UNKNOWN` through the
+        pipeline (the finalizer and `tools/result` run for it, as after crash repair) and
+        logged; its body is left to finish on its own, its result discarded."""
         self._closed = True
         self._run_signal.abort("settled")
-        for sub in self._order:
-            if sub.task is not None and not sub.logged_start:
-                sub.task.cancel()
-        tasks = [s.task for s in self._order if s.task is not None and not s.task.done()]
-        if not tasks:
-            return
-        _, stuck = await asyncio.wait(tasks, timeout=ABANDON_AFTER_S)
-        for task in stuck:
-            task.cancel()
-        if stuck:
-            _, still = await asyncio.wait(stuck, timeout=ABANDON_AFTER_S)
-            for sub in self._order:                # whatever still hangs: log it anyway
-                if sub.task in still and sub.logged_start and not sub.commit_logged:
-                    sub.result = _abandoned()
-                    self._log_settle(sub, tuple(sub.result.content))
+        hanging = await self._scheduler.drain(
+            abandon_after_s=ABANDON_AFTER_S,
+            abandon_error=lambda: OutcomeUnknownError(ABANDONED_MESSAGE))
+        for call in hanging:              # even its commit hangs (a log listener): log it anyway
+            if call.state is not CallState.QUEUED:
+                result = call.result or CallResult.failure(
+                    ABANDONED_MESSAGE, code="TOOL_OUTCOME_UNKNOWN", name="ToolOutcomeUnknown")
+                self._log_settle(call, result, tuple(result.content))
 
 
-def _reserved_arguments(arguments: Any) -> list[str]:
-    """The parent-token fields among the top-level argument names, sorted."""
+def _reserved_reason(raw_args: bytes) -> str | None:
+    """Why the arguments are refused when a top-level name is a parent-token field (the
+    first such name, sorted), else None."""
+    arguments = msgspec.json.decode(raw_args)
     if not isinstance(arguments, dict):
-        return []
-    return sorted(k for k in arguments if k in RESERVED_ARGUMENTS)
+        return None
+    reserved = sorted(k for k in arguments if k in RESERVED_ARGUMENTS)
+    if not reserved:
+        return None
+    return (f'"{reserved[0]}" is reserved for the host (it sets the parent token of every '
+            "sub-call)")
 
 
-def _is_image(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "image"
-
-
-def _abandoned() -> CallResult:
-    return CallResult.failure(
-        f"tool call abandoned: it did not stop within {ABANDON_AFTER_S} s of the run's end",
-        code="ABORTED", name="AbortError")
-
-
-def _succeeded(task: asyncio.Future[None] | None) -> bool:
-    return (task is not None and task.done() and not task.cancelled()
-            and task.exception() is None)
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+def _is_media(block: Any) -> bool:
+    """An image, audio, embedded resource or any other block that is not text."""
+    return isinstance(block, dict) and block.get("type") != "text"

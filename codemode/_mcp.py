@@ -21,8 +21,21 @@ What a program receives from a call:
                                                                the text is what the server
                                                                said, and a tool without an
                                                                outputSchema promises no shape)
-    otherwise (images, resources, ...)                         the content blocks as JSON
+    otherwise (images, audio, resources, ...)                  the content blocks as JSON
                                                                objects (MCP wire field names)
+
+What the model receives (the definition's rendering): the same content blocks, images,
+audio and embedded resources included, so a direct call shows them as content and a
+sub-call's are forwarded after the outer `run_code` result like a native tool's images. An
+answer with structured content beside media keeps the structured value for programs and
+defers the media blocks to after the result.
+
+A message from the server that cannot be parsed never leaves a call waiting for its
+timeout. Unpaired surrogate escapes (`"\ud835"`, which Node servers emit) are repaired to
+U+FFFD and the message is delivered. Anything else that does not parse fails the call it
+answers (found by its `id`) at once with `McpProtocolError`, naming the server; a broken
+line that names no id but looks like a message (`{...`) fails every call in flight on that
+server; a line that is not JSON at all (stray output on stdout) is ignored with a warning.
 
 The error tree (each is a `HarnessError`, so a failed call keeps `{name, code}` in the log
 and the program sees the code on its `ToolCallError`)::
@@ -35,6 +48,7 @@ and the program sees the code on its `ToolCallError`)::
      │                                        (or before it was sent)
      ├── McpCallTimeout     TOOL_TIMEOUT      no answer within `call_timeout_s` (or the
      │                                        timeout given to `call`)
+     ├── McpProtocolError   MCP_PROTOCOL_ERROR the server's answer could not be parsed
      └── McpToolError       TOOL_ERROR        the server answered `isError: true` (message:
                                               the server's text) or with a JSON-RPC error
 """
@@ -43,8 +57,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
+import re
 import shlex
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -52,11 +68,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
+from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT, PaginatedRequestParams
 
-from codemode.pipeline import HarnessError, RunContext, ToolDefinition
+from codemode.pipeline import HarnessError, RunContext, ToolDefinition, default_render
 
 
 class _OncePerMessage(logging.Filter):
@@ -77,10 +95,12 @@ class _OncePerMessage(logging.Filter):
 
 
 logging.getLogger("mcp.client.stdio").addFilter(_OncePerMessage())
+_log = logging.getLogger("codemode.mcp")
 
 __all__ = [
     "McpCallTimeout",
     "McpError",
+    "McpProtocolError",
     "McpServer",
     "McpServerDied",
     "McpStartError",
@@ -137,6 +157,14 @@ class McpCallTimeout(McpError):
     """A `tools/call` got no answer within the server's `call_timeout_s`."""
 
     code = "TOOL_TIMEOUT"
+
+
+class McpProtocolError(McpError):
+    """The server sent an answer that could not be parsed (not JSON, or not a JSON-RPC
+    message); the call it answered, or every call in flight when it named none, fails at
+    once instead of waiting for its timeout."""
+
+    code = "MCP_PROTOCOL_ERROR"
 
 
 class McpToolError(McpError):
@@ -203,6 +231,7 @@ class McpServer:
         self.server_info: Any = None
         self._stderr = stderr
         self._session: ClientSession | None = None
+        self._in_flight: set[asyncio.Future[None]] = set()   # fail all: a broken answer
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._closed = False
@@ -364,7 +393,7 @@ class McpServer:
                 relayed, inbox = anyio.create_memory_object_stream[Any](0)
                 ended = asyncio.Event()
                 async with anyio.create_task_group() as relays:
-                    relays.start_soon(_relay, read, relayed, ended)
+                    relays.start_soon(_relay, read, relayed, ended, self._recover)
                     async with ClientSession(inbox, write) as session:
                         try:
                             init = await session.initialize()
@@ -427,7 +456,7 @@ class McpServer:
         tool_name: str = mcp_tool.name
 
         async def execute(args: dict[str, Any], ctx: RunContext) -> Any:
-            return await self.call(tool_name, args, signal=ctx.signal)
+            return await self.call(tool_name, args, signal=ctx.signal, media=ctx.defer_context)
 
         execute.__name__ = f"{tool_name}_execute"
         annotations = mcp_tool.annotations
@@ -440,11 +469,13 @@ class McpServer:
             execute=execute,
             output_schema=(dict(mcp_tool.output_schema)
                            if mcp_tool.output_schema is not None else None),
+            render=_render,
             is_concurrency_safe=safe,
         )
 
     async def call(self, tool_name: str, arguments: Mapping[str, Any] | None = None, *,
-                   signal: Any = None, timeout_s: float | None = None) -> Any:
+                   signal: Any = None, timeout_s: float | None = None,
+                   media: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
         """Send one `tools/call` and return the value a program receives (module docstring).
 
         Args:
@@ -453,7 +484,11 @@ class McpServer:
             signal: an optional `pipeline.Signal`; aborting it cancels the request and
                 raises its reason (`AbortedError` by default).
             timeout_s: seconds to wait for the answer (default: `call_timeout_s`).
+            media: called with the non-text content blocks (images, audio, resources) of an
+                answer whose value is its structured content, which would otherwise drop
+                them (a tool body passes its `defer_context`).
         Raises:
+            McpProtocolError: the server's answer could not be parsed.
             McpToolError: `isError: true` or a JSON-RPC error from the server.
             McpServerDied: the connection is gone or ended before the answer.
             McpCallTimeout: no answer within the timeout.
@@ -468,7 +503,9 @@ class McpServer:
             signal.throw_if_aborted()
         limit_s = self.call_timeout_s if timeout_s is None else timeout_s
         request = asyncio.ensure_future(session.call_tool(tool_name, dict(arguments or {})))
-        waiters: set[asyncio.Future[Any]] = {request, owner}
+        broken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight.add(broken)
+        waiters: set[asyncio.Future[Any]] = {request, owner, broken}
         aborted: asyncio.Future[Any] | None = None
         if signal is not None:
             aborted = asyncio.ensure_future(signal.wait())
@@ -477,6 +514,7 @@ class McpServer:
             done, _ = await asyncio.wait(waiters, timeout=limit_s,
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._in_flight.discard(broken)
             if aborted is not None:
                 aborted.cancel()
             if not request.done():
@@ -485,7 +523,11 @@ class McpServer:
             if request.done() and not request.cancelled():
                 request.exception()                 # retrieved in every path
         if request in done:
-            return self._value(tool_name, request)
+            return self._value(tool_name, request, media)
+        if broken in done:
+            raise McpProtocolError(f"MCP server {self.name!r} sent a message that could not be "
+                                   f"parsed while {tool_name!r} was running: {broken.exception()}",
+                                   server=self.name)
         if aborted is not None and aborted in done:
             signal.throw_if_aborted()
         if owner in done:
@@ -494,10 +536,11 @@ class McpServer:
             f"MCP tool {tool_name!r} on server {self.name!r} did not answer within "
             f"{limit_s:g} s", server=self.name)
 
-    def _value(self, tool_name: str, request: asyncio.Future[Any]) -> Any:
+    def _value(self, tool_name: str, request: asyncio.Future[Any],
+               media: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
         exc = request.exception()
         if exc is None:
-            return self._unwrap(tool_name, request.result())
+            return self._unwrap(tool_name, request.result(), media)
         if isinstance(exc, MCPError):
             if exc.code == CONNECTION_CLOSED:
                 raise self._died(f"closed the connection while {tool_name!r} was running") \
@@ -505,24 +548,79 @@ class McpServer:
             if exc.code == REQUEST_TIMEOUT:
                 raise McpCallTimeout(f"MCP tool {tool_name!r} on server {self.name!r}: "
                                      f"{exc.message}", server=self.name) from exc
+            if exc.code == PARSE_ERROR:
+                raise McpProtocolError(exc.message, server=self.name) from exc
             raise McpToolError(exc.message, server=self.name) from exc
         # e.g. the SDK's RuntimeError for structured content that breaks the outputSchema
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise McpToolError(f"MCP tool {tool_name!r} on server {self.name!r} failed: {detail}",
                            server=self.name) from exc
 
-    def _unwrap(self, tool_name: str, result: Any) -> Any:
+    def _unwrap(self, tool_name: str, result: Any,
+                media: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
         texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
         if result.is_error:
             message = "\n".join(texts) or f"MCP tool {tool_name!r} failed (no message)"
             raise McpToolError(message, server=self.name)
+        blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                  for block in result.content]
         if result.structured_content is not None or \
                 "structured_content" in result.model_fields_set:
+            extra = [b for b in blocks if b.get("type") != "text"]
+            if extra and media is not None:
+                media(extra)
             return result.structured_content
         if len(texts) == len(result.content):
             return "\n".join(texts)
-        return [block.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for block in result.content]
+        return blocks
+
+    def _recover(self, exc: Exception) -> SessionMessage | None:
+        """What to deliver for a line of the server's stdout the SDK could not parse
+        (module docstring): the message with unpaired surrogates repaired, a JSON-RPC error
+        answering the call it names, or nothing (then calls in flight may have failed)."""
+        raw = _raw_input(exc)
+        detail = _parse_detail(exc)
+        data: Any = raw
+        if isinstance(raw, str):
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                data = None
+            if data is not None:
+                repaired = _without_lone_surrogates(data)
+                try:
+                    message = mcp_types.jsonrpc_message_adapter.validate_python(
+                        repaired, by_name=False)
+                except ValueError:
+                    pass
+                else:
+                    if repaired != data:
+                        _log.warning("MCP server %r sent unpaired surrogates; replaced with U+FFFD",
+                                     self.name)
+                    return SessionMessage(message)
+        if (isinstance(data, dict) and "method" in data) or (
+                data is None and isinstance(raw, str) and '"method"' in raw):
+            # A request or notification from the server: it answers none of our calls
+            # (its id, if any, is the server's own), so there is nothing to fail.
+            _log.warning("MCP server %r sent a request or notification that could not be "
+                         "parsed: %s", self.name, detail)
+            return None
+        request_id = _message_id(data, raw)
+        if request_id is not None:
+            return SessionMessage(mcp_types.JSONRPCError(
+                jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(
+                    code=PARSE_ERROR, message=f"MCP server {self.name!r} sent an answer that "
+                                              f"could not be parsed: {detail}")))
+        looks_like_a_message = isinstance(data, dict) or (
+            isinstance(raw, str) and raw.lstrip().startswith("{"))
+        if looks_like_a_message:
+            for waiting in tuple(self._in_flight):
+                if not waiting.done():
+                    waiting.set_exception(McpProtocolError(detail, server=self.name))
+        else:
+            _log.warning("MCP server %r wrote a line to stdout that is not a message: %s",
+                         self.name, detail)
+        return None
 
 
 async def _list_all_tools(session: ClientSession) -> list[Any]:
@@ -552,11 +650,91 @@ def _describe(exc: BaseException) -> str:
     return f"failed: {type(exc).__name__}: {text}" if text else f"failed: {type(exc).__name__}"
 
 
-async def _relay(source: Any, sink: Any, ended: asyncio.Event) -> None:
-    """Forward the transport's messages to the session; set `ended` when they stop."""
+def _render(args: Any, value: Any) -> list[dict[str, Any]]:
+    """The model-facing content of a call: an answer made of content blocks (images, audio,
+    resources) is shown as those blocks; any other value as text (`default_render`)."""
+    if isinstance(value, list) and value and all(
+            isinstance(b, dict) and isinstance(b.get("type"), str) for b in value) and \
+            any(b["type"] != "text" for b in value):
+        return list(value)
+    return default_render(value)
+
+
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_LONE_SURROGATE = re.compile(
+    "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+
+
+def _raw_input(exc: Exception) -> Any:
+    """The line (or its decoded JSON) the SDK's parser refused, when it says."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            found = errors()
+        except Exception:
+            return None
+        if found:
+            return found[0].get("input")
+    return None
+
+
+def _parse_detail(exc: Exception) -> str:
+    """Why the SDK refused a line: the JSON error, or that it is no JSON-RPC message."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            found = errors()
+            if found and found[0].get("type") == "json_invalid":
+                return str(found[0].get("msg") or exc)
+            if found:
+                return "valid JSON, but not a JSON-RPC message"
+    return str(exc) or type(exc).__name__
+
+
+def _message_id(data: Any, raw: Any) -> int | str | None:
+    """The JSON-RPC id a broken answer carries, from its decoded JSON or its text."""
+    if isinstance(data, dict):
+        found = data.get("id")
+        return found if isinstance(found, (int, str)) and not isinstance(found, bool) else None
+    if isinstance(raw, str):
+        match = _ID.search(raw)
+        if match:
+            text = match.group(1)
+            with contextlib.suppress(ValueError):
+                value = json.loads(text)
+                if isinstance(value, (int, str)):
+                    return value
+    return None
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """`value` with each unpaired surrogate in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+async def _relay(source: Any, sink: Any, ended: asyncio.Event,
+                 recover: Callable[[Exception], Any]) -> None:
+    """Forward the transport's messages to the session; set `ended` when they stop. A line
+    the transport could not parse arrives as an exception: `recover` makes it a message to
+    deliver, or nothing."""
     try:
         async with sink:
             async for message in source:
+                if isinstance(message, Exception):
+                    try:
+                        message = recover(message)
+                    except Exception:          # e.g. nesting too deep to repair
+                        _log.warning("an unparseable MCP message could not be recovered",
+                                     exc_info=True)
+                        message = None
+                    if message is None:
+                        continue
                 await sink.send(message)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass

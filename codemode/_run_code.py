@@ -144,8 +144,8 @@ def _tool_spec(stub: ToolStub) -> ToolSpec:
 
 
 def _render(args: Any, value: Any) -> list[dict[str, Any]]:
-    """Logs, then stderr, then the result (strings raw, other JSON pretty-printed), each
-    bounded by `MODEL_TEXT_CHARS`, then the summary."""
+    """Logs, then stderr, then the result (strings raw, other JSON pretty-printed; a None
+    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary."""
     parts: list[str] = []
     logs = "".join(value.get("logs", ()))
     if logs:
@@ -153,12 +153,15 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     stderr = value.get("stderr", "")
     if stderr:
         parts.append("stderr:\n" + _bounded(stderr.rstrip("\n")))
-    if "result" in value:
-        result = value["result"]
+    result = value.get("result")
+    if result is not None:
         parts.append(_bounded(result if isinstance(result, str)
                               else json.dumps(result, indent=2, ensure_ascii=False)))
     if not parts:
-        parts.append("(the program completed with no output)")
+        # A final expression of None is kept in the value (`"result": null`) but, as in
+        # Python's REPL, not echoed after output; alone, it is said in words.
+        parts.append("(the program completed with no output; its last expression was None)"
+                     if "result" in value else "(the program completed with no output)")
     summary = value.get("subcalls") or {}
     if summary.get("total"):
         line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"

@@ -35,6 +35,7 @@ from codemode.sandbox import SandboxLimits
 
 from ._cli_render import draw_card, failure_text, write_output
 from ._cli_run import run_program
+from ._log_cli import log_app
 from ._policy import Policy, PolicyError
 
 
@@ -319,15 +320,4 @@ def serve_command(
         raise typer.Exit(2) from None
 
 
-# `codemode log ...`: commands that read session logs. Each lives in its own module as a
-# plain typer command function, registered here.
-log_app = typer.Typer(no_args_is_help=True, help="Inspect session logs.")
-app.add_typer(log_app, name="log")
-
-
-def _register_log_commands() -> None:
-    from ._log_show import show
-    log_app.command("show")(show)
-
-
-_register_log_commands()
+app.add_typer(log_app, name="log")     # `codemode log check|show FILE` (_log_cli.py)

@@ -104,7 +104,14 @@ class ApprovalService:
             return "cancelled"
 
         async def ask() -> Any:
-            return await self._answerers.run((request,), lambda: "unavailable", (request.agent,))
+            try:
+                return await self._answerers.run((request,), lambda: "unavailable",
+                                                 (request.agent,))
+            except asyncio.CancelledError:
+                raise
+            except BaseException:  # SystemExit too: this runs as a task, never let it out
+                _log.warning("approval answerer raised", exc_info=True)
+                return "unavailable"
 
         answer = asyncio.ensure_future(ask())
         aborted = asyncio.ensure_future(request.signal.wait())

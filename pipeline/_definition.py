@@ -291,7 +291,7 @@ def _build_tool(
         if is_async:
             value = await func(*positional, **keywords)
         else:
-            value = await asyncio.to_thread(func, *positional, **keywords)
+            value = await _in_thread(func, *positional, **keywords)
         if isinstance(value, msgspec.Struct) or (
             dataclasses.is_dataclass(value) and not isinstance(value, type)
         ):
@@ -314,7 +314,7 @@ def _build_tool(
                 if not fits(args):
                     return None
                 return snapshot(fn(args, *rest), what="presentation")
-            except Exception:
+            except BaseException:
                 return None
 
         return presenter
@@ -343,3 +343,20 @@ def _build_tool(
         present_call=soft(present_call),
         present_result=soft(present_result),
     )
+
+
+async def _in_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``asyncio.to_thread`` that re-raises whatever ``func`` raised in this coroutine's own
+    frame: a ``GeneratorExit`` travelling through a future's ``await`` escapes every
+    ``except`` above it (CPython), so the thread hands back the exception as a value."""
+
+    def run() -> tuple[bool, Any]:
+        try:
+            return True, func(*args, **kwargs)
+        except BaseException as exc:  # SystemExit from argparse included
+            return False, exc
+
+    ok, outcome = await asyncio.to_thread(run)
+    if not ok:
+        raise outcome
+    return outcome

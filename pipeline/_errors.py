@@ -10,6 +10,11 @@ The tree::
      ├── AbortedError                 ABORTED                  (name "AbortError")
      │    └── AbortedBeforeDispatchError  ABORTED_BEFORE_DISPATCH
      ├── ApprovalError                APPROVAL_FAILED
+     ├── HookError                    HOOK_FAILED  a listener, wrapper, guard or hook failed
+     │                                             (not the tool: its body never ran)
+     ├── ToolExitError                TOOL_EXITED  the body raised a BaseException that is not
+     │                                             an Exception (SystemExit, ...): contained
+     ├── OutcomeUnknownError          TOOL_OUTCOME_UNKNOWN (name "ToolOutcomeUnknown")
      ├── RegistrationError            REGISTRATION_FAILED
      │    ├── DuplicateToolError      DUPLICATE_TOOL
      │    └── ReservedToolError       RESERVED_TOOL
@@ -19,7 +24,9 @@ The tree::
      │    └── FsNotFoundError         FS_NOT_FOUND
      └── LogError                     LOG_ERROR
           ├── LogCorruptError         LOG_CORRUPT (names the file and the line/row)
-          └── LogClosedError          LOG_CLOSED
+          ├── LogClosedError          LOG_CLOSED
+          ├── LogInUseError           LOG_IN_USE
+          └── LogInvariantError       LOG_INVARIANT (an append the log refuses; .violation)
 
     NotLosslessError (ValueError)     no code: "… must be losslessly JSON-serializable"
 
@@ -39,15 +46,19 @@ __all__ = [
     "FsNotObservedError",
     "FsStaleVersionError",
     "HarnessError",
+    "HookError",
     "InvalidArgumentsError",
     "InvalidToolOutputError",
     "LogClosedError",
     "LogCorruptError",
     "LogError",
     "LogInUseError",
+    "LogInvariantError",
     "NotLosslessError",
+    "OutcomeUnknownError",
     "RegistrationError",
     "ReservedToolError",
+    "ToolExitError",
     "ToolTimeoutError",
     "UnknownToolError",
 ]
@@ -105,6 +116,32 @@ class ApprovalError(HarnessError):
     code = "APPROVAL_FAILED"
 
 
+class HookError(HarnessError):
+    """A ``tools/pre-execute`` or ``tools/post-execute`` listener, a ``tools/execute``
+    wrapper, a guard or a hook bridge raised, or answered something that is not a decision.
+    The call fails on the final route (PIPELINE.md §5) with this code, so neither the model
+    nor a program mistakes it for a failure of the tool, which did not run (or whose result
+    was then lost)."""
+
+    code = "HOOK_FAILED"
+
+
+class ToolExitError(HarnessError):
+    """The tool body raised a ``BaseException`` that is not an ``Exception``: ``SystemExit``
+    (``sys.exit``, ``argparse`` on bad input), ``KeyboardInterrupt``, ``GeneratorExit`` or a
+    class of its own. It is contained like any failure: the host keeps running."""
+
+    code = "TOOL_EXITED"
+
+
+class OutcomeUnknownError(HarnessError):
+    """Nobody knows whether the call took effect: the session stopped while it ran (crash
+    repair, PIPELINE.md §10), or a sub-call was abandoned while its body still ran."""
+
+    code = "TOOL_OUTCOME_UNKNOWN"
+    error_name = "ToolOutcomeUnknown"
+
+
 class RegistrationError(HarnessError):
     code = "REGISTRATION_FAILED"
 
@@ -160,6 +197,21 @@ class LogInUseError(LogError):
     """Another session or process is writing the same log file."""
 
     code = "LOG_IN_USE"
+
+
+class LogInvariantError(LogError):
+    """The log refused an append that would break one of its invariants (PIPELINE.md §10),
+    such as a ``tool/result`` for a call nobody made or a dispatch event outside a turn.
+
+    Attributes:
+        violation: the ``codemode.pipeline.log.Violation`` (kind, seq, message).
+    """
+
+    code = "LOG_INVARIANT"
+
+    def __init__(self, violation: object, message: str) -> None:
+        super().__init__(message)
+        self.violation = violation
 
 
 class NotLosslessError(ValueError):

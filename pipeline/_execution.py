@@ -45,6 +45,14 @@ class ExecutionInput(msgspec.Struct, frozen=True):
         root_call_id: the enclosing top-level call; ``None`` for a top-level call.
         agent: the calling agent, or ``None``.
         parent: the enclosing execution's ``ExecutionToken`` (sub-calls), else ``None``.
+        reachable: the names this call may resolve (a Code-Mode run's exposed tools);
+            ``None``: every tool visible to ``agent``. Any other name goes through policy
+            like a name visible nowhere and fails ``UNKNOWN_TOOL`` at dispatch.
+        argument_error: why the caller found the call malformed before it got here (a
+            program's call that did not fit the tool's signature); the call still goes
+            through policy, then fails ``INVALID_ARGS`` (``invalid arguments: <why>``) where
+            dispatch would start: no ``tools/execute`` wrapper, no body; post-execute, the
+            finalizer and ``tools/result`` still run. ``None``: nothing found.
     """
 
     call_id: str
@@ -54,6 +62,8 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     root_call_id: str | None = None
     agent: str | None = None
     parent: Any = None
+    reachable: frozenset[str] | None = None
+    argument_error: str | None = None
 
 
 class Execution(msgspec.Struct, frozen=True, kw_only=True):

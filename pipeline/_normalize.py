@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from ._errors import HarnessError
+from ._errors import HarnessError, HookError, ToolExitError
 from ._result import CallResult, ToolErrorDetail, text_block
 from .events import ErrorInfo
 
-__all__ = ["UNPRINTABLE", "error_info", "failure_from", "message_of"]
+__all__ = [
+    "UNPRINTABLE",
+    "body_failure",
+    "describe_thrown",
+    "error_info",
+    "failure_from",
+    "listener_failure",
+    "message_of",
+]
 
 UNPRINTABLE = "<unprintable error>"
 
@@ -88,3 +97,48 @@ def failure_from(thrown: Any, *, additional_contexts: tuple[Any, ...] = ()) -> C
         error=ToolErrorDetail(message=message, info=error_info(thrown)),
         additional_contexts=additional_contexts,
     )
+
+
+def describe_thrown(thrown: BaseException) -> str:
+    """``SystemExit(2)``, ``KeyboardInterrupt``, ``LookupError: no such key``: the class
+    and what it carries, for messages about a thrown ``BaseException``; never raises."""
+    try:
+        name = type(thrown).__name__
+    except Exception:  # pragma: no cover - type() never fails in practice
+        return UNPRINTABLE
+    if isinstance(thrown, SystemExit):
+        try:
+            return f"{name}({thrown.code!r})"
+        except Exception:
+            return name
+    message = message_of(thrown)
+    return name if message in ("", name) else f"{name}: {message}"
+
+
+def body_failure(thrown: BaseException, tool_name: str) -> CallResult:
+    """The failure for whatever a tool body (or its ``finalize_content``) raised.
+
+    An ``Exception`` (``CancelledError`` included) keeps its message and, if typed, its
+    code. Any other ``BaseException`` (``SystemExit`` from ``sys.exit`` or ``argparse``,
+    ``KeyboardInterrupt``, ``GeneratorExit``, a class of its own) is contained as
+    ``TOOL_EXITED``: ``tool "<name>" raised SystemExit(2)``.
+    """
+    if isinstance(thrown, (Exception, asyncio.CancelledError)) or error_info(thrown) is not None:
+        return failure_from(thrown)
+    return failure_from(ToolExitError(f'tool "{tool_name}" raised {describe_thrown(thrown)}'))
+
+
+def listener_failure(thrown: BaseException, where: str) -> CallResult:
+    """The failure for whatever a listener, wrapper, guard or hook raised (``where`` names
+    the extension point, e.g. ``"a tools/pre-execute listener"``).
+
+    A typed error keeps its code (``HOOK_TIMEOUT``, ``ABORTED``, ``APPROVAL_FAILED``, ...);
+    anything else becomes ``HOOK_FAILED``, so the failure is never mistaken for the tool's.
+    The message is the exception's own; a ``BaseException`` that is not an ``Exception``
+    is named: ``a tools/post-execute listener raised SystemExit(3)``.
+    """
+    if error_info(thrown) is not None:
+        return failure_from(thrown)
+    if isinstance(thrown, Exception):
+        return failure_from(HookError(message_of(thrown)))
+    return failure_from(HookError(f"{where} raised {describe_thrown(thrown)}"))

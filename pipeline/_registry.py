@@ -31,13 +31,15 @@ from ._errors import (
     AbortedBeforeDispatchError,
     AbortedError,
     ApprovalError,
+    HookError,
+    InvalidArgumentsError,
     InvalidToolOutputError,
     NotLosslessError,
     UnknownToolError,
 )
 from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
 from ._lossless import snapshot
-from ._normalize import failure_from, message_of
+from ._normalize import body_failure, failure_from, listener_failure, message_of
 from ._result import CallResult, ToolErrorDetail, text_block
 from ._schema import validate
 from ._signal import Signal
@@ -63,6 +65,15 @@ def _aborted(before_dispatch: bool, contexts: tuple[Any, ...] = ()) -> CallResul
         else AbortedError(ABORTED_MESSAGE)
     )
     return failure_from(error, additional_contexts=contexts)
+
+
+def own_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the cancellation of the task running the pipeline, the only thing
+    a stage lets through; anything else a body, wrapper or listener throws is a result."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _denial(reason: Any) -> CallResult:
@@ -139,6 +150,19 @@ class ToolRegistry:
     # -- one call -----------------------------------------------------------------------
     async def start(self, inp: ExecutionInput) -> PendingCall:
         """S3–S7 for one call; returns the pending call (route decided)."""
+        call = self.prepare(inp)
+        await call.start()
+        return call
+
+    def prepare(self, inp: ExecutionInput) -> PendingCall:
+        """A pending call for ``inp`` after S3 (execution created, arguments frozen; done
+        synchronously), not started: ``await call.start()`` runs S4–S7. Holding it before
+        it starts lets a scheduler ``abandon`` it at any stage.
+
+        Raises:
+            TypeError, ValueError: not an ``ExecutionInput``, an empty ``call_id`` or
+                ``name``, or no ``Signal``.
+        """
         if not isinstance(inp, ExecutionInput):
             raise TypeError(f"expected an ExecutionInput, got {type(inp).__name__}")
         if not isinstance(inp.call_id, str) or not inp.call_id:
@@ -148,7 +172,7 @@ class ToolRegistry:
         if not isinstance(inp.signal, Signal):
             raise TypeError("every call needs a Signal")
         call = PendingCall(self, inp)
-        await call._start()
+        call._create()
         return call
 
     async def execute(self, inp: ExecutionInput) -> CallResult:
@@ -181,13 +205,13 @@ class ToolRegistry:
                 continue
             try:
                 out = reg.fn(execution, result)
-            except Exception:
+            except BaseException:
                 _log.warning("tools/result observer %r raised", reg.fn, exc_info=True)
                 continue
             if inspect.isawaitable(out):
                 try:
-                    future = asyncio.ensure_future(out)
-                except Exception:
+                    future = asyncio.ensure_future(_contained(out))
+                except BaseException:
                     _log.warning("tools/result observer %r returned a bad awaitable", reg.fn)
                     continue
                 self._background.add(future)
@@ -202,6 +226,19 @@ class ToolRegistry:
         """Await pending observer awaitables (used on close)."""
         while self._background:
             await asyncio.gather(*tuple(self._background), return_exceptions=True)
+
+
+async def _contained(awaitable: Any) -> Any:
+    """Await an observer's awaitable; whatever it throws (``SystemExit`` included) is
+    logged, never re-raised into the event loop (a task that raises ``SystemExit`` would
+    stop the loop and the process)."""
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        _log.warning("tools/result observer failed", exc_info=True)
+        return None
 
 
 async def shielded(coro: Any, cancel: Signal) -> Any:
@@ -228,10 +265,11 @@ async def shielded(coro: Any, cancel: Signal) -> Any:
 
 
 class PendingCall:
-    """One call in flight. ``start`` (S3–S7, by the registry), ``dispatch()`` (S8–S10),
-    ``commit()`` (S11–S14). Each phase runs at most once; ``commit`` returns the published
-    result. Batches and sub-call schedulers run the phases separately so that only
-    ``dispatch`` overlaps between calls."""
+    """One call in flight: made by ``ToolRegistry.prepare`` (S3), then ``start()`` (S4–S7),
+    ``dispatch()`` (S8–S10), ``commit()`` (S11–S14). Each phase runs at most once;
+    ``commit`` returns the published result. Batches and sub-call schedulers run the phases
+    separately so that only ``dispatch`` overlaps between calls; ``abandon()`` ends a call
+    whatever phase it is stuck in."""
 
     def __init__(self, registry: ToolRegistry, inp: ExecutionInput) -> None:
         self._registry = registry
@@ -243,8 +281,11 @@ class PendingCall:
         self._finalizer: Callable[..., Any] | None = None
         self._deferred: list[Any] = []
         self._concludes = False
-        self._core_made: list[CallResult] = []
+        self._core_made: list[tuple[CallResult, bytes]] = []
+        self._arguments_json = b"null"
         self._phase = "new"
+        self._needs_policy = False
+        self._abandoned = False
         self._published: CallResult | None = None
         self.execution: Execution = None  # type: ignore[assignment]
 
@@ -252,20 +293,70 @@ class PendingCall:
         return f"<PendingCall {self._input.name} {self._input.call_id} route={self.route}>"
 
     # -- helpers ------------------------------------------------------------------------
+    def _resolve(self) -> ToolDefinition | None:
+        """The definition the call's name reaches now (``None``: unknown, or not among the
+        input's ``reachable`` names)."""
+        inp = self._input
+        if inp.reachable is not None and inp.name not in inp.reachable:
+            return None
+        return self._registry.resolve(inp.name, inp.agent)
+
     def _settle(self, route: Route, result: CallResult) -> None:
+        if self._abandoned:  # a stage finishing after abandon(): its outcome is discarded
+            return
         self.route = route
         self.result = result
+
+    @property
+    def phase(self) -> str:
+        """``"created"`` (S3 done), ``"started"`` (S4–S7 begun), ``"dispatched"`` (S8–S10
+        begun or skipped), ``"committing"`` or ``"committed"``."""
+        return self._phase
+
+    @property
+    def published(self) -> CallResult | None:
+        """The result ``tools/result`` observers received, once committed."""
+        return self._published
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether ``abandon`` settled this call."""
+        return self._abandoned
+
+    def abandon(self, error: BaseException) -> None:
+        """Stop waiting for this call, whatever stage it is in (policy, wrappers, body,
+        post-execute; that stage may go on running). Its outcome becomes the failure for
+        ``error`` on the final route, so ``commit()`` finalizes and publishes it at once;
+        whatever the running stage produces later is discarded. Used for a sub-call that
+        did not stop when its run ended (``TOOL_OUTCOME_UNKNOWN``). No-op once committed.
+
+        """
+        if self._phase == "committed":
+            return
+        self._settle("final", failure_from(error))
+        self._abandoned = True
+        self._phase = "dispatched"
 
     @property
     def _scopes(self) -> tuple[str | None, ...]:
         return self._registry.scopes(self.execution.agent)
 
     # -- S3 ... S7 ----------------------------------------------------------------------
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """S4–S7 (at most once, after ``ToolRegistry.prepare`` did S3)."""
+        if self._phase != "created":
+            raise RuntimeError(f"{self!r}: start() called in phase {self._phase!r}")
+        self._phase = "started"
+        if self._needs_policy:
+            await self._policy()
+
+    def _create(self) -> None:
+        """S3, synchronously: token, definition and finalizer, frozen arguments, the
+        Code-Mode collapse and the pre-aborted check. Policy is left to ``start``."""
         inp = self._input
         reg = self._registry
         token = ExecutionToken()
-        defn = reg.resolve(inp.name, inp.agent)
+        defn = self._resolve()
         self._finalizer = defn.finalize_content if defn is not None else None
         collapsed = (
             reg.mode_for(inp.agent) == "code"
@@ -276,6 +367,7 @@ class PendingCall:
         args_error: BaseException | None = None
         try:
             arguments = snapshot(inp.arguments, what="arguments")
+            self._arguments_json = msgspec.json.encode(arguments)
         except Exception as exc:
             arguments, args_error = None, exc
         self.execution = Execution(
@@ -289,7 +381,7 @@ class PendingCall:
             signal=self.caller,
             definition=defn,
         )
-        self._phase = "started"
+        self._phase = "created"
         if args_error is not None:
             self._settle("final", failure_from(args_error))
             return
@@ -312,31 +404,34 @@ class PendingCall:
         if self.caller.aborted:
             self._settle("final", _aborted(True))
             return
-        await self._policy()
+        self._needs_policy = True
 
     async def _policy(self) -> None:
         reg = self._registry
         execution = self.execution
         try:
             decision = await reg.pre_execute.run((execution,), Allow, self._scopes)
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/pre-execute listener"))
             return
         approval_cancelled = False
         if isinstance(decision, Ask):
             try:
                 decision, approval_cancelled = await self._ask(decision)
-            except Exception as exc:
-                self._settle("final", failure_from(exc))
+            except BaseException as exc:
+                if own_cancellation(exc):
+                    raise
+                self._settle("final", listener_failure(exc, "the approval channel"))
                 return
         elif not isinstance(decision, (Allow, Deny)):
             self._settle(
                 "final",
-                failure_from(
-                    TypeError(
-                        "tools/pre-execute returned an invalid decision "
-                        f"({type(decision).__name__})"
-                    )
+                listener_failure(
+                    TypeError("tools/pre-execute returned an invalid decision "
+                              f"({type(decision).__name__})"),
+                    "a tools/pre-execute listener",
                 ),
             )
             return
@@ -348,8 +443,8 @@ class PendingCall:
             return
         try:
             reason = self._guards()
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            self._settle("final", listener_failure(exc, "a guard"))
             return
         if reason is not None:
             self._settle("post", _denial(reason))
@@ -357,7 +452,12 @@ class PendingCall:
         if self.caller.aborted:
             self._settle("post", _aborted(True))
             return
-        self.route = "dispatch"
+        changed = self._arguments_changed("a tools/pre-execute listener or a guard")
+        if changed is not None:
+            self._settle("final", changed)
+            return
+        if not self._abandoned:
+            self.route = "dispatch"
 
     async def _ask(self, ask: Ask) -> tuple[Allow | Deny, bool]:
         name = self.execution.name
@@ -418,17 +518,23 @@ class PendingCall:
         self._phase = "dispatched"
         if self.route != "dispatch":
             return
+        if self._input.argument_error is not None:  # known malformed: no wrapper, no body
+            self._settle("post", failure_from(
+                InvalidArgumentsError(f"invalid arguments: {self._input.argument_error}")))
+            return
         reg = self._registry
         view = DispatchExecution(self.execution)
         try:
             result = await reg.execute_wrappers.run((view,), lambda: self._core(view), self._scopes)
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/execute wrapper"))
             return
         try:
             result = self._normalize_dispatch(result)
         except Exception as exc:
-            self._settle("final", failure_from(exc))
+            self._settle("final", listener_failure(exc, "a tools/execute wrapper"))
             return
         if self._deferred:
             deferred = freeze_contexts(self._deferred)
@@ -449,15 +555,32 @@ class PendingCall:
                 fused.detach()
 
     def _mark(self, result: CallResult) -> CallResult:
-        self._core_made.append(result)
+        self._core_made.append((result, _fingerprint(result)))
         return result
+
+    def _arguments_changed(self, suspect: str) -> CallResult | None:
+        """``None`` if the frozen arguments still encode to the bytes taken at S3, else the
+        ``HOOK_FAILED`` failure naming ``suspect``. Frozen containers refuse their own
+        mutators, but ``dict.__setitem__(args, ...)`` gets past them: without this check
+        the body would run with arguments other than the ones logged and judged."""
+        try:
+            same = msgspec.json.encode(self.execution.arguments) == self._arguments_json
+        except Exception:
+            same = False
+        if same:
+            return None
+        return failure_from(HookError(
+            f"{suspect} changed the frozen arguments of this call; it was not run"))
 
     async def _body(self, view: DispatchExecution, fused: Signal) -> CallResult:
         if fused.aborted:
             return _aborted(True)
-        defn = self._registry.resolve(self.execution.name, self.execution.agent)
+        defn = self._resolve()
         if defn is None:
             return failure_from(UnknownToolError(f'unknown tool "{self.execution.name}"'))
+        changed = self._arguments_changed("a tools/execute wrapper")
+        if changed is not None:
+            return changed
         self.body_invoked = True
         ctx = RunContext(self.execution, fused, self._defer, self._conclude)
         installed = view.signal
@@ -466,13 +589,10 @@ class PendingCall:
             value = defn.execute(self.execution.arguments, ctx)
             if inspect.isawaitable(value):
                 value = await value
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+        except BaseException as exc:  # SystemExit from argparse included: a result, never an exit
+            if own_cancellation(exc):
                 raise  # our own task is being cancelled: not the body's outcome
-            return failure_from(exc)
-        except Exception as exc:
-            return failure_from(exc)
+            return body_failure(exc, self.execution.name)
         finally:
             view.signal = installed
         if fused.aborted:
@@ -533,16 +653,19 @@ class PendingCall:
 
     def _normalize_dispatch(self, result: Any) -> CallResult:
         """S10: accept our own core result; rebuild or revalidate anything else."""
-        if any(result is own for own in self._core_made):
-            return result  # type: ignore[no-any-return]
         if not isinstance(result, CallResult):
             raise TypeError(
-                f"tools/execute wrapper returned {type(result).__name__}, not a CallResult"
-            )
+                f"tools/execute wrapper returned {type(result).__name__}, not a CallResult")
+        for own, fingerprint in self._core_made:
+            if own is result:
+                if _fingerprint(own) != fingerprint:
+                    raise HookError(
+                        "a tools/execute wrapper changed the frozen result of this call")
+                return result
         contexts = freeze_contexts(result.additional_contexts)
         if result.is_error:
             return self._rebuild_failure(result, contexts)
-        defn = self._registry.resolve(self.execution.name, self.execution.agent)
+        defn = self._resolve()
         if defn is None:
             raise UnknownToolError(f'unknown tool "{self.execution.name}"')
         success = self._success(defn, result.value, concludes=bool(result.concludes_turn))
@@ -577,7 +700,7 @@ class PendingCall:
     # -- S11 ... S14 --------------------------------------------------------------------
     async def commit(self) -> CallResult:
         """S11 (post route only), S12–S14; returns the published frozen result."""
-        if self._phase == "started" and self.route != "dispatch":
+        if self._phase in ("created", "started") and self.route != "dispatch":
             self._phase = "dispatched"
         if self._phase != "dispatched":
             raise RuntimeError(f"{self!r}: commit() called in phase {self._phase!r}")
@@ -588,19 +711,31 @@ class PendingCall:
         result = self._finalize(self.result)
         self._published = result
         self._phase = "committed"
+        fingerprint = _fingerprint(result)
         self._registry.publish(self.execution, result)
+        if _fingerprint(result) != fingerprint:  # an observer wrote through the frozen copy
+            _log.warning("a tools/result observer changed the frozen result of %s; the caller "
+                         "gets the result as published", self.execution.call_id)
+            result = _restored(result, fingerprint)
+            self._published = result
         return result
 
     async def _post(self) -> None:
         assert self.result is not None
         current = self.result
+        fingerprint = _fingerprint(current)
         try:
             decision = await self._registry.post_execute.run(
                 (self.execution, current), Accept, self._scopes
             )
+            if _fingerprint(current) != fingerprint:
+                raise HookError(
+                    "a tools/post-execute listener changed the frozen result of this call")
             result = self._apply_post(decision, current)
-        except Exception as exc:
-            self._settle("final", failure_from(exc))
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/post-execute listener"))
             return
         if self.caller.aborted and not result.is_error:
             result = _aborted(not self.body_invoked, result.additional_contexts)
@@ -632,7 +767,7 @@ class PendingCall:
         if has_value:
             if result.is_error:
                 raise ValueError("tools/post-execute cannot replace the value of a failed result")
-            defn = self._registry.resolve(self.execution.name, self.execution.agent)
+            defn = self._resolve()
             if defn is None:
                 raise UnknownToolError(f'unknown tool "{self.execution.name}"')
             success = self._success(defn, decision.value, concludes=result.concludes_turn)
@@ -666,8 +801,31 @@ class PendingCall:
                     result, content=freeze_blocks(out, what="finalized content")
                 )
             return _materialize(result)
-        except Exception as exc:
-            return failure_from(exc)
+        except BaseException as exc:
+            return body_failure(exc, self.execution.name)
+
+
+def _fingerprint(result: CallResult) -> bytes:
+    """What a listener could change by writing through a frozen container (value, content,
+    meta, contexts), as canonical JSON; a result that no longer encodes gets ``b""``."""
+    try:
+        return msgspec.json.encode(
+            (None if result.is_error else result.value, result.content, result.meta,
+             result.additional_contexts))
+    except Exception:
+        return b""
+
+
+def _restored(result: CallResult, fingerprint: bytes) -> CallResult:
+    """``result`` with the fields of ``fingerprint`` decoded and frozen again."""
+    value, content, meta, contexts = msgspec.json.decode(fingerprint)
+    return msgspec.structs.replace(
+        result,
+        value=msgspec.UNSET if result.is_error else snapshot(value, what="value"),
+        content=freeze_blocks(content),
+        meta=snapshot(meta, what="meta") if meta is not None else None,
+        additional_contexts=freeze_contexts(contexts),
+    )
 
 
 def _materialize(result: Any) -> CallResult:

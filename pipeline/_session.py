@@ -23,9 +23,9 @@ from ._definition import ToolDefinition
 from ._errors import DuplicateToolError, ReservedToolError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
-from ._normalize import failure_from
-from ._registry import Mode, PendingCall, ToolRegistry, shielded
+from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
 from ._result import CallResult
+from ._scheduler import Scheduled, Scheduler
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
 from .events import (
@@ -115,6 +115,9 @@ class Session:
         self._turn = self._restore()
         self._turn_open = False
         self._step = 0
+        self._open_steps = 0            # batches whose step is open (concurrent calls overlap)
+        self._implicit_batches = 0      # batches sharing a turn that a batch opened
+        self._implicit_cancelled = False
         self.turn_concluded = False
         if approval is not None:
             if isinstance(approval, str):
@@ -278,7 +281,7 @@ class Session:
         for reg in tuple(self._changed):
             try:
                 reg.fn(self)
-            except Exception:
+            except BaseException:
                 _log.warning("tools/changed listener %r raised", reg.fn, exc_info=True)
 
     # -- extension points ---------------------------------------------------------------
@@ -435,6 +438,12 @@ class Session:
         calls) and ``await pending.commit()`` (S11–S14, in your commit order)."""
         return await self._registry.start(inp)
 
+    def prepare(self, inp: ExecutionInput) -> PendingCall:
+        """A pending call after S3, not yet started: ``await pending.start()`` runs S4–S7. A
+        scheduler that may give up on a call (``pending.abandon(error)``) holds it from
+        here, so even a call stuck in policy can be finalized and published."""
+        return self._registry.prepare(inp)
+
     async def call(
         self,
         name: str,
@@ -521,39 +530,41 @@ class Session:
             return "exclusive"
         try:
             verdict = defn.is_concurrency_safe(arguments)
-        except Exception:
+        except BaseException:
             return "exclusive"
         return "parallel" if verdict is True else "exclusive"
 
     async def _batch(
         self, items: list[tuple[str, str, Any, str]], agent: str | None, signal: Signal, pool: int
     ) -> list[CallResult]:
-        implicit = not self._turn_open
-        if implicit:
+        # A batch with no turn open opens one; batches running meanwhile (concurrent
+        # `call`s on one session) join it, and the last to finish closes it, so no result
+        # lands after the turn's end. Their steps overlap; each is closed by its batch.
+        implicit = not self._turn_open or self._implicit_batches > 0
+        if not self._turn_open:
             self.begin_turn()
+            self._implicit_cancelled = False
+        if implicit:
+            self._implicit_batches += 1
+        self._open_steps += 1
         self._step += 1
         turn, step = self._turn, self._step
         self.log.append(StepStart(turn=turn, step=step))
-        results: list[CallResult | None] = [None] * len(items)
         concluded = False
-        dispatching: set[asyncio.Task[None]] = set()
-        commits: list[asyncio.Task[None]] = []
-        previous: asyncio.Task[None] | None = None
+        calls: dict[int, Event] = {}          # submission index -> its tool/call event
 
-        async def finish(index: int, call_id: str, event: Event, call: PendingCall | None,
-                         failed: CallResult | None, dispatch: asyncio.Task[None] | None,
-                         before: asyncio.Task[None] | None) -> None:
+        def on_start(call: Scheduled) -> None:
+            name, text, _, call_id = call.data
+            calls[call.index] = self.log.append(
+                ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text))
+
+        async def on_commit(call: Scheduled) -> None:
             nonlocal concluded
-            if dispatch is not None:
-                await asyncio.gather(dispatch, return_exceptions=True)
-            if before is not None:
-                await asyncio.gather(before, return_exceptions=True)
-            result = await call.commit() if call is not None else failed
+            result = call.result
             assert result is not None
-            results[index] = result
+            call_id = call.data[3]
             committed = self.log.append(
-                self._tool_result_event(turn, step, call_id, event.seq, result)
-            )
+                self._tool_result_event(turn, step, call_id, calls[call.index].seq, result))
             for context in result.additional_contexts:
                 self._queue(
                     context, MessageSource(kind="context", call_id=call_id), (committed.seq,)
@@ -561,56 +572,37 @@ class Session:
             if result.concludes_turn and not result.is_error:
                 concluded = True
 
+        scheduler = Scheduler(
+            self._registry.prepare, pool=pool, on_start=on_start, on_commit=on_commit,
+            exclusive=lambda call: self.classify(call.data[0], call.data[2], agent) == "exclusive")
         try:
-            for index, (name, text, parsed, call_id) in enumerate(items):
-                exclusive = self.classify(name, parsed, agent) == "exclusive"
-                if exclusive:
-                    await asyncio.gather(*commits, return_exceptions=True)
-                else:
-                    while len(dispatching) >= pool:
-                        await asyncio.wait(dispatching, return_when=asyncio.FIRST_COMPLETED)
-                event = self.log.append(
-                    ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text)
-                )
-                call: PendingCall | None = None
-                failed: CallResult | None = None
-                dispatch: asyncio.Task[None] | None = None
-                try:
-                    call = await self._registry.start(
-                        ExecutionInput(
-                            call_id=call_id, name=name, arguments=parsed, signal=signal, agent=agent
-                        )
-                    )
-                except Exception as exc:  # e.g. an empty tool name: still answer the call
-                    failed = failure_from(exc)
-                if call is not None:
-                    dispatch = asyncio.ensure_future(call.dispatch())
-                    dispatching.add(dispatch)
-                    dispatch.add_done_callback(dispatching.discard)
-                previous = asyncio.ensure_future(
-                    finish(index, call_id, event, call, failed, dispatch, previous)
-                )
-                commits.append(previous)
-                if exclusive:
-                    await asyncio.gather(previous, return_exceptions=True)
-            outcomes = await asyncio.gather(*commits, return_exceptions=True)
-            for outcome in outcomes:
-                if isinstance(outcome, BaseException):
-                    raise outcome
+            for item in items:
+                name, _, parsed, call_id = item
+                scheduler.submit(
+                    ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal,
+                                   agent=agent),
+                    data=item)
+            scheduler.seal()
+            done = await scheduler.join()
         finally:
-            await asyncio.gather(*commits, return_exceptions=True)  # never leave work behind
+            await asyncio.gather(*(c.done for c in scheduler.calls), return_exceptions=True)
             self.log.append(StepEnd(turn=turn, step=step))
-            if not signal.aborted:
-                self._deliver_inbox()  # on cancellation they stay pending for the next turn
+            self._open_steps -= 1
+            if not signal.aborted and self._open_steps == 0:
+                # on cancellation they stay pending for the next turn; while another step is
+                # open they wait for its end (never between the results of one step)
+                self._deliver_inbox()
             if concluded:
                 self.turn_concluded = True
             if implicit:
-                reason = (
-                    "cancelled" if signal.aborted else ("concluded" if concluded else "completed")
-                )
-                self.log.append(TurnEnd(turn=turn, reason=reason))
-                self._turn_open = False
-        return [r for r in results if r is not None]
+                self._implicit_batches -= 1
+                self._implicit_cancelled = self._implicit_cancelled or signal.aborted
+                if self._implicit_batches == 0:
+                    reason = "cancelled" if self._implicit_cancelled else (
+                        "concluded" if self.turn_concluded else "completed")
+                    self.log.append(TurnEnd(turn=turn, reason=reason))
+                    self._turn_open = False
+        return [c.result for c in done if c.result is not None]
 
     @staticmethod
     def _tool_result_event(
@@ -647,11 +639,11 @@ class Session:
                 self.scope_chain(getattr(execution, "agent", None)),
             )
             return freeze_blocks(content, what="logged content")
-        except Exception:
-            _log.warning(
-                "tools/code-dispatch-log listener failed; logging the original content",
-                exc_info=True,
-            )
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            _log.warning("tools/code-dispatch-log listener failed; logging the original content",
+                         exc_info=True)
             return tuple(result.content)
 
     # -- presenters -----------------------------------------------------------------------
@@ -662,7 +654,7 @@ class Session:
             if defn is None or defn.present_call is None:
                 return None
             return snapshot(defn.present_call(arguments), what="presentation")
-        except Exception:
+        except BaseException:
             return None
 
     def present_result(
@@ -683,15 +675,11 @@ class Session:
                 }
             elif isinstance(projection, ToolResult):
                 meta = projection.meta if projection.meta is not msgspec.UNSET else None
-                projection = {
-                    "content": list(projection.content),
-                    "isError": projection.is_error,
-                    "meta": meta,
-                }
-            return snapshot(
-                defn.present_result(arguments, FrozenDict(projection)), what="presentation"
-            )
-        except Exception:
+                projection = {"content": list(projection.content),
+                              "isError": projection.is_error, "meta": meta}
+            return snapshot(defn.present_result(arguments, FrozenDict(projection)),
+                            what="presentation")
+        except BaseException:
             return None
 
     # -- lifetime -------------------------------------------------------------------------

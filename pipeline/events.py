@@ -163,7 +163,13 @@ class CodeDispatchStart(Event, tag="tool/code-dispatch-start", frozen=True):
 
 
 class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
-    """A Code-Mode sub-call settled; ``content`` is its final model-facing blocks. Log-only."""
+    """A Code-Mode sub-call settled; ``content`` is its final model-facing blocks. Log-only.
+
+    ``code`` (failures only) is the stable code of the rejection the program received:
+    ``DENIED`` for a denial (pre-execute, approval, guard, post-execute block),
+    ``TOOL_ERROR`` for a tool that raised an untyped exception, else the typed error's code
+    (``INVALID_ARGS``, ``HOOK_FAILED``, ``TOOL_OUTCOME_UNKNOWN``, ...). Logs written before
+    the field existed have none."""
 
     root_call_id: str
     parent_call_id: str
@@ -172,6 +178,7 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     arguments: Any
     is_error: bool
     content: tuple[Any, ...]
+    code: str | UnsetType = UNSET
 
 
 class HookInvoked(Event, tag="hook/invoked", frozen=True):

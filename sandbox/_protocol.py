@@ -110,7 +110,8 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
         value: the final expression statement's value as JSON, in the lossless encoding of
             docs/sandbox.md ("The value": a tagged object such as `{"$tuple": [...]}` for
             what plain JSON would lose; `decode_value` turns it back into Python objects);
-            UNSET when the program did not end with an expression or it evaluated to None.
+            None when it evaluated to None; UNSET when the program did not end with an
+            expression statement.
             Its JSON is at most `limits.output_bytes`: a larger value ends the run at the
             output limit.
         error: why the run did not complete (None when status is "ok").

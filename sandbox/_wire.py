@@ -1,7 +1,9 @@
 """Sub-call batches as they cross the WIT boundary (JSON text in `host.dispatch`).
 
-Request from the guest: `{"calls": [{"id", "name", "args"}], "cancel": [id], "wait_s":
-float | null, "until": [id] | null}`. The host starts `calls` in order, aborts `cancel`,
+Request from the guest: `{"calls": [{"id", "name", "args", "invalid"?}], "cancel": [id],
+"wait_s": float | null, "until": [id] | null}`; `invalid` (a string) marks a call that did not
+fit the tool's signature (the guest's Python-style message), sent so that the host records
+the attempt and answers it `INVALID_ARGS`. The host starts `calls` in order, aborts `cancel`,
 and answers once one of `until` (null: any call in flight) settled or `wait_s` seconds
 passed: `{"results": [{"id", "ok": true, "value"} | {"id", "ok": false, "code",
 "message"}]}`, each call that settled since the previous answer, once.
@@ -16,10 +18,11 @@ from typing import Any
 import msgspec
 
 
-class SubCall(msgspec.Struct, frozen=True):
+class SubCall(msgspec.Struct, frozen=True, omit_defaults=True):
     id: int
     name: str
     args: msgspec.Raw           # kept as the guest's JSON text: decoded once, by the dispatcher
+    invalid: str | None = None  # the call did not fit the signature: why (a Python TypeError text)
 
 
 class BatchRequest(msgspec.Struct, frozen=True):

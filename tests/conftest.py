@@ -38,3 +38,39 @@ def warm_sandbox_component() -> None:
     from codemode.sandbox import RunRequest, WasmSandbox
 
     WasmSandbox().run(RunRequest(code="0"), lambda batch: '{"results": []}')
+
+
+_LOG_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "log_unchecked(reason): the test writes a session log that breaks the log "
+                   "invariants on purpose (a simulated crash, a hand-made bad log)")
+
+
+@pytest.fixture(autouse=True)
+def session_logs_keep_their_invariants(request: pytest.FixtureRequest):
+    """After each test that used `tmp_path`, every session log under it (JSONL or SQLite,
+    written by the test or by a process it started) must keep the log invariants
+    (`codemode.pipeline.log.check`, PIPELINE.md §10). Files that are not session logs (or
+    are corrupt on purpose) do not decode and are skipped; a test whose log breaks the
+    invariants on purpose says so with `@pytest.mark.log_unchecked(reason)`."""
+    if "tmp_path" not in request.fixturenames or request.node.get_closest_marker("log_unchecked"):
+        yield
+        return
+    root: Path = request.getfixturevalue("tmp_path")     # now, so it outlives this teardown
+    yield
+    from codemode.pipeline import LogCorruptError
+    from codemode.pipeline.log import check, load
+
+    broken = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix.lower() not in _LOG_SUFFIXES or not path.is_file():
+            continue
+        try:
+            events = load(path)
+        except (LogCorruptError, OSError, ValueError):
+            continue
+        broken += [f"{path.name}: seq {v.seq}: {v.kind.value}: {v.message}" for v in check(events)]
+    assert not broken, "session log invariants broken:\n" + "\n".join(broken)

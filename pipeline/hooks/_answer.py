@@ -18,6 +18,9 @@ exit 0, ``{"hookSpecificOutput":      wins over ``decision``        ignored
 "permissionDecisionReason": r}}``
 ``additionalContext`` (top level or   ignored                      contexts appended to the
 inside ``hookSpecificOutput``)                                     result ("accept")
+``updatedInput`` (top level or        deny, naming the hook: this  ignored
+inside ``hookSpecificOutput``), with  pipeline never rewrites
+any decision or none                  arguments
 JSON that does not parse, or an       error: delegate + warning    error: delegate + warning
 unknown decision
 ====================================  ===========================  =========================
@@ -113,6 +116,14 @@ def decide(point: Literal["pre", "post"], data: Mapping[str, Any], handler_id: s
         raw, reason = specific.get("permissionDecision"), specific.get("permissionDecisionReason")
         if raw is None:
             raw, reason = data.get("decision"), data.get("reason")
+        if specific.get("updatedInput") is not None or data.get("updatedInput") is not None:
+            # Whatever the decision: allowing the original would silently drop the rewrite,
+            # running the rewrite would run arguments other than the ones logged.
+            why = f" (its reason: {_text(reason)})" if _text(reason) else ""
+            return Answer(decision="deny",
+                          reason=f'hook "{handler_id}" asked to rewrite the tool input '
+                                 "(updatedInput), and arguments are never rewritten: "
+                                 f"the call is denied{why}")
         if raw is None:
             return Answer(decision="delegate")
         decision = _PRE.get(raw) if isinstance(raw, str) else None

@@ -19,6 +19,7 @@ import msgspec
 
 from .._decisions import Accept, Allow, Ask, Block, Deny
 from .._execution import Execution
+from .._normalize import describe_thrown
 from .._result import CallResult
 from ..events import HookInvoked, HookResult
 from ._answer import Answer, decide, interpret, summarize
@@ -178,7 +179,7 @@ class _CommandHook(_Hook):
                 timeout_s=self.timeout_s,
                 signal=execution.signal,
             )
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:  # missing, not executable, NUL in argv
             self._logged(turn, "error", (time.monotonic() - started) * 1000.0, stderr=str(exc))
             raise HookError(f'hook "{self.handler_id}" could not be started: {exc}') from None
         if isinstance(outcome, TimedOut):
@@ -213,7 +214,7 @@ class _PythonHook(_Hook):
         self, execution: Execution, result: CallResult | None, turn: int
     ) -> Answer | None:
         """Call the handler; a raising one logs ``error`` (``aborted`` when cancelled) and
-        fails the call with its exception."""
+        fails the call ``HOOK_FAILED`` (``hook "<id>" failed: <Class>: <message>``)."""
         started = time.monotonic()
         try:
             raw = self.handler(execution) if result is None else self.handler(execution, result)
@@ -222,9 +223,9 @@ class _PythonHook(_Hook):
         except asyncio.CancelledError:
             self._logged(turn, "aborted", (time.monotonic() - started) * 1000.0)
             raise
-        except BaseException:
+        except BaseException as exc:  # SystemExit too: a failed hook, never a host exit
             self._logged(turn, "error", (time.monotonic() - started) * 1000.0)
-            raise
+            raise HookError(f'hook "{self.handler_id}" failed: {describe_thrown(exc)}') from exc
         return self._answered(turn, self._convert(raw), (time.monotonic() - started) * 1000.0)
 
     def _convert(self, raw: Any) -> Answer:
@@ -356,9 +357,10 @@ def python_hook(
     warning, then ``next()``).
 
     Each run logs ``hook/invoked {..., dialect: "python"}`` and ``hook/result`` (no exit
-    code or stderr). A handler that raises logs ``decision: "error"`` and fails the call
-    with its exception on the final-result route; for a call already aborted the handler
-    does not run and nothing is logged.
+    code or stderr). A handler that raises (``SystemExit`` included) logs ``decision:
+    "error"`` and fails the call ``HOOK_FAILED`` (``hook "<id>" failed: <Class>: <message>``)
+    on the final-result route; for a call already aborted the handler does not run and
+    nothing is logged.
 
     Args:
         session: the ``Session`` (its log receives the events).

@@ -2,8 +2,11 @@
 
 ``open_log(path)`` picks the backend from the path: ``None`` -> in memory, ``.db``/
 ``.sqlite``/``.sqlite3`` -> SQLite (the embedded default), ``.jsonl`` -> JSON Lines.
-Opening an existing log repairs it after a crash (every dangling ``tool/call`` gets a
-``TOOL_OUTCOME_UNKNOWN`` result; open steps/turns are closed).
+Opening an existing log repairs it after a crash (every dangling ``tool/call`` and
+sub-call gets a ``TOOL_OUTCOME_UNKNOWN`` outcome; open steps/turns are closed). Appends that
+would break the log's invariants are refused (``LogInvariantError``); ``check(events)``
+reports every violation of a whole log, and ``load(path)`` reads a log file without
+opening it for writing.
 """
 
 from __future__ import annotations
@@ -11,18 +14,26 @@ from __future__ import annotations
 import os
 
 from ._base import AppendOnlyLog, SessionLog
+from ._check import REFUSED, LogChecker, Violation, ViolationKind, check
 from ._jsonl import JsonlLog
 from ._memory import MemoryLog
+from ._read import load
 from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
 from ._sqlite import SqliteLog
 
 __all__ = [
     "OUTCOME_UNKNOWN_MESSAGE",
+    "REFUSED",
     "AppendOnlyLog",
     "JsonlLog",
+    "LogChecker",
     "MemoryLog",
     "SessionLog",
     "SqliteLog",
+    "Violation",
+    "ViolationKind",
+    "check",
+    "load",
     "open_log",
     "repair_events",
 ]

@@ -8,8 +8,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from .._errors import LogClosedError
+from .._errors import LogClosedError, LogInvariantError
 from ..events import Event
+from ._check import REFUSED, LogChecker
 from ._recovery import repair_events
 
 __all__ = ["AppendOnlyLog", "SessionLog"]
@@ -43,6 +44,11 @@ class AppendOnlyLog:
 
     Subclasses implement ``_load() -> list[Event]`` (read everything stored, raising
     ``LogCorruptError``), ``_write(event)`` (persist one stamped event) and ``_close()``.
+
+    Every append is checked against the log's invariants (``LogChecker``); the ones in
+    ``REFUSED`` (a result for a call nobody made, a dispatch event outside a turn, an empty
+    id, ...) raise ``LogInvariantError`` and nothing is written. The others are left to
+    ``check`` (a log may be checked while it is still being written).
     """
 
     path: str | None = None
@@ -51,14 +57,17 @@ class AppendOnlyLog:
         self._lock = threading.RLock()
         self._closed = False
         self._seq = 0
+        self._checker = LogChecker()
         #: events appended on open by crash repair (PIPELINE.md §10); empty for a clean log
         self.repaired: list[Event] = []
 
     def _open(self) -> None:
         existing = self._load()
         self._seq = max((event.seq for event in existing), default=0)
+        for event in existing:     # what is stored is taken as it is, violations included
+            self._checker.apply(event)
         for event in repair_events(existing):
-            self.repaired.append(self.append(event))
+            self.repaired.append(self._append(event, refuse=False))
 
     # -- backend hooks ---------------------------------------------------------------
     def _load(self) -> list[Event]:  # pragma: no cover - abstract
@@ -76,15 +85,28 @@ class AppendOnlyLog:
 
         Raises:
             LogClosedError: the log was closed.
+            LogInvariantError: the event would break an invariant the log refuses to break
+                (``REFUSED``); nothing is written.
             TypeError: ``event`` is not a session event.
         """
+        return self._append(event, refuse=True)
+
+    def _append(self, event: Event, *, refuse: bool) -> Event:
         if not isinstance(event, Event):
             raise TypeError(f"not a session event: {event!r}")
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"session log {self.path or '<memory>'} is closed")
             stamped = msgspec.structs.replace(event, seq=self._seq + 1, time=time.time())
+            if refuse:
+                for violation in self._checker.violations(stamped):
+                    if violation.kind in REFUSED:
+                        raise LogInvariantError(
+                            violation,
+                            f"session log {self.path or '<memory>'} refuses a "
+                            f"{type(stamped).__struct_config__.tag} event: {violation.message}")
             self._write(stamped)
+            self._checker.apply(stamped)
             self._seq += 1
             return stamped
 

@@ -412,3 +412,42 @@ def test_a_log_another_session_is_writing_is_refused(tmp_path):
     assert done.returncode == 2
     assert b"LogInUseError: session log" in done.stderr
     assert b"is in use by another session or process" in done.stderr
+
+
+def test_the_sub_call_table_says_why_each_call_failed(tmp_path):
+    source = ("for call in (lambda: get_order(order_id='ord-9999'), lambda: call_tool('nope'),\n"
+              "             lambda: add(a='x', b=1)):\n"
+              "    try:\n        call()\n    except ToolCallError:\n        pass\n")
+    done = codemode("run", program(tmp_path, source), "--builtin", "--table")
+    shown = done.stderr.decode()
+    assert done.returncode == 0, shown
+    assert "TOOL_ERROR: Error: no order 'ord-9999'" in shown
+    assert 'UNKNOWN_TOOL: Error: unknown tool "nope"' in shown
+    assert "INVALID_ARGS: Error: invalid arguments" in shown
+
+
+@pytest.mark.log_unchecked("a log left with its turn open on purpose")
+def test_log_check_reports_violations_and_exit_status(tmp_path):
+    from codemode.pipeline import events, open_log
+
+    sound = tmp_path / "sound.jsonl"
+    done = codemode("run", str(ROOT / "fixtures" / "demo_program.py"), "--builtin",
+                    "--log", str(sound))
+    assert done.returncode == 0, done.stderr
+    checked = codemode("log", "check", str(sound))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.decode().strip().endswith("events, no violations")
+
+    open_turn = tmp_path / "open.db"                       # left open, as by a crash
+    with open_log(open_turn) as log:
+        log.append(events.TurnStart(turn=1))
+    checked = codemode("log", "check", str(open_turn))
+    assert checked.returncode == 1
+    assert checked.stdout.decode().splitlines() == [
+        "seq 1: UNCLOSED_TURN: the log ends with turn 1 open"]
+    assert codemode("log", "check", "--partial", str(open_turn)).returncode == 0
+
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("not a log\n")
+    unreadable = codemode("log", "check", str(garbage))
+    assert unreadable.returncode == 2 and b"corrupt session log" in unreadable.stderr

@@ -29,6 +29,7 @@ def test_backend_is_chosen_by_suffix(tmp_path):
         open_log(tmp_path / "a.txt")
 
 
+@pytest.mark.log_unchecked("hand-made events: a sub-call left unsettled, a turn left open")
 def test_append_assigns_seq_and_time_and_events_survive_reopen(log_path):
     with open_log(log_path) as log:
         first = log.append(TurnStart(turn=1))
@@ -70,6 +71,37 @@ def test_recovery_closes_every_dangling_call(log_path):
     assert result.content == ({"type": "text", "text": f"Error: {OUTCOME_UNKNOWN_MESSAGE}"},)
     assert [type(e).__name__ for e in events[-2:]] == ["StepEnd", "TurnEnd"]
     assert events[-1].reason == "interrupted"
+
+
+def test_recovery_settles_every_started_sub_call_before_its_outer_call(log_path):
+    from codemode.pipeline.events import CodeDispatch
+
+    def start(n: int) -> CodeDispatchStart:
+        return CodeDispatchStart(root_call_id="c1", parent_call_id="c1", sub_call_id=f"c1:code:{n}",
+                                 name="echo", arguments={"n": n})
+
+    with open_log(log_path) as log:
+        log.append(TurnStart(turn=1))
+        log.append(StepStart(turn=1, step=1))
+        log.append(tool_call("c1"))
+        log.append(start(1))
+        log.append(CodeDispatch(root_call_id="c1", parent_call_id="c1", sub_call_id="c1:code:1",
+                                name="echo", arguments={"n": 1}, is_error=False, content=()))
+        log.append(start(2))
+        log.append(start(3))                      # killed while sub-calls 2 and 3 ran
+    with open_log(log_path) as log:
+        events = log.read()
+        repaired = log.repaired
+    assert [type(e).__name__ for e in repaired] == ["CodeDispatch", "CodeDispatch", "ToolResult",
+                                                    "StepEnd", "TurnEnd"]
+    two, three = repaired[:2]
+    assert (two.sub_call_id, three.sub_call_id) == ("c1:code:2", "c1:code:3")
+    assert (two.is_error, two.code, two.arguments) == (True, "TOOL_OUTCOME_UNKNOWN", {"n": 2})
+    assert two.content == ({"type": "text", "text": f"Error: {OUTCOME_UNKNOWN_MESSAGE}"},)
+    assert (two.root_call_id, two.parent_call_id, two.name) == ("c1", "c1", "echo")
+    assert events[-5:] == repaired
+    with open_log(log_path) as log:                # repaired once: a clean log now
+        assert log.repaired == []
 
 
 def test_a_clean_log_is_not_repaired(log_path):
@@ -139,6 +171,7 @@ def test_closed_log_refuses_appends(log_path):
         log.append(TurnStart(turn=1))
 
 
+@pytest.mark.log_unchecked("hand-made events: calls outside any step")
 def test_concurrent_appends_get_unique_consecutive_seqs(log_path):
     with open_log(log_path) as log:
         def worker(k: int) -> None:

@@ -348,11 +348,9 @@ def code_world(tmp_path: Path, **kw: Any) -> World:
     return w
 
 
-# `set_quota` closes its root: the guest binding refuses an unknown keyword before any
-# dispatch (see the test below), so that cell is covered there.
-CODE_CELLS = {family: [(family, cells[case]) for case in cells
-                       if not (family == "set_quota" and case == "unknown_key")]
-              for family, cells in MATRIX.items()}
+# Every cell, `set_quota`'s unknown key on its closed root included: the guest sends a call
+# of the wrong shape to the host too (marked `invalid`), so policy judges it like any other.
+CODE_CELLS = {family: [(family, cells[case]) for case in cells] for family, cells in MATRIX.items()}
 
 
 @pytest.mark.parametrize("family", list(MATRIX))
@@ -408,19 +406,17 @@ async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_sentinel_only_i
     w.session.close()
 
 
-async def test_unknown_key_to_a_closed_schema_tool_from_a_program_fails_in_the_guest(tmp_path):
-    # Here the sandbox deliberately departs from PIPELINE.md §11.5a: a keyword that a
-    # closed-schema tool cannot take is a call-shape error, refused in the program with
-    # Python's own TypeError before anything is dispatched (the code-mode contract: wrong
-    # argument names fail in the guest). Nothing is numbered, logged, asked or mutated.
+async def test_unknown_key_to_a_closed_schema_tool_from_a_program_reaches_policy(tmp_path):
+    # PIPELINE.md §11.5a: a keyword that a closed-schema tool cannot take is a call-shape
+    # error the guest finds, but the attempt still reaches the host: numbered, logged and
+    # judged by the pre-approval validator, which denies it before any approval is asked.
     w = code_world(tmp_path)
     cells = [("set_quota", MATRIX["set_quota"]["unknown_key"])]
     result = await w.call("run_code", {"code": program(cells)})
-    [[kind, message]] = result.value["result"]
-    assert kind == "TypeError"
-    assert message.startswith("set_quota() got an unexpected keyword argument")
-    assert w.store.applied == [] and w.requests == [] and w.validator_denied == []
-    assert w.events(events.CodeDispatchStart) == [] and w.events(events.CodeDispatch) == []
+    assert result.value["result"] == [["DENIED", REJECTED]]
+    assert w.store.applied == [] and w.requests == [] and w.validator_denied == ["set_quota"]
+    [start], [settle] = w.events(events.CodeDispatchStart), w.events(events.CodeDispatch)
+    assert start.arguments == settle.arguments == fill(MATRIX["set_quota"]["unknown_key"])
     w.session.close()
 
 

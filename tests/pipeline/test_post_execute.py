@@ -60,7 +60,7 @@ async def test_replacing_both_content_and_value_fails():
 async def test_value_replacement_on_a_failure_fails():
     result = await run_with(lambda e, r, n: Accept(value=1), arguments={"n": "bad"})
     assert result.error.message == "tools/post-execute cannot replace the value of a failed result"
-    assert result.error.info is None
+    assert result.error.code == "HOOK_FAILED"           # the listener's fault, not the tool's
 
 
 async def test_block_yields_a_valueless_failure_with_exactly_the_feedback():

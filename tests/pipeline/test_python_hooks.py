@@ -85,7 +85,8 @@ async def test_a_raising_hook_fails_the_call_and_logs_an_error_result():
     session = Session(tools=[make_tool("t")])
     python_hook(session, "tools/pre-execute", broken, handler_id="h")
     result = await session.execute(inp("t"))
-    assert result.content == error_text("hook crashed")
+    assert result.content == error_text('hook "h" failed: RuntimeError: hook crashed')
+    assert result.error.code == "HOOK_FAILED"
     assert decisions(session) == ["error"]
 
 

@@ -29,7 +29,10 @@ class EchoHost:
             self.calls.append(call)
             if self.slow_s:
                 time.sleep(self.slow_s)
-            if call["name"] in self.fail:
+            if call.get("invalid") is not None:     # did not fit the signature: recorded, refused
+                results.append({"id": call["id"], "ok": False, "code": "INVALID_ARGS",
+                                "message": f"invalid arguments: {call['invalid']}"})
+            elif call["name"] in self.fail:
                 results.append({"id": call["id"], "ok": False, "code": "DENIED",
                                 "message": f"{call['name']} is not allowed"})
             else:

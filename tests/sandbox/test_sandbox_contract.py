@@ -46,7 +46,13 @@ def test_final_expression_is_the_value_and_stdout_is_captured(tier, host):
 
 def test_no_final_expression_leaves_value_unset(tier, host):
     assert run(tier, host, "x = 1").value is UNSET
-    assert run(tier, host, "print('x')").value is UNSET
+    assert run(tier, host, "for i in range(2):\n    pass").value is UNSET
+
+
+@pytest.mark.parametrize("code", ["None", "print('x')", "{}.get('missing')"])
+def test_a_final_expression_of_none_is_the_value_none(tier, host, code):
+    outcome = run(tier, host, code)
+    assert outcome.status == "ok" and outcome.value is None
 
 
 @pytest.mark.parametrize("code, value", [
@@ -235,11 +241,17 @@ def test_positional_arguments_map_to_parameter_names(tier, host):
     ("need()", "need() missing 1 required argument: 'a'"),
     ("need(a=1, b=2)", "need() got an unexpected keyword argument 'b'"),
 ])
-def test_call_shape_errors_read_like_python(tier, host, code, message):
+def test_call_shape_errors_read_like_python_and_reach_the_host(tier, host, code, message):
+    # A call of the wrong shape is still a call: sent with `invalid` (the Python-style
+    # message) so the host records it, and refused as ToolArgumentError, a TypeError.
     tools = [echo_tool(), echo_tool("need", params=(("a", True),), extra=False)]
-    outcome = run(tier, host, code, tools=tools)
-    assert (outcome.error.type, outcome.error.message) == ("TypeError", message)
-    assert host.calls == []
+    name = code.split("(")[0]
+    probe = (f"try:\n    {code}\nexcept TypeError as e:\n"
+             "    r = [type(e).__name__, e.code, e.message]\nr")
+    outcome = run(tier, host, probe, tools=tools)
+    assert outcome.value == ["ToolArgumentError", "INVALID_ARGS", f"invalid arguments: {message}"]
+    [call] = host.calls
+    assert (call["name"], call["invalid"]) == (name, message)
 
 
 @pytest.mark.parametrize("arg, message", [

@@ -2,12 +2,15 @@
 
     ToolCallError            any rejected sub-call (attributes tool_name, message, code)
     ├── ToolDenied           policy, guard or approval said no            code DENIED
-    ├── ToolArgumentError    arguments failed the tool's schema           code INVALID_ARGS
+    ├── ToolArgumentError    arguments failed the tool's schema, or the   code INVALID_ARGS
+    │                        call did not fit its signature (also a TypeError)
     ├── ToolNotFound         no tool of that name is exposed to the run   code UNKNOWN_TOOL
     └── ToolError            the tool itself failed                       code TOOL_ERROR
+                             (or raised SystemExit & co.)                 code TOOL_EXITED
 
 Catching one does not make the call succeed: the host has already recorded the rejection.
-Codes without a class of their own (ABORTED, TOOL_TIMEOUT, ...) keep their code on a plain
+Codes without a class of their own (ABORTED, TOOL_TIMEOUT, HOOK_FAILED: a policy hook
+broke, TOOL_OUTCOME_UNKNOWN: the call was abandoned, ...) keep their code on a plain
 ToolCallError. PIPELINE.md §11.5.
 """
 
@@ -29,7 +32,7 @@ class ToolDenied(ToolCallError):
     code = "DENIED"
 
 
-class ToolArgumentError(ToolCallError):
+class ToolArgumentError(ToolCallError, TypeError):
     code = "INVALID_ARGS"
 
 
@@ -42,6 +45,7 @@ class ToolError(ToolCallError):
 
 
 _BY_CODE = {c.code: c for c in (ToolDenied, ToolArgumentError, ToolNotFound, ToolError)}
+_BY_CODE["TOOL_EXITED"] = ToolError     # still the tool's own failure, whatever it raised
 
 
 def rejection(tool_name, code, message):

@@ -49,6 +49,7 @@ class PendingCall:
         "_bridge",
         "_cancelled",
         "_id",
+        "_invalid",
         "_name",
         "_outcome",
         "_waiters",
@@ -60,6 +61,7 @@ class PendingCall:
         self._name = name
         self._alias = alias
         self._args_json = args_json
+        self._invalid = None         # why it does not fit the signature (sent to the host)
         self._outcome = None         # the host's outcome dict, once settled
         self._cancelled = False
         self._waiters = []           # loop futures of awaiting tasks, until settled

@@ -218,10 +218,9 @@ def fd_writer(fd):
 
 
 def finish_value(outcome, state, value, limit_bytes):
-    """Put the final value's JSON text in `outcome["value"]`, or trip the output limit when
-    its JSON is over `limit_bytes` (the value is then left out)."""
-    if value is None:
-        return
+    """Put the final value's JSON text in `outcome["value"]` (None too: a final expression
+    of None keeps `null`), or trip the output limit when its JSON is over `limit_bytes`
+    (the value is then left out)."""
     try:
         outcome["value"] = encode_value(value, limit_bytes)
     except ValueTooLarge as exc:

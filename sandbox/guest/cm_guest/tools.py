@@ -53,10 +53,11 @@ class Bridge:
 
     # ---- making calls -------------------------------------------------------------------
 
-    def submit(self, name, alias, args):
+    def submit(self, name, alias, args, invalid=None):
         """Check the arguments (JSON-ness, size), number the call and queue it. The per-run
         budget is the host's to enforce: a call past it ends the run there, which the
-        program cannot catch (an error raised here could be)."""
+        program cannot catch (an error raised here could be). `invalid`: why the call does
+        not fit the tool's signature (the host records the attempt, answers INVALID_ARGS)."""
         args_json = encode_args(alias, args)
         if len(args_json) > self._max_request_bytes:
             raise ValueError(
@@ -65,12 +66,13 @@ class Bridge:
             )
         self._next_id += 1
         call = PendingCall(self, self._next_id, name, alias, args_json)
+        call._invalid = invalid
         self._queued.append(call)
         return call
 
-    def call(self, name, alias, args):
+    def call(self, name, alias, args, invalid=None):
         """A plain call: its value (every call queued before it goes in the same batch)."""
-        return self.submit(name, alias, args)._value()
+        return self.submit(name, alias, args, invalid)._value()
 
     def resolve(self, call):
         """Wait until `call` settles (or turns out cancelled), sending what is queued."""
@@ -160,9 +162,10 @@ class Bridge:
             self._in_flight[call._id] = call
         cancel, self._cancel = self._cancel, []
         request = '{"calls":[%s],"cancel":%s,"wait_s":%s,"until":%s}' % (
-            ",".join('{"id":%d,"name":%s,"args":%s}' % (c._id, json.dumps(c._name),
-                                                        c._args_json)
-                     for c in calls),
+            ",".join('{"id":%d,"name":%s,"args":%s%s}' % (
+                c._id, json.dumps(c._name), c._args_json,
+                "" if c._invalid is None else ',"invalid":' + json.dumps(c._invalid))
+                for c in calls),
             json.dumps(cancel), json.dumps(wait_s), json.dumps(until),
         )
         reply = json.loads(self._dispatch(request))
@@ -311,7 +314,16 @@ class Binding:
         return bound
 
     def __call__(self, *args, **kwargs):
-        bound = self._bind(args, kwargs)
+        try:
+            bound = self._bind(args, kwargs)
+        except TypeError as exc:
+            # A call of the wrong shape is still a call: the host records the attempt, runs
+            # it through policy and answers INVALID_ARGS (raised as ToolArgumentError, a
+            # TypeError), unless the attempt is not even JSON (a TypeError, nothing sent).
+            attempt = dict(zip((n for n, _, _ in self._params), args, strict=False))
+            for key, value in kwargs.items():
+                attempt.setdefault(key, value)
+            return self._bridge.call(self.name, self.alias, attempt, invalid=str(exc))
         for key in self._omit_if_none:
             if key in bound and bound[key] is None:
                 del bound[key]

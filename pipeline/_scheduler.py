@@ -1,0 +1,357 @@
+"""The one scheduler: calls through the pipeline in submission order (PIPELINE.md §2 S0,
+§11.4). ``Session.call_batch`` (one assistant message's calls) and Code Mode's sub-call
+dispatcher (one program's calls) both run on it; each adds only its own events through
+``on_start`` and ``on_commit``.
+
+For each call, in submission order::
+
+    QUEUED ──> STARTING ──> DISPATCHING ──> WAITING ──> COMMITTING ──> COMMITTED
+      │        (on_start,    (S8–S10:       (for the     (S11–S14,
+      │         S3–S7: one    overlap in     calls        then on_commit,
+      │         call at a     the pool)      before it)   in order)
+      │         time)              │                          ^
+      │                            └── (drain) ABANDONED ─────┘  TOOL_OUTCOME_UNKNOWN
+      └── (closed before its start) DROPPED: no on_start, no on_commit, no tools/result
+
+- **Ordered starts**: a call starts (``on_start``, then S3–S7) only after the call before it
+  finished S3–S7. Classification (``exclusive(call)``) is read just before.
+- **Pool**: at most ``pool`` calls are between their start and the end of their dispatch.
+- **Exclusive barrier**: an exclusive call starts only after every earlier call committed,
+  and the next call starts only after it committed.
+- **Ordered commits**: a call commits (S11–S14, then ``on_commit``) only after its own
+  dispatch ended and the call before it committed.
+- **Cancellation** is the callers' signals' business (each ``ExecutionInput`` carries one);
+  the scheduler never abandons a call on its own. ``drain`` (a sub-call run that ended)
+  drops the calls that did not start, waits for the others, then abandons the ones still
+  stuck: each is committed through the pipeline as it stands, or as the ``abandon_error``
+  outcome (``PendingCall.abandon``), in order, with its ``on_commit``.
+
+A failure of ``on_start`` or ``on_commit`` (a log that refuses an append, say) is the
+owner's: the scheduler stops starting calls, drops the rest, and ``join`` raises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._execution import ExecutionInput
+from ._normalize import failure_from
+from ._registry import PendingCall
+from ._result import CallResult
+
+__all__ = ["CallState", "Scheduled", "Scheduler"]
+
+
+class CallState(enum.Enum):
+    """Where a scheduled call is (the module docstring draws the transitions)."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    DISPATCHING = "dispatching"
+    WAITING = "waiting"
+    ABANDONED = "abandoned"
+    COMMITTING = "committing"
+    COMMITTED = "committed"
+    DROPPED = "dropped"
+
+
+_FINAL = (CallState.COMMITTED, CallState.DROPPED)
+
+
+class Scheduled:
+    """One call in a ``Scheduler``.
+
+    Attributes:
+        index: submission order, from 0.
+        input: what the call runs.
+        data: the owner's own record for the call (given to ``submit``).
+        state: a ``CallState``.
+        pending: the pipeline's call once prepared (``None`` before, or if ``prepare``
+            refused the input).
+        result: the published result once committed; for a dropped call the failure
+            ``run is over; not dispatched`` (``ABORTED``), never published.
+        done: resolved once the call is committed or dropped (also when its
+            ``on_commit`` was cut short by ``drain``: then ``state`` is not ``COMMITTED``).
+        error: what ``on_start``/``on_commit`` raised, if anything.
+    """
+
+    def __init__(
+        self, index: int, inp: ExecutionInput, data: Any, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.index = index
+        self.input = inp
+        self.data = data
+        self.state = CallState.QUEUED
+        self.pending: PendingCall | None = None
+        self.result: CallResult | None = None
+        self.error: BaseException | None = None
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._started: asyncio.Future[None] = loop.create_future()  # S3–S7 over: next may start
+        self._task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Future[None] | None = None
+        self._dispatching: asyncio.Future[None] | None = None
+        self._slot = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<Scheduled #{self.index} {self.input.name} {self.input.call_id} {self.state.value}>"
+        )
+
+
+DROPPED_MESSAGE = "run is over; not dispatched"
+
+
+class Scheduler:
+    """Runs submitted calls through the pipeline (module docstring).
+
+    Args:
+        prepare: makes the pipeline's call for an input (``Session.prepare``).
+        pool: calls at once between their start and the end of their dispatch (>= 1).
+        exclusive: ``call -> bool``, read just before the call starts; ``True`` makes it a
+            barrier (a tool not declared concurrency-safe).
+        on_start: ``call -> None``, right before S3 (e.g. append ``tool/call``).
+        on_commit: ``call -> awaitable``, after S14 in submission order, with
+            ``call.result`` set (e.g. append ``tool/result``, queue contexts).
+    """
+
+    def __init__(
+        self,
+        prepare: Callable[[ExecutionInput], PendingCall],
+        *,
+        pool: int,
+        exclusive: Callable[[Scheduled], bool],
+        on_start: Callable[[Scheduled], None],
+        on_commit: Callable[[Scheduled], Awaitable[None]],
+    ) -> None:
+        if pool < 1:
+            raise ValueError("pool must be >= 1")
+        self._prepare = prepare
+        self._exclusive = exclusive
+        self._on_start = on_start
+        self._on_commit = on_commit
+        self._slots = asyncio.Semaphore(pool)
+        self._calls: list[Scheduled] = []
+        self._queue: asyncio.Queue[Scheduled | None] = asyncio.Queue()
+        self._driver: asyncio.Task[None] | None = None
+        self._sealed = False
+        self._closed = False
+        self._abandon_error: Callable[[], BaseException] | None = None
+
+    @property
+    def calls(self) -> list[Scheduled]:
+        """Every submitted call, in submission order."""
+        return list(self._calls)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def submit(self, inp: ExecutionInput, data: Any = None) -> Scheduled:
+        """Queue a call behind those already submitted; returns at once.
+
+        Raises:
+            RuntimeError: the scheduler was sealed or closed (``seal``, ``drain``, or an
+                owner failure).
+        """
+        if self._closed or self._sealed:
+            raise RuntimeError("the scheduler takes no more calls")
+        loop = asyncio.get_running_loop()
+        call = Scheduled(len(self._calls), inp, data, loop)
+        self._calls.append(call)
+        self._queue.put_nowait(call)
+        if self._driver is None:
+            self._driver = loop.create_task(self._drive())
+        return call
+
+    def seal(self) -> None:
+        """No more submissions: the calls already submitted all run (a batch's calls)."""
+        if not self._sealed:
+            self._sealed = True
+            self._queue.put_nowait(None)
+
+    async def join(self) -> list[Scheduled]:
+        """Wait until every submitted call is committed (or dropped); returns them.
+
+        Raises:
+            whatever an ``on_start``/``on_commit`` raised (the first, in submission order).
+        """
+        while True:
+            calls = list(self._calls)
+            if calls:
+                await asyncio.wait([c.done for c in calls])
+            if len(calls) == len(self._calls):
+                break
+        for call in calls:
+            if call.error is not None:
+                raise call.error
+        return calls
+
+    # -- the ordered lane ---------------------------------------------------------------
+    async def _drive(self) -> None:
+        previous: Scheduled | None = None
+        while True:
+            call = await self._queue.get()
+            if call is None:
+                return
+            if call.state is not CallState.QUEUED:  # dropped while queued
+                continue
+            exclusive = self._exclusive(call)
+            if exclusive and previous is not None:  # the barrier: all earlier committed
+                await asyncio.shield(previous.done)
+            await self._slots.acquire()
+            if call.state is not CallState.QUEUED:
+                self._slots.release()
+                continue
+            call._slot = True
+            call.state = CallState.STARTING
+            call._task = asyncio.ensure_future(self._run(call, previous))
+            call._task.add_done_callback(functools.partial(self._settled, call))
+            await asyncio.shield(call._started)
+            if call.error is not None:  # the owner failed: stop here
+                self._close()
+                return
+            if exclusive:
+                await asyncio.shield(call.done)
+            previous = call
+
+    async def _run(self, call: Scheduled, previous: Scheduled | None) -> None:
+        try:
+            try:
+                self._on_start(call)
+            except Exception as exc:
+                call.error = exc
+                return
+            try:
+                call.pending = self._prepare(call.input)
+            except Exception as exc:  # a malformed input (an empty name): answered
+                call.result = failure_from(exc)
+            if call.pending is not None:
+                # S3–S7 and S8–S10 as tasks of their own: abandoning a call never waits on
+                # a stage that ignores (or swallows) cancellation.
+                call._starting = asyncio.ensure_future(call.pending.start())
+                await asyncio.shield(call._starting)
+            _resolve(call._started)
+            if call.pending is not None:
+                call.state = CallState.DISPATCHING
+                call._dispatching = asyncio.ensure_future(call.pending.dispatch())
+                await asyncio.shield(call._dispatching)
+            self._release(call)
+            call.state = CallState.WAITING
+            if previous is not None:
+                await asyncio.shield(previous.done)
+            call.state = CallState.COMMITTING
+            if call.pending is not None:
+                call.result = await call.pending.commit()
+        except asyncio.CancelledError:
+            if self._abandon_error is None:
+                raise
+            self._release(call)
+            _resolve(call._started)
+            if previous is not None:  # commits stay in order
+                await asyncio.shield(previous.done)
+            call.result = await self._abandoned(call)
+            call.state = CallState.COMMITTING
+        try:
+            await self._on_commit(call)
+            call.state = CallState.COMMITTED
+        except asyncio.CancelledError:
+            if self._abandon_error is None:
+                raise
+            # cut short by drain: left COMMITTING, reported by drain as hanging
+        except Exception as exc:
+            call.error = exc
+
+    async def _abandoned(self, call: Scheduled) -> CallResult:
+        """The outcome of a call ``drain`` gave up waiting for: committed as it stands if
+        its dispatch finished (it only waited its turn), else ``abandon_error``."""
+        assert self._abandon_error is not None
+        pending = call.pending
+        if pending is None:
+            return call.result or failure_from(self._abandon_error())
+        if pending.published is not None:
+            return pending.published
+        dispatching = call._dispatching
+        if (
+            pending.phase == "dispatched"
+            and not pending.abandoned
+            and (
+                dispatching is None
+                or (
+                    dispatching.done()
+                    and not dispatching.cancelled()
+                    and dispatching.exception() is None
+                )
+            )
+        ):
+            return await pending.commit()
+        call.state = CallState.ABANDONED
+        pending.abandon(self._abandon_error())
+        return await pending.commit()
+
+    def _release(self, call: Scheduled) -> None:
+        if call._slot:
+            call._slot = False
+            self._slots.release()
+
+    def _settled(self, call: Scheduled, _task: object = None) -> None:
+        """Whatever ended the call's task (even a cancellation before it ran a line), its
+        futures resolve and its slot is free."""
+        self._release(call)
+        if (
+            call.state is CallState.STARTING
+            and call.result is None
+            and call.pending is None
+            and call.error is None
+            and not call._started.done()
+        ):
+            call.state = CallState.DROPPED  # cancelled before it began
+            call.result = CallResult.failure(DROPPED_MESSAGE, code="ABORTED")
+        _resolve(call._started)
+        _resolve(call.done)
+
+    # -- ending ---------------------------------------------------------------------------
+    def _close(self) -> None:
+        """No more submissions; calls not started yet are dropped."""
+        self._closed = True
+        for call in self._calls:
+            if call.state is CallState.QUEUED:
+                call.state = CallState.DROPPED
+                call.result = CallResult.failure(DROPPED_MESSAGE, code="ABORTED")
+                _resolve(call._started)
+                _resolve(call.done)
+        self._queue.put_nowait(None)
+
+    async def drain(
+        self, *, abandon_after_s: float, abandon_error: Callable[[], BaseException]
+    ) -> list[Scheduled]:
+        """End a run: drop the calls that did not start, wait for the others, and after
+        ``abandon_after_s`` seconds abandon those still running (see ``Scheduled``).
+        The callers' signals should be aborted first, so that calls in flight stop.
+
+        Returns:
+            the started calls whose ``on_commit`` did not complete even ``abandon_after_s``
+            seconds after they were abandoned (their owner records them as it can).
+        """
+        self._abandon_error = abandon_error
+        self._close()
+        if self._driver is not None and not self._driver.done():
+            self._driver.cancel()
+        running = [c for c in self._calls if c._task is not None and not c._task.done()]
+        if running:
+            _, stuck = await asyncio.wait(
+                [c._task for c in running if c._task is not None], timeout=abandon_after_s
+            )
+            for task in stuck:
+                task.cancel()
+            if stuck:
+                await asyncio.wait(stuck, timeout=abandon_after_s)
+        return [c for c in self._calls if c.state not in _FINAL]
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
