@@ -51,7 +51,12 @@ class OutputCapture:
         with a marker where it was cut."""
         with self._lock:
             text = self._data.decode("utf-8", errors="replace")
-        if self.over:
+            over = self.over
+        encoded = text.encode("utf-8", errors="surrogatepass")
+        if len(encoded) > self.limit_bytes:   # each invalid byte became a 3-byte U+FFFD
+            text = encoded[:self.limit_bytes].decode("utf-8", errors="ignore")
+            over = True
+        if over:
             text += CUT_MARKER.format(name=self.name, limit=self.limit_bytes)
         return text
 

@@ -389,8 +389,10 @@ def test_shipped_corpus_subset_under_the_default_policy_in_the_wasm_tier():
     assert len(results) == len(SUBSET)
     failing = {i: r.reason for i, r in results.items() if r.outcome in ("escaped", "host-affected")}
     assert failing == {}
+    # The tampered capture swallows the program's own output: nothing past the limit (nothing
+    # at all) reaches the host, and the run completes.
     assert {i: r.outcome for i, r in results.items() if r.outcome not in ("blocked", "ran-ok")} \
-        == {"out-tampered-guest-caps": "limit"}
+        == {}
     assert {i for i, r in results.items() if r.outcome == "ran-ok"} == {
         "benign-trip-weather-report", "benign-tool-errors-handled", "benign-json-report-roundtrip"}
     assert all(r.latency_ms > 0 for r in results.values())
