@@ -62,7 +62,9 @@ app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
                        "call governed by one pipeline.")
 err_console = Console(stderr=True)
 
-DEMO_PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "demo_program.py"
+# Inside the package (codemode/fixtures links to the top-level folder in a checkout), so
+# the path holds in an installed wheel as in an editable install.
+DEMO_PROGRAM = Path(__file__).resolve().parent / "fixtures" / "demo_program.py"
 
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
 _BOUNDS = {"--timeout": "between 0 and 86400 seconds", "--memory-mb": "between 16 and 4096 MiB",
@@ -269,7 +271,9 @@ def main() -> None:
     app()
 
 
-@app.command("serve")
+@app.command("serve", cls=_Command,
+             short_help="Serve run_code (the upstream MCP servers' tools, composed by a "
+                        "sandboxed program) as an MCP server.")
 def serve_command(
     mcp: list[str] = typer.Option([], "--mcp", metavar="CMD",
                                   help='An upstream MCP server over stdio, e.g. --mcp '
@@ -282,15 +286,17 @@ def serve_command(
     policy: Path | None = typer.Option(None, "--policy", metavar="FILE",
                                         help="A policy file (TOML): tier, limits, exposed "
                                                "tools and per-tool rules (ask = elicitation)."),
-    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    log: Path | None = typer.Option(None, "--log", metavar="FILE",
+                                    help="Session log file (.db or .jsonl)."),
     mode: str = typer.Option("code", "--mode", metavar="code|both",
                              help="code: list only run_code; both: the upstream tools too."),
     transport: str = typer.Option("stdio", "--transport", metavar="stdio|http",
                                   help="How clients connect."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (http)."),
-    port: int = typer.Option(8000, "--port", min=0, max=65535,
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
+                             help="Address to bind (http)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, metavar="PORT",
                              help="TCP port (http); 0 picks a free one."),
-    mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001,
+    mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001, metavar="SECONDS",
                                       help="Seconds each upstream tool call may take."),
 ) -> None:
     """Serve run_code (the tools of the upstream MCP servers, composed by a sandboxed
@@ -321,13 +327,15 @@ def serve_command(
 
 # `codemode log ...`: commands that read session logs. Each lives in its own module as a
 # plain typer command function, registered here.
-log_app = typer.Typer(no_args_is_help=True, help="Inspect session logs.")
+log_app = typer.Typer(cls=_Group, no_args_is_help=True, help="Inspect session logs.")
 app.add_typer(log_app, name="log")
 
 
 def _register_log_commands() -> None:
     from ._log_show import show
-    log_app.command("show")(show)
+    log_app.command("show", cls=_Command,
+                    short_help="Show a session log's calls as a tree, with outcomes and "
+                               "durations.")(show)
 
 
 _register_log_commands()
