@@ -16,14 +16,19 @@ import typer
 from codemode.pipeline import LogCorruptError
 from codemode.pipeline.log import check, load
 
+from ._cli_help import _Command, _Group
 from ._log_show import show
 
-log_app = typer.Typer(no_args_is_help=True, help="Inspect session logs.")
-log_app.command("show")(show)  # `codemode log show FILE` (_log_show.py)
+log_app = typer.Typer(cls=_Group, no_args_is_help=True, help="Inspect session logs.")
+log_app.command("show", cls=_Command,        # `codemode log show FILE` (_log_show.py)
+                short_help="Show a session log's calls as a tree, with outcomes and "
+                           "durations.")(show)
 
 
 @log_app.command(
     "check",
+    cls=_Command,
+    short_help="Check that a session log keeps its invariants.",
     help="Check that a session log keeps its invariants: every call "
     "answered once, results only for calls made, dispatch events inside turns, "
     "sub-calls settled under their root. Exit 0: sound; 1: violations; 2: unreadable.",

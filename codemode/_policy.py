@@ -206,13 +206,16 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         """Read and validate a TOML policy file.
 
         Raises:
-            PolicyError: the file is missing, not TOML, or not a valid policy; the message
-                names the file and the offending key (`rules[0].action`).
+            PolicyError: the file is missing, not UTF-8, not TOML, or not a valid policy; the
+                message names the file and the offending key (`rules[0].action`).
         """
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise PolicyError(f"cannot read the policy file: {exc.strerror or exc}",
+                              path=path) from None
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"not UTF-8 text (byte {exc.start}); save the policy as UTF-8",
                               path=path) from None
         try:
             data = tomllib.loads(text)

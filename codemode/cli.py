@@ -29,41 +29,23 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from typer.core import TyperCommand, TyperGroup
 
 from codemode.sandbox import SandboxLimits
 
+from ._cli_help import _Command, _Group
 from ._cli_render import draw_card, failure_text, write_output
 from ._cli_run import run_program
 from ._log_cli import log_app
 from ._policy import Policy, PolicyError
-
-
-def _plain_flags(params: list[Any]) -> list[Any]:
-    """No `<bool>` type beside flags in help (`--json`, `--builtin`, `--help`): a flag takes
-    no value."""
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
-    return params
-
-
-class _Command(TyperCommand):
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_flags(super().get_params(ctx))
-
-
-class _Group(TyperGroup):
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_flags(super().get_params(ctx))
-
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
                   help="Run model-written Python in a wasmtime sandbox, with every tool "
                        "call governed by one pipeline.")
 err_console = Console(stderr=True)
 
-DEMO_PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "demo_program.py"
+# Inside the package (codemode/fixtures links to the top-level folder in a checkout), so
+# the path holds in an installed wheel as in an editable install.
+DEMO_PROGRAM = Path(__file__).resolve().parent / "fixtures" / "demo_program.py"
 
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
 _BOUNDS = {"--timeout": "between 0 and 86400 seconds", "--memory-mb": "between 16 and 4096 MiB",
@@ -270,7 +252,9 @@ def main() -> None:
     app()
 
 
-@app.command("serve")
+@app.command("serve", cls=_Command,
+             short_help="Serve run_code (the upstream MCP servers' tools, composed by a "
+                        "sandboxed program) as an MCP server.")
 def serve_command(
     mcp: list[str] = typer.Option([], "--mcp", metavar="CMD",
                                   help='An upstream MCP server over stdio, e.g. --mcp '
@@ -283,15 +267,17 @@ def serve_command(
     policy: Path | None = typer.Option(None, "--policy", metavar="FILE",
                                         help="A policy file (TOML): tier, limits, exposed "
                                                "tools and per-tool rules (ask = elicitation)."),
-    log: Path | None = typer.Option(None, "--log", help="Session log file (.db or .jsonl)."),
+    log: Path | None = typer.Option(None, "--log", metavar="FILE",
+                                    help="Session log file (.db or .jsonl)."),
     mode: str = typer.Option("code", "--mode", metavar="code|both",
                              help="code: list only run_code; both: the upstream tools too."),
     transport: str = typer.Option("stdio", "--transport", metavar="stdio|http",
                                   help="How clients connect."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (http)."),
-    port: int = typer.Option(8000, "--port", min=0, max=65535,
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
+                             help="Address to bind (http)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, metavar="PORT",
                              help="TCP port (http); 0 picks a free one."),
-    mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001,
+    mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001, metavar="SECONDS",
                                       help="Seconds each upstream tool call may take."),
 ) -> None:
     """Serve run_code (the tools of the upstream MCP servers, composed by a sandboxed
@@ -302,6 +288,9 @@ def serve_command(
         raise typer.BadParameter("--mode must be code or both")
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("--transport must be stdio or http")
+    if log is not None and not log.parent.is_dir():
+        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
+                                 param_hint="'--log'")
     loaded = None
     if policy is not None:
         try:

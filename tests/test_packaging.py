@@ -1,5 +1,6 @@
 """The wheel: one top-level import name, with the files the package reads at run time."""
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -11,12 +12,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+def wheel_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--wheel-dir", str(out), str(ROOT)], check=True, timeout=600)
     [path] = out.glob("codemode-*.whl")
-    with zipfile.ZipFile(path) as archive:
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_path: Path) -> set[str]:
+    with zipfile.ZipFile(wheel_path) as archive:
         return set(archive.namelist())
 
 
@@ -48,3 +54,20 @@ def test_the_files_read_at_run_time_are_inside(wheel):
 @pytest.mark.slow
 def test_no_bytecode_is_packed(wheel):
     assert not {name for name in wheel if "__pycache__" in name or name.endswith(".pyc")}
+
+
+@pytest.mark.slow
+def test_the_installed_cli_finds_the_demo_program(wheel_path, tmp_path):
+    # The wheel unpacked as site-packages would hold it, imported from outside the checkout:
+    # `codemode demo` reads its program from inside the package, not from the checkout.
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel_path) as archive:
+        archive.extractall(site)
+    check = ("import codemode.cli as cli, pathlib, sys; "
+             "assert pathlib.Path(cli.__file__).is_relative_to(sys.argv[1]), cli.__file__; "
+             "print(cli.DEMO_PROGRAM.is_file(), cli.DEMO_PROGRAM.is_relative_to(sys.argv[1]))")
+    done = subprocess.run([sys.executable, "-c", check, str(site)], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True True\n"

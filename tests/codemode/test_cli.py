@@ -1,6 +1,7 @@
 """The command line, run as a user would: a real subprocess, with pipes, or with a
 pseudo-terminal where the behaviour depends on one."""
 
+import itertools
 import json
 import os
 import pty
@@ -98,25 +99,56 @@ def _panel_text(help_text):
     return " ".join(" ".join(lines).split())
 
 
-@pytest.mark.parametrize("command", ["run", "eval", "demo"])
+@pytest.mark.parametrize("command", ["run", "eval", "demo", "serve", "log show"])
 def test_help_at_80_columns_keeps_every_sentence_whole(command):
     import typer
 
     from codemode.cli import app
 
-    done = codemode(command, "--help", columns=80)
+    done = codemode(*command.split(), "--help", columns=80)
     assert done.returncode == 0
     text = done.stdout.decode()
     assert "<bool>" not in text                                 # flags take no value
     assert max(len(line) for line in text.splitlines()) <= 80
     words = _panel_text(text)
-    click_command = typer.main.get_command(app).commands[command]
+    click_command = typer.main.get_command(app)
+    for name in command.split():
+        click_command = click_command.commands[name]
     for paragraph in click_command.help.split("\n\n"):
         assert " ".join(paragraph.split()) in words
     for param in click_command.params:
         if param.help:
             assert param.help.endswith("."), param.name
             assert " ".join(param.help.split()) in words, param.name
+
+
+@pytest.mark.parametrize("group", [(), ("log",)])
+def test_command_lists_at_80_columns_keep_each_summary_whole(group):
+    import typer
+
+    from codemode.cli import app
+
+    done = codemode(*group, "--help", columns=80)
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert "<bool>" not in text
+    words = _panel_text(text)
+    click_group = typer.main.get_command(app)
+    for name in group:
+        click_group = click_group.commands[name]
+    for name, command in click_group.commands.items():
+        assert f"{name} {command.get_short_help_str(limit=1000)}" in words, name
+    # Each summary is wrapped, not broken early where its docstring breaks a line: no line
+    # of the Commands panel ends where the next line's first word would still have fit.
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("╭─ Commands"))
+    cells = [line[1:-1] for line in lines[start + 1:] if line.startswith("│")]
+    offset = len(cells[0]) - len(cells[0].lstrip()[len(cells[0].split()[0]):].lstrip())
+    width = len(cells[0]) - offset - 1
+    for line, following in itertools.pairwise(cells):
+        if following[:offset].strip():                      # the next command's first line
+            continue
+        assert len(line[offset:].rstrip()) + 1 + len(following.split()[0]) > width, line
 
 
 def test_a_flag_takes_no_value(tmp_path):
@@ -394,9 +426,11 @@ def test_reusing_a_log_file_reports_only_this_run(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.py", "session.db"]
 
 
-def test_a_log_in_a_missing_directory_is_refused(tmp_path):
+@pytest.mark.parametrize("command", [["run", "PROGRAM"], ["demo"], ["serve", "--builtin"]])
+def test_a_log_in_a_missing_directory_is_refused(tmp_path, command):
     log = tmp_path / "missing" / "session.jsonl"
-    done = codemode("run", program(tmp_path, "1\n"), "--log", str(log))
+    argv = [program(tmp_path, "1\n") if arg == "PROGRAM" else arg for arg in command]
+    done = codemode(*argv, "--log", str(log))
     assert done.returncode == 2
     assert f"Invalid value for '--log': directory '{log.parent}' does not exist." in \
         " ".join(done.stderr.decode().split())

@@ -83,6 +83,14 @@ def test_policy_file_that_is_not_toml(tmp_path):
     assert str(caught.value).startswith(f"{path}: not valid TOML: ")
 
 
+def test_policy_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'description = "caf\xe9"\n')
+    with pytest.raises(PolicyError) as caught:
+        Policy.load(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text (byte 18); save the policy as UTF-8"
+
+
 def test_missing_policy_file(tmp_path):
     with pytest.raises(PolicyError) as caught:
         Policy.load(tmp_path / "absent.toml")
