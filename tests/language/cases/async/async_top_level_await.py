@@ -1,0 +1,3 @@
+import asyncio
+async def f(): return 7
+print(await f())

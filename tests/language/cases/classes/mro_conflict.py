@@ -1,0 +1,7 @@
+# restricted: skip (host CPython 3.11 prints differently from 3.14)
+try:
+    class X: pass
+    class Y(X): pass
+    class Z(X, Y): pass
+except TypeError as e:
+    print(type(e).__name__, e)

@@ -1,0 +1,9 @@
+# restricted: skip (host CPython 3.11 prints differently from 3.14)
+from dataclasses import dataclass
+try:
+    @dataclass
+    class C:
+        a: int = 1
+        b: int
+except TypeError as e:
+    print(e)

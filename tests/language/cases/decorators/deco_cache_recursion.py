@@ -1,0 +1,4 @@
+from functools import lru_cache
+@lru_cache(maxsize=None)
+def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)
+print(fib(100), fib.cache_info())

@@ -1,0 +1,6 @@
+def register(cls):
+    cls.registered = True
+    return cls
+@register
+class C: pass
+print(C.registered)

@@ -1,0 +1,5 @@
+# restricted: refused (underscore name __notes__)
+eg = ExceptionGroup("g", [ValueError("a"), TypeError("b")])
+eg.add_note("note!")
+m, r = eg.split(TypeError)
+print(m.__notes__, r.__notes__, m.message)

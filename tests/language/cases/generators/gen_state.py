@@ -1,0 +1,7 @@
+# restricted: refused (module inspect is not importable)
+import inspect
+def g(): yield 1
+it = g()
+print(inspect.getgeneratorstate(it)); next(it)
+print(inspect.getgeneratorstate(it)); list(it)
+print(inspect.getgeneratorstate(it))

@@ -1,0 +1,6 @@
+# restricted: refused (underscore name __mro__)
+print(abs(-3), divmod(17, 5), pow(2, 10), max(3, 7, key=lambda x: -x), min([], default="empty"), any([]), all([]), sum((1, 2)))
+print(list(map(str, [1, 2])), ord("A"), chr(97), bin(5), hex(255), oct(8), round(3.14159, 3), isinstance(True, int), callable(print))
+print(sorted({3: "a", 1: "b"}), list(reversed([1, 2])), list(zip(*[(1, "a"), (2, "b")])), dict(zip("ab", [1, 2])), format(3.5, "08.2f"))
+print(type(None).__name__, hash(None) == hash(None), repr(None), int.__mro__, bool.__bases__, slice(1, 5, 2).indices(3))
+print(getattr(1, "real"), vars(type("T", (), {"a": 1}))["a"], type("T", (object,), {}).__name__, next(iter({"k": 1})))

@@ -1,0 +1,5 @@
+# restricted: refused (str.format)
+print("{} {}".format(1, 2), "{1}{0}".format("a", "b"), "{x[0]}{y.real}".format(x=[9], y=3j))
+print("{:>{w}}|".format("r", w=4), "{!r}".format("q"), "{{literal}}".format())
+print("%s %d %05.1f %x %r %%" % ("s", 3, 2.25, 255, "r"))
+print("%(a)s-%(b)s" % {"a": 1, "b": 2})
