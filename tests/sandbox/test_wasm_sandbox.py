@@ -339,3 +339,14 @@ def test_output_written_before_the_instance_traps_is_returned(sandbox, host):
     outcome = run(sandbox, host, code, memory_bytes=512 << 20, wall_clock_s=60.0)
     assert isinstance(outcome.error, GuestCrashed)
     assert outcome.stdout == "before\nbuilt\n"
+
+
+@pytest.mark.parametrize("depth", [900, 2_000])
+def test_a_deeply_nested_final_value_comes_back_cut_not_failed(sandbox, host, depth):
+    code = f"x = []\nfor _ in range({depth}):\n    x = [x]\nx"
+    outcome = run(sandbox, host, code)
+    assert outcome.status == "ok", outcome.error
+    level, value = 0, outcome.value
+    while isinstance(value, list):
+        level, value = level + 1, value[0]
+    assert level == 500 and value == {"$cut": "list nested deeper than 500 levels"}

@@ -22,6 +22,7 @@ from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, Too
 from .output import CappedSink, text_stream
 from .pending import isinstance_
 from .tools import Binding, Bridge, ToolNamespace
+from .values import MAX_DEPTH as MAX_VALUE_DEPTH
 from .values import ValueTooLarge
 from .values import encode as encode_value
 
@@ -220,11 +221,18 @@ def fd_writer(fd):
 def finish_value(outcome, state, value, limit_bytes):
     """Put the final value's JSON text in `outcome["value"]` (None too: a final expression
     of None keeps `null`), or trip the output limit when its JSON is over `limit_bytes`
-    (the value is then left out)."""
+    (the value is then left out). The encoder recurses about twice per level of nesting and
+    cuts at `values.MAX_DEPTH` levels: the recursion limit is raised for it while it runs
+    (Python frames, not the C stack), so a value as deep as CPython itself can build and
+    show comes back, cut past that depth, instead of failing the run."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, 4 * MAX_VALUE_DEPTH + 1000))
     try:
         outcome["value"] = encode_value(value, limit_bytes)
     except ValueTooLarge as exc:
         state.trip("output", str(exc))
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 # The rejection classes are globals of every program, like builtins: tracebacks name them
