@@ -92,7 +92,8 @@ def _cut(text: str) -> str:
 
 
 def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]:
-    """One table row, through the tool's presenters when it has them (PIPELINE.md §11.8)."""
+    """One table row, through the tool's presenters when it has them (docs/pipeline-spec.md
+    §11.8)."""
     shown = _card_text(session.present_call(row.tool, row.arguments))
     arguments = shown or json.dumps(row.arguments, ensure_ascii=False)
     projection = {"content": [{"type": "text", "text": row.text}], "isError": not row.ok,

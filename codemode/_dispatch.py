@@ -1,5 +1,5 @@
-"""Serving one run's sub-call batches through the session's pipeline (DESIGN.md §4,
-PIPELINE.md §11.4).
+"""Serving one run's sub-call batches through the session's pipeline (docs/design.md §4,
+docs/pipeline-spec.md §11.4).
 
 The sandbox calls `SubCallDispatcher.dispatch` on its own thread with a batch (wire format:
 `sandbox._wire`); the dispatcher hops onto the session's event loop, submits each new call
@@ -126,7 +126,7 @@ class SubCallDispatcher:
         self._by_guest_id: dict[int, Scheduled] = {}
         self._unreported: list[Scheduled] = []     # submitted by a batch, not yet answered
         self._closed = False
-        # Dispatch events belong inside a turn (PIPELINE.md §10). A run with none open
+        # Dispatch events belong inside a turn (docs/pipeline-spec.md §10). A run with none open
         # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
         # but writes no dispatch events.
         self._record = session.turn_open
@@ -186,7 +186,7 @@ class SubCallDispatcher:
 
     def _exclusive(self, call: Scheduled) -> bool:
         """Concurrency-safe only by the tool's own classifier; an unexposed name or a call
-        of the wrong shape is exclusive (PIPELINE.md §2 S0)."""
+        of the wrong shape is exclusive (docs/pipeline-spec.md §2 S0)."""
         sub: _SubCall = call.data
         return sub.name not in self._exposed or sub.invalid is not None or \
             self._session.classify(sub.name, sub.arguments(),
@@ -215,7 +215,7 @@ class SubCallDispatcher:
         if not result.is_error and any(_is_media(b) for b in result.content):
             # The model never sees a sub-call's result, so an image (audio, a resource) in
             # it would be lost: it follows the outer result as one more user message
-            # (PIPELINE.md §8.3).
+            # (docs/pipeline-spec.md §8.3).
             self._outer.defer_context(list(result.content))
         if result.concludes_turn:
             self._outer.conclude_turn()
@@ -252,7 +252,7 @@ class SubCallDispatcher:
 
     async def drain(self) -> None:
         """After the run settled: abort the run scope, drop calls that never started, and
-        await the ones in flight and their commits (PIPELINE.md §11.3 step 4).
+        await the ones in flight and their commits (docs/pipeline-spec.md §11.3 step 4).
 
         A tool that ignores the abort cannot hold the run past its limit: a call still
         unsettled `ABANDON_AFTER_S` seconds later is abandoned. Nobody knows whether it

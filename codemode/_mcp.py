@@ -1,4 +1,4 @@
-"""MCP servers over stdio as pipeline tools (DESIGN.md §1, §2).
+"""MCP servers over stdio as pipeline tools (docs/design.md §1, §2).
 
 `McpServer.connect(command)` starts a server process, performs the MCP handshake, lists its
 tools and turns each into a `ToolDefinition` whose body sends `tools/call` to that server.

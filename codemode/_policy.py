@@ -1,5 +1,5 @@
 """Policy as data: which sandbox tier, which limits, which tools a program sees and what the
-pipeline decides for each of its calls (DESIGN.md §7).
+pipeline decides for each of its calls (docs/design.md §7).
 
 A policy file is TOML::
 

@@ -1,4 +1,4 @@
-"""Which binding rejection a failed sub-call becomes in the program (DESIGN.md §4).
+"""Which binding rejection a failed sub-call becomes in the program (docs/design.md §4).
 
     denial (pre-execute, approval, guard, post-execute block)  -> ToolDenied       DENIED
     UNKNOWN_TOOL                                                -> ToolNotFound

@@ -1,4 +1,4 @@
-"""The reserved `run_code` tool (DESIGN.md §1, §4; PIPELINE.md §11).
+"""The reserved `run_code` tool (docs/design.md §1, §4; docs/pipeline-spec.md §11).
 
 `CodeMode(session)` reserves `run_code` on a session. Its body runs the program in a sandbox
 with one binding per tool visible to the calling agent, serves the program's sub-calls
@@ -178,7 +178,7 @@ def _present_call(args: Any) -> dict[str, Any]:
 
 
 class CodeMode:
-    """Gives a session the reserved `run_code` tool (DESIGN.md §1).
+    """Gives a session the reserved `run_code` tool (docs/design.md §1).
 
     Args:
         session: the session whose tools programs may call and whose pipeline governs them.

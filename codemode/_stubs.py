@@ -1,4 +1,4 @@
-"""Model-facing Python signatures for tools, derived from their JSON Schemas (DESIGN.md §3-4).
+"""Model-facing Python signatures for tools, derived from their JSON Schemas (docs/design.md §3-4).
 
 Each tool becomes a `ToolStub`: the Python name the program calls (`alias`), the parameter
 shapes the guest checks calls against (`params`, `accepts_extra`), and the text the model and
@@ -116,7 +116,7 @@ class ParamSpec(msgspec.Struct, frozen=True):
 
 
 class ToolStub(msgspec.Struct, frozen=True):
-    """A tool as the program sees it: a typed Python function (DESIGN.md §3).
+    """A tool as the program sees it: a typed Python function (docs/design.md §3).
 
     Attributes:
         name: the tool's own name, what is dispatched ("get-time", "git.status").

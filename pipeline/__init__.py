@@ -1,4 +1,5 @@
-"""Generic tool-execution pipeline (DESIGN.md §5, PIPELINE.md). Imports neither codemode
+"""Generic tool-execution pipeline (docs/design.md §5, docs/pipeline-spec.md). Imports neither
+codemode
 nor sandbox.
 
 Every tool call — direct from the model or from a sandboxed program — runs through one

@@ -1,4 +1,4 @@
-"""The one-shot approval channel (PIPELINE.md §4).
+"""The one-shot approval channel (docs/pipeline-spec.md §4).
 
 Outcomes: ``"allowed-once"`` | ``"rejected"`` | ``"cancelled"`` | ``"unavailable"``. There is
 no "always": an approval authorizes only the call that asked.

@@ -1,5 +1,5 @@
 """Decisions returned by ``tools/pre-execute`` and ``tools/post-execute`` listeners
-(PIPELINE.md §1.5). There is no argument-rewrite decision."""
+(docs/pipeline-spec.md §1.5). There is no argument-rewrite decision."""
 
 from __future__ import annotations
 

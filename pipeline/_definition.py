@@ -1,4 +1,4 @@
-"""``ToolDefinition`` and the ``@tool`` decorator (PIPELINE.md §1.6, §5)."""
+"""``ToolDefinition`` and the ``@tool`` decorator (docs/pipeline-spec.md §1.6, §5)."""
 
 from __future__ import annotations
 
@@ -280,7 +280,7 @@ def _build_tool(
         try:
             converted = msgspec.convert(args, args_type)   # fast path: msgspec's C validator
         except msgspec.ValidationError as exc:
-            # Report every violation, path-qualified (PIPELINE.md §5), not just the first.
+            # Report every violation, path-qualified (docs/pipeline-spec.md §5), not just the first.
             problems = validate(parameters, args, label="arguments")
             detail = "; ".join(problems) if problems else _translate(exc)
             raise InvalidArgumentsError(f"invalid arguments: {detail}") from None

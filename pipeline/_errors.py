@@ -1,4 +1,4 @@
-"""Typed errors of the pipeline, each with a stable ``code`` (PIPELINE.md §5).
+"""Typed errors of the pipeline, each with a stable ``code`` (docs/pipeline-spec.md §5).
 
 The tree::
 
@@ -18,7 +18,7 @@ The tree::
      ├── RegistrationError            REGISTRATION_FAILED
      │    ├── DuplicateToolError      DUPLICATE_TOOL
      │    └── ReservedToolError       RESERVED_TOOL
-     ├── FsError                      (filesystem gate, PIPELINE.md §9)
+     ├── FsError                      (filesystem gate, docs/pipeline-spec.md §9)
      │    ├── FsNotObservedError      FS_NOT_OBSERVED
      │    ├── FsStaleVersionError     FS_STALE_VERSION
      │    └── FsNotFoundError         FS_NOT_FOUND
@@ -119,8 +119,8 @@ class ApprovalError(HarnessError):
 class HookError(HarnessError):
     """A ``tools/pre-execute`` or ``tools/post-execute`` listener, a ``tools/execute``
     wrapper, a guard or a hook bridge raised, or answered something that is not a decision.
-    The call fails on the final route (PIPELINE.md §5) with this code, so neither the model
-    nor a program mistakes it for a failure of the tool, which did not run (or whose result
+    The call fails on the final route (docs/pipeline-spec.md §5) with this code, so neither
+    the model nor a program mistakes it for a failure of the tool, which did not run (or whose result
     was then lost)."""
 
     code = "HOOK_FAILED"
@@ -136,7 +136,7 @@ class ToolExitError(HarnessError):
 
 class OutcomeUnknownError(HarnessError):
     """Nobody knows whether the call took effect: the session stopped while it ran (crash
-    repair, PIPELINE.md §10), or a sub-call was abandoned while its body still ran."""
+    repair, docs/pipeline-spec.md §10), or a sub-call was abandoned while its body still ran."""
 
     code = "TOOL_OUTCOME_UNKNOWN"
     error_name = "ToolOutcomeUnknown"
@@ -200,7 +200,7 @@ class LogInUseError(LogError):
 
 
 class LogInvariantError(LogError):
-    """The log refused an append that would break one of its invariants (PIPELINE.md §10),
+    """The log refused an append that would break one of its invariants (docs/pipeline-spec.md §10),
     such as a ``tool/result`` for a call nobody made or a dispatch event outside a turn.
 
     Attributes:
@@ -215,7 +215,7 @@ class LogInvariantError(LogError):
 
 
 class NotLosslessError(ValueError):
-    """A value is not lossless JSON (PIPELINE.md §1.1). Carries no code on purpose."""
+    """A value is not lossless JSON (docs/pipeline-spec.md §1.1). Carries no code on purpose."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

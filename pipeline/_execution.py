@@ -1,5 +1,5 @@
 """Execution input, the registry-owned execution view, and the body's ``RunContext``
-(PIPELINE.md §1.2, §1.3)."""
+(docs/pipeline-spec.md §1.2, §1.3)."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ class RunContext:
 
     def defer_context(self, message: Any) -> None:
         """Attach a user-role message (a string or a list of content blocks) to this call's
-        eventual result; delivered after the result (PIPELINE.md §8). Raises
+        eventual result; delivered after the result (docs/pipeline-spec.md §8). Raises
         ``NotLosslessError`` at once for a malformed message."""
         self._defer(message)
 

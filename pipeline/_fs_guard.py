@@ -1,4 +1,4 @@
-"""The filesystem gate: write-intent, edit-intent, read-before-edit (PIPELINE.md §9).
+"""The filesystem gate: write-intent, edit-intent, read-before-edit (docs/pipeline-spec.md §9).
 
 It lives below the pipeline, inside the filesystem tools' bodies, and applies only to their
 own mutations. Observed state is kept per (agent, resolved key) and shared by every call of

@@ -1,4 +1,4 @@
-"""Lossless-JSON snapshots (PIPELINE.md §1.1).
+"""Lossless-JSON snapshots (docs/pipeline-spec.md §1.1).
 
 A value is lossless JSON when a JSON round trip returns it unchanged. Accepted (exact types
 only, no subclasses): ``None``, ``bool``, ``str`` (without unpaired surrogates), ``int``

@@ -1,4 +1,4 @@
-"""Turning anything thrown into a failed ``CallResult`` (PIPELINE.md §5)."""
+"""Turning anything thrown into a failed ``CallResult`` (docs/pipeline-spec.md §5)."""
 
 from __future__ import annotations
 

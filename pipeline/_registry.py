@@ -1,4 +1,4 @@
-"""The tool registry: one call through S3–S14 (PIPELINE.md §2–§7).
+"""The tool registry: one call through S3–S14 (docs/pipeline-spec.md §2–§7).
 
 Composition, outermost first::
 

@@ -1,4 +1,4 @@
-"""``CallResult``: the frozen, discriminated outcome of one call (PIPELINE.md §1.4)."""
+"""``CallResult``: the frozen, discriminated outcome of one call (docs/pipeline-spec.md §1.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one scheduler: calls through the pipeline in submission order (PIPELINE.md §2 S0,
+"""The one scheduler: calls through the pipeline in submission order (docs/pipeline-spec.md §2 S0,
 §11.4). ``Session.call_batch`` (one assistant message's calls) and Code Mode's sub-call
 dispatcher (one program's calls) both run on it; each adds only its own events through
 ``on_start`` and ``on_commit``.

@@ -1,4 +1,4 @@
-"""A small JSON Schema validator with path-qualified messages (PIPELINE.md §5).
+"""A small JSON Schema validator with path-qualified messages (docs/pipeline-spec.md §5).
 
 Supports the subset that msgspec emits and hand-written tool schemas use: ``$ref`` into
 ``$defs``/``definitions``, ``type`` (string or list), ``enum``, ``const``, ``properties``,

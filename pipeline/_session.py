@@ -1,4 +1,4 @@
-"""``Session``: tools, extension points, the log, turns and batches (PIPELINE.md §2, §8).
+"""``Session``: tools, extension points, the log, turns and batches (docs/pipeline-spec.md §2, §8).
 
 One model tool call (``call``) or one assistant message's calls (``call_batch``) go through
 S1–S17: ``tool/call`` appended when a call starts, the registry's S3–S14, ``tool/result``
@@ -630,7 +630,7 @@ class Session:
         """The content to persist in a ``tool/code-dispatch`` event for a committed sub-call:
         ``result.content`` run through the ``tools/code-dispatch-log`` waterfall (e.g. a
         spill preview). A raising listener or malformed content is contained: the original
-        content is logged (PIPELINE.md §11.4 step 6)."""
+        content is logged (docs/pipeline-spec.md §11.4 step 6)."""
         from ._content import freeze_blocks
 
         try:

@@ -1,4 +1,5 @@
-"""``Signal``: cooperative cancellation, like a JavaScript ``AbortSignal`` (PIPELINE.md §6).
+"""``Signal``: cooperative cancellation, like a JavaScript ``AbortSignal`` (docs/pipeline-spec.md
+§6).
 
 A signal starts live and can be aborted once; aborting is sticky. ``abort`` may be called
 from any thread; callbacks run synchronously on the aborting thread, and ``await wait()``

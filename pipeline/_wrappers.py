@@ -1,4 +1,4 @@
-"""Reference ``tools/execute`` wrappers: timeout and retry (PIPELINE.md S8).
+"""Reference ``tools/execute`` wrappers: timeout and retry (docs/pipeline-spec.md S8).
 
 Register with ``session.on("tools/execute", timeout_wrapper)``; registration order decides
 composition (a timeout registered before a retry bounds all attempts together; registered

@@ -1,4 +1,5 @@
-"""Session events (PIPELINE.md §10, DESIGN.md §6): one tagged union of frozen Structs.
+"""Session events (docs/pipeline-spec.md §10, docs/design.md §6): one tagged union of frozen
+Structs.
 
 JSON shape: the tag field ``type`` holds the event kind (``"tool/call"``, ...); field names are
 camelCase (``call_id`` -> ``callId``). Every event has the envelope ``seq`` (1-based position
@@ -200,7 +201,7 @@ class HookResult(Event, tag="hook/result", frozen=True):
 
 
 class FsObserved(Event, tag="fs/observed", frozen=True):
-    """The filesystem gate saw a file (PIPELINE.md §9). ``version`` only when present."""
+    """The filesystem gate saw a file (docs/pipeline-spec.md §9). ``version`` only when present."""
 
     key: str
     state: Literal["absent", "present"]

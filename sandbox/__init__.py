@@ -1,4 +1,4 @@
-"""Runs untrusted Python in a wasmtime sandbox (DESIGN.md §3). Imports neither pipeline
+"""Runs untrusted Python in a wasmtime sandbox (docs/design.md §3). Imports neither pipeline
 nor codemode; calls back through a plain `dispatch(batch: str) -> str`."""
 
 from ._component import SandboxUnavailable, cache_dir

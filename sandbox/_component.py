@@ -1,4 +1,4 @@
-"""Building, compiling and caching the guest component (DESIGN.md §3).
+"""Building, compiling and caching the guest component (docs/design.md §3).
 
 The component is built from source with componentize-py (never shipped as a binary) the
 first time it is needed on a machine, and compiled by wasmtime; both the `.wasm` and the

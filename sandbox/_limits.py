@@ -1,4 +1,4 @@
-"""Sandbox limits, every field with its unit (DESIGN.md §3)."""
+"""Sandbox limits, every field with its unit (docs/design.md §3)."""
 
 from typing import Annotated
 

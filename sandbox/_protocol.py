@@ -101,7 +101,7 @@ AnyRunError = (ProgramError | TimeLimitExceeded | FuelExhausted | MemoryLimitExc
 
 
 class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How one run ended (DESIGN.md §3 guest contract).
+    """How one run ended (docs/design.md §3 guest contract).
 
     Attributes:
         status: "ok", "error" (the program failed) or "limit" (a limit ended it).

@@ -1,4 +1,5 @@
-"""`RestrictedSandbox`: programs run in this process under RestrictedPython (DESIGN.md §3, Tiers).
+"""`RestrictedSandbox`: programs run in this process under RestrictedPython (docs/design.md §3,
+Tiers).
 
 This tier is WEAKER than `WasmSandbox`. Use it for trusted code and for comparing policies,
 never for untrusted programs:
@@ -1002,7 +1003,7 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
 
 
 class RestrictedSandbox:
-    """Runs programs in this process, compiled by RestrictedPython (DESIGN.md §3, Tiers).
+    """Runs programs in this process, compiled by RestrictedPython (docs/design.md §3, Tiers).
 
     WEAKER than `WasmSandbox` (see this module's docstring and docs/security.md, "The
     restricted tier"): it shares the host process, memory is not isolated, and CPU limits

@@ -1,4 +1,4 @@
-"""One process-wide epoch ticker (DESIGN.md §3).
+"""One process-wide epoch ticker (docs/design.md §3).
 
 Epochs belong to the Engine and are shared by every Store, so a ticker per run would cut
 the other runs short. One daemon thread increments every live Engine's epoch each

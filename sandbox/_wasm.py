@@ -1,4 +1,4 @@
-"""`WasmSandbox`: one fresh wasmtime Store and instance per run (DESIGN.md §3)."""
+"""`WasmSandbox`: one fresh wasmtime Store and instance per run (docs/design.md §3)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class WasmSandbox:
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:
-        """Run one program and report how it ended (DESIGN.md §3).
+        """Run one program and report how it ended (docs/design.md §3).
 
         Args:
             request: source text, tool specs, limits.

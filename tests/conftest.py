@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def session_logs_keep_their_invariants(request: pytest.FixtureRequest):
     """After each test that used `tmp_path`, every session log under it (JSONL or SQLite,
     written by the test or by a process it started) must keep the log invariants
-    (`codemode.pipeline.log.check`, PIPELINE.md §10). Files that are not session logs (or
+    (`codemode.pipeline.log.check`, docs/pipeline-spec.md §10). Files that are not session logs (or
     are corrupt on purpose) do not decode and are skipped; a test whose log breaks the
     invariants on purpose says so with `@pytest.mark.log_unchecked(reason)`."""
     if "tmp_path" not in request.fixturenames or request.node.get_closest_marker("log_unchecked"):

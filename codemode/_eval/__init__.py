@@ -1,4 +1,4 @@
-"""The policy evaluator (DESIGN.md §7): run a corpus of benign and hostile programs under a
+"""The policy evaluator (docs/design.md §7): run a corpus of benign and hostile programs under a
 policy and sandbox tier, check every oracle of `fixtures/attacks/README.md`, and report each
 case as escaped, host-affected, limit, blocked, ran-ok or wrong-output, with its cost.
 

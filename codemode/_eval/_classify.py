@@ -1,4 +1,4 @@
-"""Which oracles mean what, and the outcome of a case (DESIGN.md §7).
+"""Which oracles mean what, and the outcome of a case (docs/design.md §7).
 
 Outcomes, worst first:
 

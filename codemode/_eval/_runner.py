@@ -1,4 +1,4 @@
-"""Running a corpus under a policy in worker processes (DESIGN.md §7).
+"""Running a corpus under a policy in worker processes (docs/design.md §7).
 
 Each job slot (`--jobs N`) owns one worker process (`python -m codemode._eval.worker`), one
 canary tree (`_canaries.Plant`) and runs cases one at a time: reset the tree with fresh

@@ -1,4 +1,4 @@
-"""Workspace filesystem tools over the read-before-edit gate (PIPELINE.md §9).
+"""Workspace filesystem tools over the read-before-edit gate (docs/pipeline-spec.md §9).
 
 ``filesystem_tools(root, session=...)`` builds ``read``, ``write``, ``edit``, ``list``,
 ``glob`` and ``grep`` confined to ``root``. Observations live in the session's

@@ -1,4 +1,4 @@
-"""The one ``FsGate`` of a session (PIPELINE.md §9: state per agent session, shared by all
+"""The one ``FsGate`` of a session (docs/pipeline-spec.md §9: state per agent session, shared by all
 calls of the session, Code-Mode sub-calls included)."""
 
 from __future__ import annotations

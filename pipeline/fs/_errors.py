@@ -1,4 +1,4 @@
-"""Typed errors of the filesystem tools beyond the gate's three (PIPELINE.md §9).
+"""Typed errors of the filesystem tools beyond the gate's three (docs/pipeline-spec.md §9).
 
 The tree (``codemode.pipeline._errors.FsError`` is the base)::
 

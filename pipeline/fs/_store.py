@@ -1,4 +1,4 @@
-"""``WorkspaceStore``: the file provider under the filesystem gate (PIPELINE.md §9).
+"""``WorkspaceStore``: the file provider under the filesystem gate (docs/pipeline-spec.md §9).
 
 The gate (``codemode.pipeline.FsGate`` with the ``read_before_edit`` policy) decides a *condition*
 for each mutation; this store enforces it atomically against the disk:

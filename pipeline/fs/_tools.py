@@ -2,7 +2,7 @@
 
 Each ``read`` records an observation in the session's ``FsGate``; ``write`` and ``edit`` ask
 the gate's write-intent / edit-intent decider for a condition and the ``WorkspaceStore``
-enforces it atomically (read-before-edit, PIPELINE.md §9). The two guarded failures get
+enforces it atomically (read-before-edit, docs/pipeline-spec.md §9). The two guarded failures get
 their remedies appended here, codes kept: ``FS_NOT_OBSERVED`` + " — read the file, then
 retry", ``FS_STALE_VERSION`` + " — re-read the file, then retry".
 """
@@ -132,7 +132,7 @@ def filesystem_tools(
     Every path argument is relative to ``root`` (or absolute inside it); traversal out of
     the root and symlink escapes fail ``FS_OUTSIDE_ROOT`` before any file is opened. Only
     ``read``, ``list``, ``glob`` and ``grep`` are concurrency-safe. Observations are kept
-    per calling agent (``RunContext.execution.agent``); as PIPELINE.md §9 says, an edit by
+    per calling agent (``RunContext.execution.agent``); as docs/pipeline-spec.md §9 says, an edit by
     a call without an agent is always ``FS_NOT_OBSERVED``.
 
     Args:

@@ -1,4 +1,5 @@
-"""Hooks: user executables and Python callables as pipeline policy (PIPELINE.md §2 S4/S11, §10).
+"""Hooks: user executables and Python callables as pipeline policy (docs/pipeline-spec.md §2
+S4/S11, §10).
 
 ``command_hook(session, point, command, matcher=..., timeout_s=...)`` runs the command per
 matching call with the call as JSON on stdin; ``python_hook(session, point, handler,

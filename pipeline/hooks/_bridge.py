@@ -1,5 +1,5 @@
 """Hook bridges: ``command_hook`` (an external executable) and ``python_hook`` (a Python
-callable) as ``tools/pre-execute`` or ``tools/post-execute`` listeners (PIPELINE.md §2
+callable) as ``tools/pre-execute`` or ``tools/post-execute`` listeners (docs/pipeline-spec.md §2
 S4/S11, §10). Both share one ``_Hook``: matching, the ``Answer`` -> decision mapping and the
 ``hook/invoked`` / ``hook/result`` events."""
 
@@ -290,7 +290,7 @@ def command_hook(
     and ``hook/result {turn, point, handlerId, decision, exitCode?, stderrSummary?,
     durationMs}``; ``decision`` is one of the answers above, ``"timeout"`` or ``"aborted"``.
 
-    Failures of the hook itself fail the call on the final-result route (PIPELINE.md §2:
+    Failures of the hook itself fail the call on the final-result route (docs/pipeline-spec.md §2:
     a throw from a hook bridge), so a broken policy never lets a call through:
     a command still running after ``timeout_s`` seconds is killed with its process group
     and the call fails ``HOOK_TIMEOUT`` (``hook "<id>" timed out after <s>s``); a command

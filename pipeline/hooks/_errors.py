@@ -1,5 +1,5 @@
 """Typed errors of the command-hook bridge. A hook bridge that raises fails the call on the
-final-result route (PIPELINE.md §2 S4, S11): no body, no post-execute.
+final-result route (docs/pipeline-spec.md §2 S4, S11): no body, no post-execute.
 
     HarnessError
      └── HookError            HOOK_FAILED    the hook could not be started, or raised

@@ -15,7 +15,7 @@ Shape (keys in this order; optional ones only when they apply)::
     }
 
 ``parent_call_id`` of a sub-call is the outer call id in front of ``":code:<n>"`` in its
-``call_id`` (PIPELINE.md §11.4), else its ``root_call_id``.
+``call_id`` (docs/pipeline-spec.md §11.4), else its ``root_call_id``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Append-only session logs (DESIGN.md §6, PIPELINE.md §10).
+"""Append-only session logs (docs/design.md §6, docs/pipeline-spec.md §10).
 
 ``open_log(path)`` picks the backend from the path: ``None`` -> in memory, ``.db``/
 ``.sqlite``/``.sqlite3`` -> SQLite (the embedded default), ``.jsonl`` -> JSON Lines.

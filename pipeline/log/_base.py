@@ -1,4 +1,4 @@
-"""The ``SessionLog`` protocol and the shared append-only machinery (DESIGN.md §6)."""
+"""The ``SessionLog`` protocol and the shared append-only machinery (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ class AppendOnlyLog:
         self._closed = False
         self._seq = 0
         self._checker = LogChecker()
-        #: events appended on open by crash repair (PIPELINE.md §10); empty for a clean log
+        #: events appended on open by crash repair (docs/pipeline-spec.md §10); empty for a
+        #: clean log
         self.repaired: list[Event] = []
 
     def _open(self) -> None:

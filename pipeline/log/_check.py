@@ -1,4 +1,5 @@
-"""The log's invariants (PIPELINE.md §10), checked over a whole log or one append at a time.
+"""The log's invariants (docs/pipeline-spec.md §10), checked over a whole log or one append at a
+time.
 
 ``check(events)`` returns every violation, in log order; ``LogChecker`` is the same check
 fed one event at a time, which is how an open log refuses the appends no writer may make

@@ -1,4 +1,5 @@
-"""Crash repair on open (PIPELINE.md §10): balance every dangling call, close open turns."""
+"""Crash repair on open (docs/pipeline-spec.md §10): balance every dangling call, close open
+turns."""
 
 from __future__ import annotations
 

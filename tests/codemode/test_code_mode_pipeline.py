@@ -1,4 +1,5 @@
-"""Code mode through the real pipeline and the real wasm sandbox (PIPELINE.md §11, §14.2)."""
+"""Code mode through the real pipeline and the real wasm sandbox (docs/pipeline-spec.md §11,
+§14.2)."""
 
 import asyncio
 import time

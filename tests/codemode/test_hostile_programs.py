@@ -220,7 +220,7 @@ async def test_a_finished_call_waiting_behind_a_stuck_one_commits_through_the_pi
     assert done == [100]
     settled = {e.name: e for e in s.log.read() if isinstance(e, events.CodeDispatch)}
     # The body ran; its commit came after the run scope was aborted, so the pipeline
-    # reports it the way PIPELINE.md §6 says (a late success becomes ABORTED), not as
+    # reports it the way docs/pipeline-spec.md §6 says (a late success becomes ABORTED), not as
     # abandoned like the call that never stopped.
     assert settled["transfer"].content == ({"type": "text", "text": "Error: tool call aborted"},)
     assert settled["stuck"].content[0]["text"].startswith("Error: tool call abandoned")

@@ -1,5 +1,5 @@
 """Every sub-call has exactly one governed, recorded outcome that nobody can misread
-(PIPELINE.md §5, §10, §11.4): what a program sees, what the log keeps, what policy saw."""
+(docs/pipeline-spec.md §5, §10, §11.4): what a program sees, what the log keeps, what policy saw."""
 
 import sys
 

@@ -1,4 +1,5 @@
-"""Batches: scheduling, model-order commits, contexts delivery (PIPELINE.md S0, S1, S15–S17,
+"""Batches: scheduling, model-order commits, contexts delivery (docs/pipeline-spec.md S0, S1,
+S15–S17,
 §8.2)."""
 
 import asyncio

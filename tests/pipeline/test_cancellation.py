@@ -1,4 +1,4 @@
-"""Cancellation matrix (PIPELINE.md §6, S7, S8, S10, S11)."""
+"""Cancellation matrix (docs/pipeline-spec.md §6, S7, S8, S10, S11)."""
 
 import asyncio
 

@@ -1,4 +1,5 @@
-"""Command hooks: executables as pre-/post-execute listeners (PIPELINE.md §2 S4/S11, §10)."""
+"""Command hooks: executables as pre-/post-execute listeners (docs/pipeline-spec.md §2 S4/S11,
+§10)."""
 
 from __future__ import annotations
 

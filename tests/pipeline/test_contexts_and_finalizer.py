@@ -1,4 +1,4 @@
-"""additionalContexts (PIPELINE.md §8) and finalize_content (§7)."""
+"""additionalContexts (docs/pipeline-spec.md §8) and finalize_content (§7)."""
 
 import msgspec
 

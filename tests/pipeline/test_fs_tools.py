@@ -1,4 +1,4 @@
-"""Workspace filesystem tools and the read-before-edit gate (PIPELINE.md §9, §14.4)."""
+"""Workspace filesystem tools and the read-before-edit gate (docs/pipeline-spec.md §9, §14.4)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def session(root: Path):
 
 
 async def call(session: Session, name: str, arguments: dict, *, agent: str | None = "main"):
-    """One model call by ``agent`` (observations are per agent; PIPELINE.md §9)."""
+    """One model call by ``agent`` (observations are per agent; docs/pipeline-spec.md §9)."""
     return await session.call(name, arguments, agent=agent)
 
 

@@ -1,4 +1,4 @@
-"""Monotonic guards (PIPELINE.md §3)."""
+"""Monotonic guards (docs/pipeline-spec.md §3)."""
 
 from codemode.pipeline import Allow, Deny, Session
 

@@ -1,6 +1,6 @@
 """Property: whatever listeners, wrappers, the body and the caller do, every call ends with
 one frozen, lossless-JSON result, finalized once, published once, never a success after a
-denial, and the log has exactly one tool/result per tool/call (PIPELINE.md §7)."""
+denial, and the log has exactly one tool/result per tool/call (docs/pipeline-spec.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The log invariants (PIPELINE.md §10): `check` over a whole log, the appends an open log
+"""The log invariants (docs/pipeline-spec.md §10): `check` over a whole log, the appends an open log
 refuses, reading a log without opening it for writing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Presentation modes and the reserved router tool (PIPELINE.md §11.1, S3)."""
+"""Presentation modes and the reserved router tool (docs/pipeline-spec.md §11.1, S3)."""
 
 import pytest
 

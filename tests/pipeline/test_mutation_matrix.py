@@ -1,4 +1,4 @@
-"""Mutation-family matrix (PIPELINE.md §14.3) against the real pipeline.
+"""Mutation-family matrix (docs/pipeline-spec.md §14.3) against the real pipeline.
 
 Mutating families: the filesystem `write` and `edit` tools and a hand-written `set_quota`
 (an enum field and two fields that conflict). A pre-approval validator on
@@ -407,7 +407,7 @@ async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_sentinel_only_i
 
 
 async def test_unknown_key_to_a_closed_schema_tool_from_a_program_reaches_policy(tmp_path):
-    # PIPELINE.md §11.5a: a keyword that a closed-schema tool cannot take is a call-shape
+    # docs/pipeline-spec.md §11.5a: a keyword that a closed-schema tool cannot take is a call-shape
     # error the guest finds, but the attempt still reaches the host: numbered, logged and
     # judged by the pre-approval validator, which denies it before any approval is asked.
     w = code_world(tmp_path)

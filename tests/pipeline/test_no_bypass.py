@@ -1,4 +1,5 @@
-"""No bypass (PIPELINE.md "No argument rewriting", §2 S3/S9, §3): what a body receives is what
+"""No bypass (docs/pipeline-spec.md "No argument rewriting", §2 S3/S9, §3): what a body receives is
+what
 was logged and judged; a listener writing through a frozen container fails the call
 HOOK_FAILED; a hook asking to rewrite the input is a denial; a caller-found malformed call
 and a name outside the reachable set still pass through policy before they fail."""

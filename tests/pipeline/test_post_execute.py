@@ -1,4 +1,4 @@
-"""tools/post-execute decisions (PIPELINE.md S11)."""
+"""tools/post-execute decisions (docs/pipeline-spec.md S11)."""
 
 import msgspec
 import pytest

@@ -1,4 +1,4 @@
-"""tools/pre-execute decisions and the approval channel (PIPELINE.md S4, S5, §4)."""
+"""tools/pre-execute decisions and the approval channel (docs/pipeline-spec.md S4, S5, §4)."""
 
 import asyncio
 

@@ -1,4 +1,4 @@
-"""Python hooks: callables as pre-/post-execute listeners (PIPELINE.md S4, S11, §10)."""
+"""Python hooks: callables as pre-/post-execute listeners (docs/pipeline-spec.md S4, S11, §10)."""
 
 import asyncio
 import logging

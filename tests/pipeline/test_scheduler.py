@@ -1,6 +1,6 @@
 """The one scheduler (`codemode.pipeline.Scheduler`), driven alone over a session's pipeline:
 ordered starts, the pool, the exclusive barrier, ordered commits, dropping and abandoning
-(PIPELINE.md §2 S0, §11.4). Native batches and Code-Mode sub-calls both run on it."""
+(docs/pipeline-spec.md §2 S0, §11.4). Native batches and Code-Mode sub-calls both run on it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stage order, wrappers and dispatch normalization (PIPELINE.md S8–S10, §5)."""
+"""Stage order, wrappers and dispatch normalization (docs/pipeline-spec.md S8–S10, §5)."""
 
 import asyncio
 

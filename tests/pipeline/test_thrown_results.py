@@ -1,4 +1,4 @@
-"""Anything thrown is a result (PIPELINE.md §5): a body, wrapper, listener, guard, hook,
+"""Anything thrown is a result (docs/pipeline-spec.md §5): a body, wrapper, listener, guard, hook,
 finalizer or observer that raises any BaseException (SystemExit from argparse included)
 never ends the host process, never leaves a `tool/call` without its `tool/result`, and a
 failing listener is told apart from a failing tool (HOOK_FAILED vs TOOL_EXITED / no code)."""

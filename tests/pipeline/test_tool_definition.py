@@ -1,4 +1,5 @@
-"""@tool, output validation, meta, model schemas, presenters (PIPELINE.md §1.6, S8, S2/S16)."""
+"""@tool, output validation, meta, model schemas, presenters (docs/pipeline-spec.md §1.6, S8,
+S2/S16)."""
 
 import threading
 from typing import Literal

@@ -1,1 +1,2 @@
-"""The guest runtime: runs inside the sandbox component, standard library only (DESIGN.md §3)."""
+"""The guest runtime: runs inside the sandbox component, standard library only (docs/design.md
+§3)."""

@@ -1,5 +1,5 @@
 """asyncio in the sandbox: an event loop that needs no sockets or selectors, and the
-program's asyncio entry points (DESIGN.md §3).
+program's asyncio entry points (docs/design.md §3).
 
 CPython's default loop opens a socket pair for its self-pipe, which the sandbox forbids. This
 loop keeps asyncio's scheduling (tasks, timers, gather, TaskGroup, wait_for) and replaces the

@@ -11,7 +11,7 @@
 Catching one does not make the call succeed: the host has already recorded the rejection.
 Codes without a class of their own (ABORTED, TOOL_TIMEOUT, HOOK_FAILED: a policy hook
 broke, TOOL_OUTCOME_UNKNOWN: the call was abandoned, ...) keep their code on a plain
-ToolCallError. PIPELINE.md §11.5.
+ToolCallError. docs/pipeline-spec.md §11.5.
 """
 
 

@@ -1,4 +1,4 @@
-"""Captured stdout/stderr: real text streams over a byte-capped sink (DESIGN.md §3).
+"""Captured stdout/stderr: real text streams over a byte-capped sink (docs/design.md §3).
 
 Every write leaves the program at once (`write_through`, no buffer): the sink hands the
 bytes to `emit`, which in the component writes them to WASI stdout/stderr, where the host

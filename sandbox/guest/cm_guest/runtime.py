@@ -1,4 +1,4 @@
-"""Runs one program inside the component and reports how it ended (DESIGN.md §3).
+"""Runs one program inside the component and reports how it ended (docs/design.md §3).
 
 `run(request_text, dispatch, sleep) -> outcome_text`, both JSON. The outcome:
 `{"status": "ok" | "error" | "limit", "value"?, "error"?: {"type", "message", "traceback"},

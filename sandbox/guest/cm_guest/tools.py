@@ -1,4 +1,4 @@
-"""Tool bindings: each exposed tool as an ordinary Python function (DESIGN.md §3, §4).
+"""Tool bindings: each exposed tool as an ordinary Python function (docs/design.md §3, §4).
 
 A binding returns the tool's value, except in async code at a call site whose result may
 reach asyncio (`callsite.py`): there it returns a `PendingCall` (`pending.py`), which is
@@ -243,7 +243,7 @@ _INT_RANGE = (-(2**63), 2**63)
 
 def _scalar_problem(kind, value):
     """Why a str/int/float scalar cannot be sent losslessly, or None. The host refuses the
-    same values (PIPELINE.md §1.1); refusing them here makes them a TypeError before
+    same values (docs/pipeline-spec.md §1.1); refusing them here makes them a TypeError before
     anything is dispatched."""
     if kind is float:
         if value != value or value in (_INF, -_INF):
