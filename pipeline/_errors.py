@@ -120,8 +120,8 @@ class HookError(HarnessError):
     """A ``tools/pre-execute`` or ``tools/post-execute`` listener, a ``tools/execute``
     wrapper, a guard or a hook bridge raised, or answered something that is not a decision.
     The call fails on the final route (docs/pipeline-spec.md §5) with this code, so neither
-    the model nor a program mistakes it for a failure of the tool, which did not run (or whose result
-    was then lost)."""
+    the model nor a program mistakes it for a failure of the tool, which did not run (or whose
+    result was then lost)."""
 
     code = "HOOK_FAILED"
 
