@@ -257,8 +257,9 @@ def eval_corpus(
                              help="Run this many cases at once, in worker processes."),
     ray: str | None = typer.Option(
         None, "--ray", metavar="ADDRESS",
-        help="Spread the cases over a Ray cluster, --jobs actors (needs codemode[ray]): "
-             "'local' starts one here, 'auto' joins `ray start`'s, or ray://HOST:PORT."),
+        help="Run the cases on a Ray cluster instead, as --jobs actors (needs the ray "
+             "extra). ADDRESS: local (start one here), auto (join the one ray start runs "
+             "here) or ray://HOST:PORT."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
                                         help="Also write a self-contained HTML report."),

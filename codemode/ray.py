@@ -19,6 +19,8 @@ returns. `codemode eval --ray ADDRESS` runs corpus cases on the cluster the same
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,21 +34,37 @@ from .sandbox import SandboxLimits
 __all__ = ["SandboxActor", "connect"]
 
 
-def connect(address: str) -> None:
+def connect(address: str, **init_options: Any) -> None:
     """Join a Ray cluster, unless this process already has.
+
+    wasmtime turns a trap (a wasm stack overflow, an out-of-bounds access) into an error
+    through its own handlers of SIGSEGV, SIGILL and the like; `ray.init` puts crash
+    handlers over them (abseil's failure handler; Python's `faulthandler` unless it was
+    already on), after which a trap kills the process instead of ending its run. This
+    turns abseil's off (`RAY_DISABLE_FAILURE_SIGNAL_HANDLER`) and undoes a `faulthandler`
+    that `ray.init` turned on. That keeps traps catchable in a process that joins before
+    it first runs a sandbox, or that never had `faulthandler` on; a process that had it on
+    (`python -X faulthandler`, pytest) and ran a sandbox before joining still dies on a
+    trap. Run sandboxes in actors (`SandboxActor`) or join first. Ray's worker processes
+    set their handlers up before any sandbox, so actors are not affected.
 
     Args:
         address: "local" starts a cluster on this machine (or joins the one the
             `RAY_ADDRESS` environment variable names); anything else is passed to
             `ray.init(address=...)`: "auto" (a cluster started with `ray start` here),
             "ray://HEAD:10001" (Ray Client), "HOST:6379".
+        init_options: passed to `ray.init` (e.g. `num_cpus=2` for a local cluster).
     """
     if ray.is_initialized():
         return
-    if address == "local":
-        ray.init(log_to_driver=False)
-    else:
-        ray.init(address=address, log_to_driver=False)
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    had_faulthandler = faulthandler.is_enabled()
+    init_options.setdefault("log_to_driver", False)
+    if address != "local":
+        init_options["address"] = address
+    ray.init(**init_options)
+    if not had_faulthandler and faulthandler.is_enabled():
+        faulthandler.disable()              # back to the handlers it replaced
 
 
 class _SandboxActor:
