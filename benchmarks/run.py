@@ -1,36 +1,47 @@
-"""Latency benchmarks for the sandbox and code mode, with native CPython as the baseline.
+"""Side-by-side benchmarks: codemode's sandbox and `run_code` against Monty, RestrictedPython
+and native CPython, all measured in one run on this machine.
 
-    python -m benchmarks.run [--runs 200] [--subcalls 500]
+    python -m benchmarks.run [--runs 200] [--subcalls 1000] [--seconds S]
 
-Prints, measured in this one run on this machine:
-- first result in a fresh process with a warm disk cache (cold start), and the same for
-  native CPython (`python -c`), and their ratio;
-- per-run latency (fresh Store + instance + trivial program) p50/p95, against `exec` of
-  the same program in this process;
-- sub-call round trip in microseconds: through the sandbox bridge alone, and through the
-  whole pipeline (`run_code` with the built-in toolset), per call.
+Peers (`benchmarks/_peers.py`): `sandbox` (WasmSandbox alone), `run_code` (the whole
+pipeline), `monty` (pydantic-monty, when installed: `pip install -e '.[bench]'`),
+`restricted` (RestrictedPython) and `native` (CPython's `exec`). Measures, per peer:
+
+- fresh run of `x = 1`, p50 and p95 over `--runs` runs (ms);
+- net cost of one sub-call, from one program making `--subcalls` of them (us);
+- three compute workloads: a loop, a JSON round trip, a sort (ms, median of 3);
+- first result in a new process: spawn an interpreter, import, run `x = 1` (s, median of 3);
+- fresh runs per second on all cores, one process per core, over `--seconds`;
+- PSS of one such process once warm, its child processes included (MiB).
+
+Then the same figures as ratios: each codemode column against native, and against the
+fastest of the other sandboxes (Monty, RestrictedPython); above 1 means codemode is slower
+or bigger.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
+import multiprocessing
+import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
-TRIVIAL = "x = sum(range(10))\nx"
+from . import _peers
 
-_COLD_START = """
-import time, json
-t = time.perf_counter()
-from codemode.sandbox import WasmSandbox, RunRequest
-out = WasmSandbox().run(RunRequest(code={code!r}), lambda b: '{{"results": []}}')
-assert out.value == 45, out
-print(json.dumps(time.perf_counter() - t))
-"""
+TRIVIAL = "x = 1\nx"
+WORKLOADS = {
+    "loop": "s = 0\nfor i in range(200000):\n    s = s + i * i % 7\ns",
+    "json": "import json\nd = {'k': [{'i': i, 's': str(i)} for i in range(200)]}\n"
+            "for _ in range(50):\n    d = json.loads(json.dumps(d))\nlen(d['k'])",
+    "sort": "xs = [(i * 7919) % 100003 for i in range(100000)]\nsorted(xs)[-1]",
+}
+EXPECTED = {"loop": 399999, "json": 200, "sort": 100002}
+CODEMODE = ("sandbox", "run_code")
+OTHERS = ("monty", "restricted")
 
 
 def _percentile(samples: list[float], q: float) -> float:
@@ -38,90 +49,100 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def cold_start(repeats: int = 3) -> tuple[float, float]:
-    """Seconds to the first result in a fresh interpreter: (codemode, native CPython)."""
-    ours, native = [], []
-    for _ in range(repeats):
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def fresh_runs(peer: _peers.Peer, runs: int) -> tuple[float, float]:
+    """p50 and p95 seconds of a fresh run of the trivial program."""
+    samples = [_timed(lambda: peer.run(TRIVIAL)) for _ in range(runs)]
+    return _percentile(samples, 0.5), _percentile(samples, 0.95)
+
+
+def subcall_cost(peer: _peers.Peer, n: int) -> float:
+    """Seconds one sub-call adds to a program making `n` of them (best of 3 each)."""
+    call = _peers.CALL[peer.name]
+    base = min(_timed(lambda: peer.run(f"for i in range({n}):\n    pass\n0")) for _ in range(3))
+    calls = min(_timed(lambda: peer.run(f"for i in range({n}):\n    {call}\n0"))
+                for _ in range(3))
+    return (calls - base) / n
+
+
+def workload(peer: _peers.Peer, name: str) -> float:
+    """Median seconds of 3 fresh runs of a compute workload (its result checked)."""
+    samples = []
+    for _ in range(3):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _COLD_START.format(code=TRIVIAL)], check=True,
-                       capture_output=True)
-        ours.append(time.perf_counter() - started)
+        value = peer.run(WORKLOADS[name])
+        samples.append(time.perf_counter() - started)
+        if value != EXPECTED[name]:
+            raise RuntimeError(f"{peer.name} {name}: got {value!r}, not {EXPECTED[name]!r}")
+    return statistics.median(samples)
+
+
+def first_result(name: str) -> float:
+    """Median seconds of 3 new interpreters each printing the first result."""
+    samples = []
+    for _ in range(3):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", TRIVIAL.replace("\nx", "\nprint(x)")],
-                       check=True, capture_output=True)
-        native.append(time.perf_counter() - started)
-    return statistics.median(ours), statistics.median(native)
+        done = subprocess.run([sys.executable, "-c", _peers.FIRST_RESULT[name]],
+                              capture_output=True, text=True, check=True)
+        samples.append(time.perf_counter() - started)
+        if done.stdout.strip() != "1":
+            raise RuntimeError(f"{name}: first result printed {done.stdout!r}")
+    return statistics.median(samples)
 
 
-def per_run(runs: int) -> tuple[list[float], list[float]]:
-    """Seconds per run: (fresh sandbox instance, native exec) for the trivial program."""
-    from codemode.sandbox import RunRequest, WasmSandbox
-
-    sandbox = WasmSandbox()
-    request = RunRequest(code=TRIVIAL)
-    sandbox.run(request, lambda b: '{"results": []}')          # load the component
-    ours = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        sandbox.run(request, lambda b: '{"results": []}')
-        ours.append(time.perf_counter() - started)
-    code = compile(TRIVIAL, "<program>", "exec")
-    native = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        exec(code, {"__name__": "__main__"})
-        native.append(time.perf_counter() - started)
-    return ours, native
-
-
-def bridge_round_trip(n: int) -> float:
-    """Microseconds per sync sub-call through the sandbox bridge with an echo host."""
-    from codemode.sandbox import ParamSpec, RunRequest, ToolSpec, WasmSandbox
-
-    def echo(batch: str) -> str:
-        request = json.loads(batch)
-        return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
-                                       for c in request["calls"]]})
-
-    tools = (ToolSpec(name="echo", alias="echo", params=(ParamSpec(name="value"),)),)
-    sandbox = WasmSandbox()
-
-    def timed(code: str) -> float:
-        best = float("inf")
-        for _ in range(3):
-            out = sandbox.run(RunRequest(code=code, tools=tools), echo)
-            assert out.status == "ok", out
-            best = min(best, out.duration_s)
-        return best
-
-    base = timed(f"for i in range({n}):\n    pass")
-    with_calls = timed(f"for i in range({n}):\n    echo(value=i)")
-    return (with_calls - base) / n * 1e6
+def _pss_bytes(pid: int) -> int | None:
+    """PSS of `pid` and its descendants (/proc/PID/smaps_rollup), or None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            total = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("Pss:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid:
+            total += _pss_bytes(int(entry)) or 0
+    return total
 
 
-def pipeline_round_trip(n: int) -> float:
-    """Microseconds per sync sub-call through run_code and the whole pipeline."""
-    from codemode import CodeMode, Session
-    from codemode.fixtures.toolset import builtin_tools
+def _throughput_worker(name: str, seconds: float, barrier: object, out: object) -> None:
+    peer = _peers.make(name)
+    try:
+        barrier.wait()                                    # type: ignore[attr-defined]
+        runs, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < seconds:
+            peer.run(TRIVIAL)
+            runs += 1
+        out.put((runs / elapsed, _pss_bytes(os.getpid())))  # type: ignore[attr-defined]
+    finally:
+        peer.close()
 
-    async def main() -> float:
-        session = Session(tools=builtin_tools(), log=None)
-        CodeMode(session)
 
-        async def timed(code: str) -> float:
-            best = float("inf")
-            for _ in range(3):
-                started = time.perf_counter()
-                result = await session.call("run_code", {"code": code})
-                assert not result.is_error, result.text
-                best = min(best, time.perf_counter() - started)
-            return best
-
-        base = await timed(f"for i in range({n}):\n    pass")
-        with_calls = await timed(f"for i in range({n}):\n    add(a=i, b=1)")
-        return (with_calls - base) / n * 1e6
-
-    return asyncio.run(main())
+def throughput(name: str, seconds: float, processes: int) -> tuple[float, float | None]:
+    """Fresh runs per second summed over `processes` processes running at once, and the
+    mean PSS (bytes) of one process, warm, children included (None if not measurable)."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(processes), ctx.Queue()
+    workers = [ctx.Process(target=_throughput_worker, args=(name, seconds, barrier, out))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    results = [out.get(timeout=120 + seconds) for _ in workers]
+    for worker in workers:
+        worker.join()
+    pss = [p for _, p in results if p is not None]
+    return sum(r for r, _ in results), (statistics.mean(pss) if len(pss) == len(results)
+                                        else None)
 
 
 def _positive_int(text: str) -> int:
@@ -135,36 +156,108 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0 and finite, got {text}")
+    return value
+
+
+# Row label, unit, whether higher is better.
+ROWS = [("fresh run x = 1, p50", "ms", False), ("fresh run x = 1, p95", "ms", False),
+        ("one sub-call, net", "us", False), ("loop", "ms", False),
+        ("json round trip", "ms", False), ("sort", "ms", False),
+        ("first result, new process", "s", False), ("fresh runs/s, all cores", "/s", True),
+        ("PSS per process", "MiB", False)]
+
+
+def measure(names: list[str], runs: int, subcalls: int, seconds: float,
+            processes: int) -> dict[str, list[float | None]]:
+    """Every row of `ROWS` for every peer in `names`, in display units."""
+    figures: dict[str, list[float | None]] = {}
+    for name in names:
+        print(f"measuring {name} ...", file=sys.stderr)
+        peer = _peers.make(name)
+        try:
+            p50, p95 = fresh_runs(peer, runs)
+            row: list[float | None] = [p50 * 1e3, p95 * 1e3, subcall_cost(peer, subcalls) * 1e6]
+            row += [workload(peer, w) * 1e3 for w in WORKLOADS]
+        finally:
+            peer.close()
+        row.append(first_result(name))
+        rate, pss = throughput(name, seconds, processes)
+        row += [rate, None if pss is None else pss / 2**20]
+        figures[name] = row
+    return figures
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 0.01 else f"{value:.2g}"
+
+
+def _ratio(ours: float | None, theirs: float | None, higher_better: bool) -> float | None:
+    if ours is None or theirs is None or ours <= 0 or theirs <= 0:
+        return None
+    return theirs / ours if higher_better else ours / theirs
+
+
+def render(figures: dict[str, list[float | None]]) -> str:
+    """The figures table, then the ratio table."""
+    names = list(figures)
+    lines = [f"{'measure':<28}{'unit':>5}" + "".join(f"{n:>12}" for n in names)]
+    for i, (label, unit, _) in enumerate(ROWS):
+        lines.append(f"{label:<28}{unit:>5}" + "".join(f"{_fmt(figures[n][i]):>12}"
+                                                      for n in names))
+    ours = [n for n in CODEMODE if n in figures]
+    others = [n for n in OTHERS if n in figures]
+    heads = [f"{n}/native" for n in ours] + [f"{n}/best" for n in ours if others]
+    lines += ["", f"{'ratio (above 1: codemode slower or bigger)':<44}"
+              + "".join(f"{h:>16}" for h in heads) + "  best peer"]
+    for i, (label, _, higher) in enumerate(ROWS):
+        cells = [_ratio(figures[n][i], figures["native"][i], higher) for n in ours]
+        best = None
+        if others:
+            known = [n for n in others if figures[n][i] is not None]
+            if known:
+                pick = max if higher else min
+                best = pick(known, key=lambda n: figures[n][i] or 0.0)
+            cells += [_ratio(figures[n][i], figures[best][i] if best else None, higher)
+                      for n in ours]
+        lines.append(f"{label:<44}" + "".join(f"{_fmt(c):>16}" for c in cells)
+                     + f"  {best or '-'}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse the options and print the table. Bad options exit 2 with a message naming the
+    """Parse the options and print the tables. Bad options exit 2 with a message naming the
     option (argparse's usage error), before anything is measured."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=_positive_int, default=200,
-                        help="runs for per-run latency (at least 1)")
-    parser.add_argument("--subcalls", type=_positive_int, default=500,
-                        help="sub-calls per program (at least 1)")
+                        help="fresh runs for the latency percentiles (at least 1)")
+    parser.add_argument("--subcalls", type=_positive_int, default=1000,
+                        help="sub-calls in the sub-call program (at least 1)")
+    parser.add_argument("--seconds", type=_positive_seconds, default=None,
+                        help="window of the runs/s measure, per peer (default: runs/100 "
+                             "seconds, between 0.2 and 2)")
     args = parser.parse_args(argv)
-
-    print("warming the component cache ...", file=sys.stderr)
-    per_run(1)
-    ours_cold, native_cold = cold_start()
-    ours, native = per_run(args.runs)
-    bridge_us = bridge_round_trip(args.subcalls)
-    pipeline_us = pipeline_round_trip(args.subcalls)
-
-    p50, p95 = _percentile(ours, 0.5) * 1e3, _percentile(ours, 0.95) * 1e3
-    n50 = _percentile(native, 0.5) * 1e3
-    print(f"{'measure':<52}{'codemode':>12}{'baseline':>12}{'ratio':>9}")
-    print(f"{'first result, fresh process, warm disk cache (s)':<52}"
-          f"{ours_cold:>12.3f}{native_cold:>12.3f}{ours_cold / native_cold:>9.1f}")
-    print(f"{'per run, trivial program, p50 (ms)':<52}{p50:>12.3f}{n50:>12.4f}"
-          f"{p50 / n50:>9.0f}")
-    print(f"{'per run, trivial program, p95 (ms)':<52}{p95:>12.3f}"
-          f"{_percentile(native, 0.95) * 1e3:>12.4f}{'':>9}")
-    print(f"{'sub-call round trip, sandbox bridge (us)':<52}{bridge_us:>12.1f}")
-    print(f"{'sub-call round trip, through the pipeline (us)':<52}{pipeline_us:>12.1f}")
-    print("baseline: native CPython (python -c / exec of the same program in-process)")
+    seconds = args.seconds or min(2.0, max(0.2, args.runs / 100))
+    processes = os.cpu_count() or 1
+    names = _peers.available()
+    missing = sorted(set(_peers.NAMES) - set(names))
+    figures = measure(names, args.runs, args.subcalls, seconds, processes)
+    print(render(figures))
+    print(f"\n{processes} processes for runs/s, {seconds:g} s each; Python "
+          f"{sys.version.split()[0]}" + (f"; not installed: {', '.join(missing)}"
+                                        if missing else ""))
 
 
 if __name__ == "__main__":

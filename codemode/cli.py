@@ -4,8 +4,8 @@
                               [--memory-mb MIB] [--fuel N] [--log FILE] [--json]
                               [--table/--no-table]
     codemode demo [--log FILE]
-    codemode eval CORPUS... --policy FILE [--tier wasm|restricted] [--jobs N] [--json]
-                            [--html FILE]
+    codemode eval CORPUS... --policy FILE [--tier wasm|restricted] [--jobs N]
+                            [--ray ADDRESS] [--json] [--html FILE]
     codemode --version
 
 `codemode run` composes like any filter: the program's stdout and stderr become ours,
@@ -238,6 +238,11 @@ def eval_corpus(
                                        help="Run in this tier instead of the policy's."),
     jobs: int = typer.Option(1, "--jobs", min=1, metavar="N",
                              help="Run this many cases at once, in worker processes."),
+    ray: str | None = typer.Option(
+        None, "--ray", metavar="ADDRESS",
+        help="Run the cases on a Ray cluster instead, as --jobs actors (needs the ray "
+             "extra). ADDRESS: local (start one here), auto (join the one ray start runs "
+             "here) or ray://HOST:PORT."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
                                         help="Also write a self-contained HTML report."),
@@ -245,7 +250,8 @@ def eval_corpus(
     """`codemode eval` (its help is `_EVAL_HELP`)."""
     from ._eval import run_command
     raise typer.Exit(run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
-                                 html_path=html, console=Console(), err_console=err_console))
+                                 html_path=html, console=Console(), err_console=err_console,
+                                 ray_address=ray))
 
 
 def main() -> None:

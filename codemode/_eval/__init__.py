@@ -9,6 +9,7 @@ case as escaped, host-affected, limit, blocked, ran-ok or wrong-output, with its
     _observe.py    what the worker watches (dispatch traffic, host modules, the bridge)
     _native.py     the native CPython reference run of benign programs
     _runner.py     job slots, workers, hard timeouts, memory sampling, evaluator oracles
+    _ray.py        the job slots as actors of a Ray cluster (`--ray ADDRESS`)
     _classify.py   oracles -> outcome
     _report.py     rich table, JSON, HTML
     _command.py    the `codemode eval` command

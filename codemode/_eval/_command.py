@@ -1,8 +1,9 @@
-"""`codemode eval CORPUS... --policy P [--tier T] [--jobs N] [--json] [--html FILE]`: load,
-run with a progress bar, report, and decide the exit status."""
+"""`codemode eval CORPUS... --policy P [--tier T] [--jobs N] [--ray ADDRESS] [--json]
+[--html FILE]`: load, run with a progress bar, report, and decide the exit status."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from collections.abc import Sequence
@@ -50,12 +51,16 @@ def prepare(corpus: Sequence[Path], policy_path: Path,
 
 def run_command(corpus: Sequence[Path], policy_path: Path, *, tier: str | None, jobs: int,
                 as_json: bool, html_path: Path | None, console: Console,
-                err_console: Console) -> int:
+                err_console: Console, ray_address: str | None = None) -> int:
     """Run the evaluation and print it; return the exit status (see `EXIT_*`)."""
     try:
         cases, policy = prepare(corpus, policy_path, tier)
     except EvalUsageError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_USAGE
+    if ray_address is not None and importlib.util.find_spec("ray") is None:
+        err_console.print("[red]error:[/red] --ray needs Ray: "
+                          + escape("pip install 'codemode[ray]'"))
         return EXIT_USAGE
     started = time.monotonic()
     progress = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
@@ -68,7 +73,8 @@ def run_command(corpus: Sequence[Path], policy_path: Path, *, tier: str | None, 
         def advance(result: CaseResult) -> None:
             progress.update(task, advance=1, description=f"{result.id}: {result.outcome}")
 
-        results = evaluate(cases, policy, jobs=jobs, on_result=advance)
+        results = evaluate(cases, policy, jobs=jobs, on_result=advance,
+                           ray_address=ray_address)
     report = EvalReport.build(policy=str(policy_path), tier=policy.tier, jobs=jobs,
                               duration_s=time.monotonic() - started, results=results)
     if as_json:

@@ -292,7 +292,7 @@ class Slot:
 def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,
              on_result: Callable[[CaseResult], None] | None = None,
              mem_slack_bytes: int = MEM_SLACK_BYTES,
-             workdir: Path | None = None) -> list[CaseResult]:
+             workdir: Path | None = None, ray_address: str | None = None) -> list[CaseResult]:
     """Run every case under `policy` in `jobs` worker processes; results in case order.
 
     Args:
@@ -302,9 +302,15 @@ def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,
         on_result: called (from a slot's thread, serialized) as each case finishes.
         mem_slack_bytes: see `Slot`.
         workdir: where the canary trees go (default: a fresh temporary directory).
+        ray_address: run the slots as actors of this Ray cluster instead (`_ray.py`; the
+            `ray` extra); `workdir` is then each node's temporary directory.
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
+    if ray_address is not None:
+        from ._ray import evaluate_on_ray
+        return evaluate_on_ray(cases, policy, address=ray_address, jobs=jobs,
+                               on_result=on_result, mem_slack_bytes=mem_slack_bytes)
     results: list[CaseResult | None] = [None] * len(cases)
     pending: queue.Queue[int] = queue.Queue()
     for index in range(len(cases)):

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import _peers, run
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,3 +23,38 @@ def test_bad_counts_are_usage_errors_naming_the_option(args, message):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines()[-1] == f"python -m benchmarks.run: error: {message}"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seconds", "0"], "argument --seconds: must be above 0 and finite, got 0"),
+    (["--seconds", "soon"], "argument --seconds: must be a number of seconds, got 'soon'"),
+])
+def test_bad_windows_are_usage_errors_naming_the_option(args, message):
+    done = subprocess.run([sys.executable, "-m", "benchmarks.run", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"python -m benchmarks.run: error: {message}"
+
+
+@pytest.mark.parametrize("name", ["restricted", "native", "monty"])
+def test_in_process_peers_compute_the_same_results(name):
+    if name not in _peers.available():
+        pytest.skip("pydantic-monty is not installed (the bench extra)")
+    peer = _peers.make(name)
+    try:
+        assert {w: peer.run(code) for w, code in run.WORKLOADS.items()} == run.EXPECTED
+        assert run.subcall_cost(peer, 10) < 1.0
+    finally:
+        peer.close()
+
+
+def test_ratios_compare_against_native_and_the_fastest_other_sandbox():
+    row = [1.0] * len(run.ROWS)
+    table = run.render({"sandbox": [4.0] * len(run.ROWS), "monty": [2.0] * len(run.ROWS),
+                        "restricted": row, "native": [0.5] * len(run.ROWS)})
+    fresh = next(line for line in table.splitlines()[len(run.ROWS) + 2:]
+                 if line.startswith("fresh run x = 1, p50"))
+    assert fresh.split()[-3:] == ["8", "4", "restricted"]      # 4/0.5 and 4/1
+    rate = next(line for line in table.splitlines()[len(run.ROWS) + 2:]
+                if line.startswith("fresh runs/s"))
+    assert rate.split()[-3:] == ["0.125", "0.5", "monty"]       # higher is better
