@@ -1,10 +1,9 @@
 """`codemode log show FILE`: a session log's calls as a tree (call -> sub-calls), with
 outcomes, codes, durations and approvals; `--json` for the same as data.
 
-The log is read without being opened for writing: no lock is taken and no crash repair is
-written, so a log another process is still appending to can be shown (its calls in flight
-show as "running"). JSONL: one event per line (a torn last line is skipped). SQLite: the
-`events` table, read-only.
+The log is read with `codemode.pipeline.log.load`, without being opened for writing: no
+lock is taken and no crash repair is written, so a log another process is still appending
+to can be shown (its calls in flight show as "running").
 
 A node (the `--json` shape, camelCase like the log):
 
@@ -21,7 +20,6 @@ from its approvals or left out.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,54 +28,11 @@ import msgspec
 import typer
 
 from codemode.pipeline import LogCorruptError, events
+from codemode.pipeline.log import load
 
-__all__ = ["CallNode", "build_tree", "read_events", "render_tree", "show"]
+__all__ = ["CallNode", "build_tree", "render_tree", "show"]
 
 _ARGUMENT_CHARS = 80
-
-
-def read_events(path: Path) -> list[events.Event]:
-    """Every event of a JSONL or SQLite session log, in `seq` order, read-only.
-
-    Raises:
-        ValueError: the suffix is neither `.jsonl` nor `.db`/`.sqlite`/`.sqlite3`.
-        LogCorruptError: a line or row that is not an event (names file and position).
-        OSError: the file cannot be read.
-    """
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        data = path.read_bytes()
-        lines = data.split(b"\n")
-        found: list[events.Event] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                found.append(events.decode_event(line))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                if number == len(lines):          # torn by a writer that is still busy
-                    break
-                raise LogCorruptError(str(path), number, str(exc), unit="line") from exc
-        return found
-    if suffix in (".db", ".sqlite", ".sqlite3"):
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file: {path}")
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = db.execute("SELECT seq, body FROM events ORDER BY seq").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise LogCorruptError(str(path), 0, str(exc), unit="row") from exc
-        finally:
-            db.close()
-        out: list[events.Event] = []
-        for seq, body in rows:
-            try:
-                out.append(events.decode_event(body))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise LogCorruptError(str(path), seq, str(exc), unit="row") from exc
-        return out
-    raise ValueError(f"unknown session log type {str(path)!r}: use .db/.sqlite (SQLite) "
-                     "or .jsonl")
 
 
 @dataclass
@@ -236,7 +191,7 @@ def show(
     """Show a session log's calls as a tree (call -> sub-calls) with outcomes, codes,
     durations and approvals."""
     try:
-        roots = build_tree(read_events(file))
+        roots = build_tree(load(file))
     except (OSError, ValueError, LogCorruptError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
