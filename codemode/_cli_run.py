@@ -19,6 +19,7 @@ from ._policy import Policy
 from ._rejections import rejection_code
 from ._run_code import CodeMode
 from ._run_report import Rejection, RunReport, build_report
+from ._toolsets import gather_tools
 
 
 class RecordingSandbox:
@@ -71,15 +72,7 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
         program that fails, or a sandbox that cannot run, is a report, never a raise.
     """
     async with AsyncExitStack() as stack:
-        tools = []
-        if builtin:
-            from codemode.fixtures.toolset import builtin_tools
-            tools.extend(builtin_tools())
-        if mcp:
-            from ._mcp import connect_servers
-            servers = await stack.enter_async_context(connect_servers(mcp))
-            for server in servers:
-                tools.extend(server.definitions)
+        tools = await gather_tools(stack, builtin=builtin, mcp=mcp)
         session = Session(tools=tools, log=str(log) if log else None)
         stack.push_async_callback(session.aclose)
         rejections: dict[str, Rejection] = {}

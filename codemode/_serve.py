@@ -56,6 +56,8 @@ from codemode.sandbox import SandboxLimits
 from ._calls import CallIndex
 from ._policy import Policy
 from ._run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
+from ._toolsets import gather_tools
+from ._version import codemode_version
 
 __all__ = ["RUN_CODE_OUTPUT_SCHEMA", "CodeModeServer", "ServeMode", "open_server", "serve"]
 
@@ -271,7 +273,7 @@ class CodeModeServer:
                           else CodeMode(session, limits=limits))
         self._disposers.append(self.code_mode.close)
         self.server: Server[Any] = Server(
-            name, version=_version(), instructions=_INSTRUCTIONS,
+            name, version=codemode_version(), instructions=_INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool)
         # Declares the logging capability; the level filters the sub-call messages.
         self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams,
@@ -445,13 +447,6 @@ def _content_block(block: Any) -> Any:
         return types.TextContent(type="text", text=json.dumps(plain, ensure_ascii=False))
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("codemode")
-    except PackageNotFoundError:
-        return "0"
 
 
 @asynccontextmanager
@@ -476,16 +471,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         PolicyError: the policy's `expose` matches none of the tools.
     """
     async with AsyncExitStack() as stack:
-        tools = []
-        if builtin:
-            from codemode.fixtures.toolset import builtin_tools
-            tools.extend(builtin_tools())
-        if mcp or mcp_urls:
-            from ._mcp import connect_servers
-            servers = await stack.enter_async_context(
-                connect_servers(list(mcp), urls=list(mcp_urls), call_timeout_s=call_timeout_s))
-            for upstream in servers:
-                tools.extend(upstream.definitions)
+        tools = await gather_tools(stack, builtin=builtin, mcp=mcp, mcp_urls=mcp_urls,
+                                   call_timeout_s=call_timeout_s)
         session = Session(tools=tools, log=str(log) if log is not None else None)
         stack.callback(session.log.close)
         server = CodeModeServer(session, mode=mode, policy=policy,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from ._cli_render import draw_card, failure_text, write_output
 from ._cli_run import run_program
 from ._log_cli import log_app
 from ._policy import Policy, PolicyError
+from ._version import codemode_version
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
                   help="Run model-written Python in a wasmtime sandbox, with every tool "
@@ -54,7 +54,7 @@ _BOUNDS = {"--timeout": "between 0 and 86400 seconds", "--memory-mb": "between 1
 
 def _version(value: bool) -> None:
     if value:
-        print(f"codemode {metadata.version('codemode')}")
+        print(f"codemode {codemode_version()}")
         raise typer.Exit(0)
 
 

@@ -48,6 +48,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from codemode.pipeline import CallResult, Execution, Session
 
+from ._version import codemode_version
+
 __all__ = ["LIMIT_KINDS", "instrument"]
 
 LIMIT_KINDS = frozenset({"timeout", "fuel", "memory", "output", "subcalls"})
@@ -69,7 +71,7 @@ def instrument(session: Session, *, tracer_provider: Any = None,
         A disposer that stops recording (idempotent); spans already open end when their
         calls do.
     """
-    tracer = trace.get_tracer(_TRACER, _version(), tracer_provider=tracer_provider)
+    tracer = trace.get_tracer(_TRACER, codemode_version(), tracer_provider=tracer_provider)
     open_spans: dict[str, Span] = {}            # call id -> its span, until its result
     by_token: dict[Any, Span] = {}              # execution token -> span (sub-call parents)
 
@@ -163,10 +165,3 @@ def _finish(span: Span, result: CallResult) -> None:
     span.end()
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("codemode")
-    except PackageNotFoundError:
-        return "0"
