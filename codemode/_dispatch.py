@@ -125,7 +125,6 @@ class SubCallDispatcher:
                                     on_commit=self._commit)
         self._by_guest_id: dict[int, Scheduled] = {}
         self._unreported: list[Scheduled] = []     # submitted by a batch, not yet answered
-        self._closed = False
         # Dispatch events belong inside a turn (docs/pipeline-spec.md §10). A run with none open
         # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
         # but writes no dispatch events.
@@ -145,7 +144,7 @@ class SubCallDispatcher:
         request = _wire.request_decoder.decode(batch)
         replies: list[_wire.SubCallResult] = []
         for wire_call in request.calls:
-            if self._closed or self._run_signal.aborted:   # refused first: no number, no event
+            if self._run_signal.aborted:   # the run is over (`drain`): refused unnumbered, unlogged
                 replies.append(_wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
                                                    message=RUN_OVER_MESSAGE))
             elif wire_call.id in self._by_guest_id:
@@ -259,7 +258,6 @@ class SubCallDispatcher:
         will take effect, so it is committed as `TOOL_OUTCOME_UNKNOWN` through the
         pipeline (the finalizer and `tools/result` run for it, as after crash repair) and
         logged; its body is left to finish on its own, its result discarded."""
-        self._closed = True
         self._run_signal.abort("settled")
         hanging = await self._scheduler.drain(
             abandon_after_s=ABANDON_AFTER_S,
