@@ -10,7 +10,13 @@ backend.
 """
 
 from . import events, log
-from ._approval import APPROVAL_OUTCOMES, ApprovalChannel, ApprovalRequest, ApprovalService
+from ._approval import (
+    APPROVAL_OUTCOMES,
+    ApprovalAnswer,
+    ApprovalChannel,
+    ApprovalRequest,
+    ApprovalService,
+)
 from ._content import default_render
 from ._decisions import Accept, Allow, Ask, Block, Deny
 from ._definition import ToolDefinition, tool
@@ -18,6 +24,7 @@ from ._errors import (
     AbortedBeforeDispatchError,
     AbortedError,
     ApprovalError,
+    ApprovalPendingError,
     DuplicateToolError,
     FsError,
     FsNotFoundError,
@@ -36,6 +43,7 @@ from ._errors import (
     OutcomeUnknownError,
     RegistrationError,
     ReservedToolError,
+    ResumeError,
     ToolExitError,
     ToolTimeoutError,
     UnknownToolError,
@@ -53,12 +61,13 @@ from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
 from ._registry import PendingCall
 from ._result import CallResult, ToolErrorDetail
+from ._resume import Resumption
 from ._scheduler import CallState, Scheduled, Scheduler
 from ._schema import validate
 from ._session import POINTS, Session
 from ._signal import Signal
 from ._wrappers import retry_wrapper, timeout_wrapper
-from .events import ErrorInfo
+from .events import ApprovalDecision, ErrorInfo, PendingApproval
 from .log import SessionLog, open_log
 
 __all__ = [
@@ -68,8 +77,11 @@ __all__ = [
     "AbortedError",
     "Accept",
     "Allow",
+    "ApprovalAnswer",
     "ApprovalChannel",
+    "ApprovalDecision",
     "ApprovalError",
+    "ApprovalPendingError",
     "ApprovalRequest",
     "ApprovalService",
     "Ask",
@@ -103,10 +115,13 @@ __all__ = [
     "LogInvariantError",
     "NotLosslessError",
     "OutcomeUnknownError",
+    "PendingApproval",
     "PendingCall",
     "RegistrationError",
     "ReplaceIfVersion",
     "ReservedToolError",
+    "ResumeError",
+    "Resumption",
     "RunContext",
     "Scheduled",
     "Scheduler",

@@ -1,7 +1,11 @@
 """The one-shot approval channel (docs/pipeline-spec.md §4).
 
-Outcomes: ``"allowed-once"`` | ``"rejected"`` | ``"cancelled"`` | ``"unavailable"``. There is
-no "always": an approval authorizes only the call that asked.
+Outcomes: ``"allowed-once"`` | ``"rejected"`` | ``"cancelled"`` | ``"unavailable"`` |
+``"deferred"``. There is no "always": an approval authorizes only the call that asked.
+``"deferred"`` means nobody answers now: the call fails ``APPROVAL_PENDING`` without running,
+for a caller that stops and asks later (a Code-Mode run pauses, ``Session.resume`` goes on).
+A channel may answer an ``ApprovalAnswer`` instead of a bare outcome to give a rejection
+its reason.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .events import ApprovalAsked, ApprovalDecided, Event
 
 __all__ = [
     "APPROVAL_OUTCOMES",
+    "ApprovalAnswer",
     "ApprovalChannel",
     "ApprovalOutcome",
     "ApprovalRequest",
@@ -29,8 +34,16 @@ __all__ = [
 
 _log = logging.getLogger("codemode.pipeline")
 
-ApprovalOutcome = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
-APPROVAL_OUTCOMES: tuple[str, ...] = ("allowed-once", "rejected", "cancelled", "unavailable")
+ApprovalOutcome = Literal["allowed-once", "rejected", "cancelled", "unavailable", "deferred"]
+APPROVAL_OUTCOMES: tuple[str, ...] = ("allowed-once", "rejected", "cancelled", "unavailable",
+                                      "deferred")
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True):
+    """An outcome with the answerer's reason (shown to the caller in a rejection)."""
+
+    outcome: ApprovalOutcome
+    reason: str | None = None
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,13 +55,14 @@ class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str
     reason: str | None
     signal: Signal
+    defer: bool = False      # the asker may stop and come back (``Ask(defer=True)``)
 
 
 @runtime_checkable
 class ApprovalChannel(Protocol):
     """Anything with ``async request(ApprovalRequest) -> outcome`` can stand in."""
 
-    async def request(self, request: ApprovalRequest) -> str: ...
+    async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer: ...
 
 
 class ApprovalService:
@@ -59,7 +73,8 @@ class ApprovalService:
     - It logs ``approval/asked`` before deciding and ``approval/decided`` after.
     - Policy ``"never"`` -> ``"rejected"`` without consulting anyone. Policy ``"ask"`` -> the
       answerers (``(request, next) -> outcome``; default ``"unavailable"``); a raising
-      answerer or an outcome outside the vocabulary -> ``"unavailable"``; an aborted signal ->
+      answerer or an outcome outside the vocabulary (a string of it or an ``ApprovalAnswer``)
+      -> ``"unavailable"``; an aborted signal ->
       ``"cancelled"`` at once (the pending answer is cancelled and ignored).
     """
 
@@ -79,7 +94,7 @@ class ApprovalService:
         self.policy = policy
         self._ids = itertools.count(1)
 
-    async def request(self, request: ApprovalRequest) -> str:
+    async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
         if not self._turn_open():
             raise ApprovalError(
                 f'approval for tool "{request.tool_name}" was requested outside an open turn'
@@ -94,10 +109,40 @@ class ApprovalService:
             )
         )
         outcome = await self._decide(request)
+        self._append(ApprovalDecided(
+            id=approval_id,
+            outcome=outcome.outcome if isinstance(outcome, ApprovalAnswer) else outcome))
+        return outcome
+
+    def record(self, request: ApprovalRequest, outcome: ApprovalOutcome) -> str:
+        """Log an outcome decided elsewhere (a decision given to ``Session.resume``) with the
+        same audit events as ``request``: ``approval/asked`` then ``approval/decided``.
+        Session policy ``"never"`` still wins: the outcome is then ``"rejected"``.
+
+        Returns:
+            The outcome as logged.
+        Raises:
+            ApprovalError: no turn is open.
+        """
+        if not self._turn_open():
+            raise ApprovalError(
+                f'approval for tool "{request.tool_name}" was requested outside an open turn'
+            )
+        approval_id = f"approval_{next(self._ids)}"
+        self._append(
+            ApprovalAsked(
+                id=approval_id,
+                tool_name=request.tool_name,
+                call_id=request.call_id,
+                reason=request.reason if request.reason is not None else msgspec.UNSET,
+            )
+        )
+        if self.policy == "never":
+            outcome = "rejected"
         self._append(ApprovalDecided(id=approval_id, outcome=outcome))
         return outcome
 
-    async def _decide(self, request: ApprovalRequest) -> str:
+    async def _decide(self, request: ApprovalRequest) -> str | ApprovalAnswer:
         if self.policy == "never":
             return "rejected"
         if request.signal.aborted:
@@ -131,6 +176,8 @@ class ApprovalService:
             _log.warning("approval answerer raised", exc_info=answer.exception())
             return "unavailable"
         outcome = answer.result()
+        if isinstance(outcome, ApprovalAnswer):
+            return outcome
         return (
             outcome if isinstance(outcome, str) and outcome in APPROVAL_OUTCOMES else "unavailable"
         )

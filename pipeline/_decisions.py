@@ -22,9 +22,14 @@ class Deny(msgspec.Struct, frozen=True):
 
 
 class Ask(msgspec.Struct, frozen=True):
-    """Pre-execute: ask the approval channel; ``reason`` is shown to the answerer."""
+    """Pre-execute: ask the approval channel; ``reason`` is shown to the answerer.
+
+    ``defer=True`` says the answer may come later: a caller that can stop and resume (a
+    Code-Mode run) does not wait for it, but stops and returns the pending request
+    (``ApprovalRequest.defer``); any other caller asks the channel as usual."""
 
     reason: str | None = None
+    defer: bool = False
 
 
 class Accept(msgspec.Struct, frozen=True, kw_only=True):

@@ -42,6 +42,9 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             this returns exactly ``True``.
         present_call: pure ``(args) -> JSON | None`` for the pending UI card.
         present_result: pure ``(args, {"content", "isError", "meta"}) -> JSON | None``.
+        resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
+            and knows how to go on when ``Session.resume`` calls it again with
+            ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
     """
 
     name: str
@@ -56,6 +59,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     is_concurrency_safe: Callable[[Any], Any] | None = None
     present_call: Callable[[Any], Any] | None = None
     present_result: Callable[[Any, Any], Any] | None = None
+    resumable: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

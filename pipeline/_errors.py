@@ -10,6 +10,9 @@ The tree::
      ├── AbortedError                 ABORTED                  (name "AbortError")
      │    └── AbortedBeforeDispatchError  ABORTED_BEFORE_DISPATCH
      ├── ApprovalError                APPROVAL_FAILED
+     ├── ApprovalPendingError         APPROVAL_PENDING the approval was deferred: nobody has
+     │                                             answered yet (the body never ran)
+     ├── ResumeError                  RESUME_FAILED    ``Session.resume`` cannot resume a run
      ├── HookError                    HOOK_FAILED  a listener, wrapper, guard or hook failed
      │                                             (not the tool: its body never ran)
      ├── ToolExitError                TOOL_EXITED  the body raised a BaseException that is not
@@ -40,6 +43,7 @@ __all__ = [
     "AbortedBeforeDispatchError",
     "AbortedError",
     "ApprovalError",
+    "ApprovalPendingError",
     "DuplicateToolError",
     "FsError",
     "FsNotFoundError",
@@ -58,6 +62,7 @@ __all__ = [
     "OutcomeUnknownError",
     "RegistrationError",
     "ReservedToolError",
+    "ResumeError",
     "ToolExitError",
     "ToolTimeoutError",
     "UnknownToolError",
@@ -114,6 +119,20 @@ class AbortedBeforeDispatchError(AbortedError):
 
 class ApprovalError(HarnessError):
     code = "APPROVAL_FAILED"
+
+
+class ApprovalPendingError(HarnessError):
+    """The call needs an approval that was deferred (``Ask(defer=True)``, or a Code-Mode
+    run with no approver): it did not run, and the caller stops to ask later."""
+
+    code = "APPROVAL_PENDING"
+
+
+class ResumeError(HarnessError):
+    """``Session.resume`` refused: no suspended call with that run id, already resumed,
+    decisions that do not match the pending requests, or a tool that cannot resume."""
+
+    code = "RESUME_FAILED"
 
 
 class HookError(HarnessError):

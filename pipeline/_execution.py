@@ -53,6 +53,13 @@ class ExecutionInput(msgspec.Struct, frozen=True):
             through policy, then fails ``INVALID_ARGS`` (``invalid arguments: <why>``) where
             dispatch would start: no ``tools/execute`` wrapper, no body; post-execute, the
             finalizer and ``tools/result`` still run. ``None``: nothing found.
+        approval: the channel that answers this call's ``Ask`` instead of the session's (a
+            Code-Mode run routes its sub-calls' approvals through its own, which may defer
+            them); with one, a call without an agent is routed too. ``None``: the session's.
+        idempotency_key: a key stable across retries and replays of this call (a sub-call's
+            is ``"<run id>:<n>"``), handed to the body as ``RunContext.idempotency_key``.
+        resumption: what ``Session.resume`` hands the body of a resumed call (the
+            ``Resumption``); ``None`` for a fresh call. Never from the model's arguments.
     """
 
     call_id: str
@@ -64,6 +71,9 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     parent: Any = None
     reachable: frozenset[str] | None = None
     argument_error: str | None = None
+    approval: Any = None
+    idempotency_key: str | None = None
+    resumption: Any = None
 
 
 class Execution(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +93,8 @@ class Execution(msgspec.Struct, frozen=True, kw_only=True):
     token: ExecutionToken
     signal: Signal
     definition: ToolDefinition | None = None
+    idempotency_key: str | None = None
+    resumption: Any = None
 
 
 class DispatchExecution:
@@ -131,6 +143,10 @@ class RunContext:
     Attributes:
         execution: the read-only ``Execution``.
         signal: the fused signal (caller's cancellation plus any wrapper deadline): observe it.
+        idempotency_key: a key that stays the same when this call is retried or replayed
+            (``"<run id>:<n>"`` for the n-th sub-call of a Code-Mode run); a tool that has side
+            effects can use it to apply each effect once. ``None`` for a direct call.
+        resumption: the ``Resumption`` when ``Session.resume`` resumed this call, else ``None``.
     """
 
     __slots__ = ("_conclude", "_defer", "execution", "signal")
@@ -146,6 +162,14 @@ class RunContext:
         self.signal = signal
         self._defer = defer
         self._conclude = conclude
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.execution.idempotency_key
+
+    @property
+    def resumption(self) -> Any:
+        return self.execution.resumption
 
     def defer_context(self, message: Any) -> None:
         """Attach a user-role message (a string or a list of content blocks) to this call's

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET
 
-from ._approval import ApprovalChannel, ApprovalRequest
+from ._approval import ApprovalAnswer, ApprovalChannel, ApprovalRequest
 from ._content import blocks_text, default_render, freeze_blocks, freeze_contexts
 from ._decisions import Accept, Allow, Ask, Block, Deny
 from ._definition import ToolDefinition
@@ -31,6 +31,7 @@ from ._errors import (
     AbortedBeforeDispatchError,
     AbortedError,
     ApprovalError,
+    ApprovalPendingError,
     HookError,
     InvalidArgumentsError,
     InvalidToolOutputError,
@@ -380,6 +381,8 @@ class PendingCall:
             token=token,
             signal=self.caller,
             definition=defn,
+            idempotency_key=inp.idempotency_key,
+            resumption=inp.resumption,
         )
         self._phase = "created"
         if args_error is not None:
@@ -417,6 +420,7 @@ class PendingCall:
             self._settle("final", listener_failure(exc, "a tools/pre-execute listener"))
             return
         approval_cancelled = False
+        asked_reason = decision.reason if isinstance(decision, Ask) else None
         if isinstance(decision, Ask):
             try:
                 decision, approval_cancelled = await self._ask(decision)
@@ -434,6 +438,11 @@ class PendingCall:
                     "a tools/pre-execute listener",
                 ),
             )
+            return
+        if decision is None:    # deferred: nothing ran; the caller stops and asks later
+            self._settle("final", failure_from(ApprovalPendingError(
+                f'tool "{execution.name}" is waiting for approval'
+                + (f": {asked_reason}" if asked_reason else ""))))
             return
         if self.caller.aborted and approval_cancelled:
             self._settle("post", _aborted(True))
@@ -459,34 +468,46 @@ class PendingCall:
         if not self._abandoned:
             self.route = "dispatch"
 
-    async def _ask(self, ask: Ask) -> tuple[Allow | Deny, bool]:
+    async def _ask(self, ask: Ask) -> tuple[Allow | Deny | None, bool]:
+        """The approval for ``ask``: ``(decision, cancelled)``; a ``None`` decision means
+        the approval was deferred (the call fails ``APPROVAL_PENDING``)."""
         name = self.execution.name
-        channel = self._registry.approval()
+        own = self._input.approval
+        channel = own if own is not None else self._registry.approval()
         if channel is None:
             return Deny(ask.reason or f'tool "{name}" requires approval (not yet supported)'), False
-        if self.execution.agent is None:
+        if self.execution.agent is None and own is None:
             return Deny(
                 f'tool "{name}" requires approval, but the call has no agent to route it'
             ), False
-        outcome = await channel.request(
+        answer = await channel.request(
             ApprovalRequest(
-                agent=self.execution.agent,
+                agent=self.execution.agent or "",
                 tool_name=name,
                 call_id=self.execution.call_id,
                 reason=ask.reason,
                 signal=self.caller,
+                defer=ask.defer,
             )
         )
+        outcome: Any
+        if isinstance(answer, ApprovalAnswer):
+            outcome, reason = answer.outcome, answer.reason
+        else:
+            outcome, reason = answer, None
         if outcome == "allowed-once":
             return Allow(), False
         if outcome == "rejected":
-            return Deny(f'the user rejected tool "{name}"'), False
+            because = f": {reason}" if reason else ""
+            return Deny(f'the user rejected tool "{name}"{because}'), False
         if outcome == "cancelled":
             return Deny(f'approval for tool "{name}" was cancelled'), True
         if outcome == "unavailable":
             return Deny(
                 f'tool "{name}" requires approval, but no approval channel is available'
             ), False
+        if outcome == "deferred":
+            return None, False
         raise ApprovalError(f"approval returned an unexpected outcome: {message_of(outcome)}")
 
     def _guards(self) -> str | None:

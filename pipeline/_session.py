@@ -13,22 +13,24 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import msgspec
 
 from ._approval import ApprovalChannel, ApprovalService
 from ._definition import ToolDefinition
-from ._errors import DuplicateToolError, ReservedToolError
+from ._errors import DuplicateToolError, ReservedToolError, ResumeError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
 from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
 from ._result import CallResult
+from ._resume import Resumption, find_suspension, normalize_decisions
 from ._scheduler import Scheduled, Scheduler
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
 from .events import (
+    ApprovalDecision,
     ApprovalPolicyChanged,
     Event,
     InboxQueued,
@@ -39,6 +41,7 @@ from .events import (
     ToolResult,
     ToolResultBlock,
     ToolResultMessage,
+    ToolResumed,
     TurnEnd,
     TurnStart,
     UserMessage,
@@ -534,8 +537,61 @@ class Session:
             return "exclusive"
         return "parallel" if verdict is True else "exclusive"
 
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, bool] | Iterable[ApprovalDecision],
+        *,
+        signal: Signal | None = None,
+    ) -> CallResult:
+        """Go on with a suspended call (docs/pipeline-spec.md §4.3): a call that returned a
+        pending result and logged ``tool/suspended`` (a Code-Mode run waiting for approvals).
+
+        The latest suspension of ``run_id`` is read from the log, so the run may have been
+        suspended by another process. ``tool/resumed`` is appended (the log refuses a second
+        resumption of one suspension: each approval is used once), then the tool is called
+        again as a batch of one with call id ``"<run id>:resume:<k>"``, the suspended call's
+        arguments, and ``ctx.resumption`` set; that call goes through the whole pipeline and
+        gets its ``tool/call`` and ``tool/result`` like any other. It may suspend again.
+
+        Args:
+            run_id: the id of the run (its first call's id, as the pending result says).
+            decisions: ``{request id: approved}`` or ``ApprovalDecision``s (a denial with a
+                reason), one for every pending request.
+            signal: cancels the resumed call.
+        Returns:
+            The resumed call's result (possibly pending again).
+        Raises:
+            ResumeError: no suspension of ``run_id`` is waiting, the decisions do not match
+                its requests, or its tool is gone or not resumable.
+        """
+        suspended, resumed = find_suspension(self.log.read(), run_id)
+        agent = suspended.agent if isinstance(suspended.agent, str) else None
+        defn = self.resolve(suspended.name, agent)
+        if defn is None or not defn.resumable:
+            raise ResumeError(f'tool "{suspended.name}" of run {run_id!r} is not available '
+                              "to resume it (not registered, or not resumable)")
+        ordered = normalize_decisions(decisions, suspended.requests)
+        call_id = f"{run_id}:resume:{resumed + 1}"
+        self.log.append(ToolResumed(run_id=run_id, call_id=call_id, decisions=ordered))
+        resumption = Resumption(run_id=run_id, call_id=call_id, state=suspended.state,
+                                decisions=ordered, requests=suspended.requests)
+        name, text, parsed, _ = self._parse_item((suspended.name, suspended.arguments, call_id))
+        cancel = Signal()
+        batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
+        try:
+            results: list[CallResult] = await shielded(
+                self._batch([(name, text, parsed, call_id)], agent, batch_signal, 1,
+                            resumption=resumption),
+                cancel,
+            )
+            return results[0]
+        finally:
+            batch_signal.detach()
+
     async def _batch(
-        self, items: list[tuple[str, str, Any, str]], agent: str | None, signal: Signal, pool: int
+        self, items: list[tuple[str, str, Any, str]], agent: str | None, signal: Signal,
+        pool: int, *, resumption: Resumption | None = None,
     ) -> list[CallResult]:
         # A batch with no turn open opens one; batches running meanwhile (concurrent
         # `call`s on one session) join it, and the last to finish closes it, so no result
@@ -580,7 +636,7 @@ class Session:
                 name, _, parsed, call_id = item
                 scheduler.submit(
                     ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal,
-                                   agent=agent),
+                                   agent=agent, resumption=resumption),
                     data=item)
             scheduler.seal()
             done = await scheduler.join()

@@ -26,9 +26,11 @@ from msgspec import UNSET, UnsetType
 __all__ = [
     "ApprovalAsked",
     "ApprovalDecided",
+    "ApprovalDecision",
     "ApprovalPolicyChanged",
     "CodeDispatch",
     "CodeDispatchStart",
+    "CodeReplayed",
     "ErrorInfo",
     "Event",
     "FsObserved",
@@ -36,6 +38,7 @@ __all__ = [
     "HookResult",
     "InboxQueued",
     "MessageSource",
+    "PendingApproval",
     "SessionEvent",
     "StepEnd",
     "StepStart",
@@ -43,6 +46,8 @@ __all__ = [
     "ToolResult",
     "ToolResultBlock",
     "ToolResultMessage",
+    "ToolResumed",
+    "ToolSuspended",
     "TurnEnd",
     "TurnStart",
     "UserMessage",
@@ -182,6 +187,62 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     code: str | UnsetType = UNSET
 
 
+class CodeReplayed(Event, tag="tool/code-replayed", frozen=True):
+    """A sub-call of a resumed Code-Mode run answered from the log: its tool did not run
+    again. ``replayed_from`` is the sub-call id whose recorded outcome answered it (its
+    ``tool/code-dispatch`` holds the result). Log-only."""
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+    replayed_from: str
+
+
+class PendingApproval(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One approval a suspended call waits on. ``id`` is stable (a sub-call's is
+    ``"<run id>:<n>"``): decisions name it."""
+
+    id: str
+    tool_name: str
+    arguments: Any
+    reason: str | UnsetType = UNSET
+
+
+class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The answer to one ``PendingApproval``: approved, or denied with an optional reason."""
+
+    id: str
+    approved: bool
+    reason: str | UnsetType = UNSET
+
+
+class ToolSuspended(Event, tag="tool/suspended", frozen=True):
+    """A call returned a pending result: it waits on ``requests``, and
+    ``Session.resume(run_id, decisions)`` goes on from ``state`` (the tool's own JSON).
+    ``call_id`` is the call that returned it (the run's first call, or its latest
+    resumption); ``arguments`` are that call's, given again to the resumed call."""
+
+    run_id: str
+    call_id: str
+    name: str
+    arguments: Any
+    requests: tuple[PendingApproval, ...]
+    state: Any
+    agent: str | UnsetType = UNSET
+
+
+class ToolResumed(Event, tag="tool/resumed", frozen=True):
+    """``Session.resume`` consumed the latest ``tool/suspended`` of ``run_id`` with these
+    decisions; ``call_id`` is the resuming call. A run is resumed at most once per
+    suspension."""
+
+    run_id: str
+    call_id: str
+    decisions: tuple[ApprovalDecision, ...]
+
+
 class HookInvoked(Event, tag="hook/invoked", frozen=True):
     turn: int
     point: str
@@ -253,6 +314,9 @@ SessionEvent: TypeAlias = (
     | ToolResult
     | CodeDispatchStart
     | CodeDispatch
+    | CodeReplayed
+    | ToolSuspended
+    | ToolResumed
     | HookInvoked
     | HookResult
     | FsObserved

@@ -25,6 +25,10 @@ The invariants:
   (``SETTLE_WITHOUT_START``), keeps its root (``ROOT_CHANGED``), and its ``parentCallId``
   is its root or a sub-call already started under that root (``UNKNOWN_PARENT``); a turn
   ends with every sub-call started in it settled (``UNSETTLED_SUB_CALL``);
+- a ``tool/code-replayed`` sits inside an open turn (``DISPATCH_OUTSIDE_TURN``) with
+  non-empty ids (``EMPTY_ID``);
+- a ``tool/resumed`` consumes the latest ``tool/suspended`` of its run id, once
+  (``RESUME_WITHOUT_SUSPEND``: none, or that suspension was already resumed);
 - a complete log (``complete=True``, the default) ends with no turn open
   (``UNCLOSED_TURN``, and the calls and sub-calls still open are reported too). A log
   that is still being written, or that crashed and was not reopened, is checked with
@@ -42,11 +46,14 @@ import msgspec
 from ..events import (
     CodeDispatch,
     CodeDispatchStart,
+    CodeReplayed,
     Event,
     StepEnd,
     StepStart,
     ToolCall,
     ToolResult,
+    ToolResumed,
+    ToolSuspended,
     TurnEnd,
     TurnStart,
 )
@@ -73,6 +80,7 @@ class ViolationKind(str, enum.Enum):  # noqa: UP042  (str() stays the member's n
     UNKNOWN_PARENT = "UNKNOWN_PARENT"
     UNSETTLED_SUB_CALL = "UNSETTLED_SUB_CALL"
     UNCLOSED_TURN = "UNCLOSED_TURN"
+    RESUME_WITHOUT_SUSPEND = "RESUME_WITHOUT_SUSPEND"
 
 
 #: Violations an open log refuses to append (``LogInvariantError``): no writer makes them
@@ -86,6 +94,7 @@ REFUSED = frozenset(
         ViolationKind.SETTLE_WITHOUT_START,
         ViolationKind.ROOT_CHANGED,
         ViolationKind.UNKNOWN_PARENT,
+        ViolationKind.RESUME_WITHOUT_SUSPEND,
     }
 )
 
@@ -111,6 +120,7 @@ class LogChecker:
         self._roots: dict[str, str] = {}  # sub-call id -> its root
         self._running: dict[str, CodeDispatchStart] = {}  # started, not settled
         self._turn_starts: list[str] = []  # sub-calls started in the open turn
+        self._suspended: set[str] = set()  # run ids whose latest suspension awaits resume
 
     def feed(self, event: Event) -> list[Violation]:
         found = self.violations(event)
@@ -189,6 +199,16 @@ class LogChecker:
                 )
         elif isinstance(event, (CodeDispatchStart, CodeDispatch)):
             found.extend(self._dispatch_violations(event))
+        elif isinstance(event, CodeReplayed):
+            if not (event.sub_call_id and event.root_call_id and event.parent_call_id
+                    and event.replayed_from):
+                add(ViolationKind.EMPTY_ID, "a tool/code-replayed has an empty id")
+            if self._turn is None:
+                add(ViolationKind.DISPATCH_OUTSIDE_TURN,
+                    f"the replay of sub-call {event.sub_call_id!r} is outside an open turn")
+        elif isinstance(event, ToolResumed) and event.run_id not in self._suspended:
+            add(ViolationKind.RESUME_WITHOUT_SUSPEND,
+                f"run {event.run_id!r} is resumed but no suspension of it is waiting")
         return found
 
     def _dispatch_violations(self, event: CodeDispatchStart | CodeDispatch) -> list[Violation]:
@@ -301,6 +321,10 @@ class LogChecker:
                 self._turn_starts.append(event.sub_call_id)
         elif isinstance(event, CodeDispatch):
             self._running.pop(event.sub_call_id, None)
+        elif isinstance(event, ToolSuspended):
+            self._suspended.add(event.run_id)
+        elif isinstance(event, ToolResumed):
+            self._suspended.discard(event.run_id)
 
     def finish(self) -> list[Violation]:
         """What a complete log must not leave open: the open turn (``UNCLOSED_TURN``, at its
