@@ -26,6 +26,17 @@ name visible nowhere: pre-execute, guards and the finalizer see it, and it fails
 tool's signature (`invalid` on the wire) is recorded the same way and fails `INVALID_ARGS`.
 Arguments naming a parent-token field (`RESERVED_ARGUMENTS`) are refused the same way:
 only the host mints those, so such a call fails `INVALID_ARGS`.
+
+Approvals (docs/codemode.md "Pausing for approval"). Every sub-call's approval goes through
+the run's own channel (`_RunApprovals`): a decision given to the resumption answers it (and
+is audited like any answer); with no approver on the session, or an `Ask(defer=True)`, the
+approval is deferred: the call fails `APPROVAL_PENDING` without running, and is not
+answered. When the program then waits and nothing else is in flight, the run pauses
+(`PauseRun`): every deferred call is a pending request, and the exchanges so far are the
+record (`_replay.RunRecord`) a resumed run replays: it answers the completed exchanges from
+the record (`tool/code-replayed`, no tool runs), stops with `REPLAY_DIVERGED` if the program
+asks for anything else, and goes live at the exchange where the run paused. Each sub-call's
+idempotency key is `"<run id>:<n>"`, the same in every replay.
 """
 
 from __future__ import annotations
@@ -38,10 +49,15 @@ from typing import Any
 import msgspec
 
 from codemode.pipeline import (
+    ApprovalAnswer,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalService,
     CallResult,
     CallState,
     ExecutionInput,
     OutcomeUnknownError,
+    PendingApproval,
     RunContext,
     Scheduled,
     Scheduler,
@@ -49,9 +65,10 @@ from codemode.pipeline import (
     Signal,
     events,
 )
-from codemode.sandbox import _wire
+from codemode.sandbox import PauseRun, SandboxLimits, Tape, _wire
 
 from ._rejections import rejection_code
+from ._replay import Exchange, RecordedCall, ReplayDiverged, RunRecord, divergence
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -89,6 +106,7 @@ class _SubCall:
     `CallState` says where it is)."""
 
     guest_id: int
+    n: int
     sub_call_id: str
     name: str
     raw_args: bytes                 # the guest's JSON text: decoded afresh for each use
@@ -97,6 +115,65 @@ class _SubCall:
 
     def arguments(self) -> Any:
         return msgspec.json.decode(self.raw_args)
+
+
+@dataclass
+class _Slot:
+    """One call the program sent, until it is answered: run live (`scheduled`), or
+    answered from the record of a paused run (`reply` set from the start)."""
+
+    sub: _SubCall
+    done: asyncio.Future[None]
+    scheduled: Scheduled | None = None
+    reply: _wire.SubCallResult | None = None
+    answered_by: str = ""            # the sub-call whose outcome answers it
+    deferred: bool = False           # its approval was deferred: it waits, unanswered
+    reason: str | None = None        # why it needs approval
+
+
+@dataclass
+class Replay:
+    """A resumed run's inputs: the paused run's record and the decisions on its requests.
+
+    Attributes:
+        record: what the paused run recorded.
+        decisions: by request id (`"<run id>:<n>"`), each used once.
+    """
+
+    record: RunRecord
+    decisions: dict[str, ApprovalDecision]
+
+
+class _RunApprovals:
+    """The approval channel of one run's sub-calls: a decision the resumption carries
+    answers (and is audited like an answer); with no approver on the session, or when the
+    policy allows deferring (`Ask(defer=True)`), the approval is deferred; otherwise the
+    session's channel is asked, as for a direct call."""
+
+    def __init__(self, session: Session, run_id: str, slots: dict[str, _Slot],
+                 decisions: dict[str, ApprovalDecision]) -> None:
+        self._session = session
+        self._run_id = run_id
+        self._slots = slots
+        self._decisions = decisions
+
+    async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
+        slot = self._slots.get(request.call_id)
+        key = f"{self._run_id}:{slot.sub.n}" if slot is not None else ""
+        if slot is not None:
+            slot.reason = request.reason
+        decision = self._decisions.pop(key, None)
+        channel = self._session.approval
+        if decision is not None:
+            outcome = "allowed-once" if decision.approved else "rejected"
+            if isinstance(channel, ApprovalService) and self._session.turn_open:
+                outcome = channel.record(request, outcome)
+            reason = decision.reason if isinstance(decision.reason, str) else None
+            return ApprovalAnswer("allowed-once" if outcome == "allowed-once" else "rejected",
+                                  reason)
+        if channel is None or request.defer:
+            return "deferred"
+        return await channel.request(request)
 
 
 class SubCallDispatcher:
@@ -109,22 +186,38 @@ class SubCallDispatcher:
         loop: the session's event loop (the dispatcher is called from another thread).
         max_concurrent: sub-calls running at the same time (>= 1).
         run_signal: the run scope; aborted when the run settles or the outer call aborts.
+        run_id: the run's stable id (the first call's id); it prefixes the idempotency key
+            and the approval request id of every sub-call.
+        replay: the paused run to replay (a resumed run), or None.
     """
 
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
-                 run_signal: Signal) -> None:
+                 run_signal: Signal, *, run_id: str | None = None,
+                 replay: Replay | None = None) -> None:
         self._session = session
         self._outer = outer
         self._exposed = exposed
         self._reachable = frozenset(exposed)
         self._loop = loop
         self._run_signal = run_signal
+        self.run_id = run_id or outer.execution.call_id
         self._scheduler = Scheduler(session.prepare, pool=max_concurrent,
                                     exclusive=self._exclusive, on_start=self._log_start,
                                     on_commit=self._commit)
-        self._by_guest_id: dict[int, Scheduled] = {}
-        self._unreported: list[Scheduled] = []     # submitted by a batch, not yet answered
+        self._by_guest_id: dict[int, _Slot] = {}
+        self._by_sub_call_id: dict[str, _Slot] = {}
+        self._unreported: list[_Slot] = []     # sent by the program, not yet answered
+        self._replay = replay
+        self._answers = replay.record.answers() if replay is not None else {}
+        self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
+        self._settled_by: dict[int, str] = {}   # program's call id -> sub-call holding its result
+        self._approvals = _RunApprovals(session, self.run_id, self._by_sub_call_id,
+                                        dict(replay.decisions) if replay else {})
+        self.exchanges: list[Exchange] = []     # this run's record so far
+        self.diverged: str | None = None        # why the replay stopped, if it did
+        self.paused: list[_Slot] = []           # the calls waiting for approval at a pause
+        self._settled_at_pause: list[_wire.SubCallResult] = []
         # Dispatch events belong inside a turn (docs/pipeline-spec.md §10). A run with none open
         # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
         # but writes no dispatch events.
@@ -134,7 +227,12 @@ class SubCallDispatcher:
     # ---- called on the sandbox's thread ------------------------------------------------
 
     def dispatch(self, batch: str) -> str:
-        """The sandbox's `Dispatch`: JSON batch in, JSON reply out (`sandbox._wire`)."""
+        """The sandbox's `Dispatch`: JSON batch in, JSON reply out (`sandbox._wire`).
+
+        Raises:
+            PauseRun: the program waits only on calls whose approval was deferred.
+            ReplayDiverged: a resumed program asked for other calls than the record holds.
+        """
         future = asyncio.run_coroutine_threadsafe(self._serve(batch), self._loop)
         return future.result()
 
@@ -142,46 +240,181 @@ class SubCallDispatcher:
 
     async def _serve(self, batch: str) -> str:
         request = _wire.request_decoder.decode(batch)
-        replies: list[_wire.SubCallResult] = []
-        for wire_call in request.calls:
+        record = self._replay.record if self._replay is not None else None
+        if record is not None and len(self.exchanges) < len(record.exchanges):
+            recorded = record.exchanges[len(self.exchanges)]
+            self._check_replay(request, recorded)
+            if len(self.exchanges) + 1 < len(record.exchanges):
+                return self._replay_exchange(request, recorded)
+            replies = self._go_live(request, recorded)     # the exchange the run paused in
+        else:
+            replies = self._accept(request.calls)
+        for guest_id in request.cancel:
+            slot = self._by_guest_id.get(guest_id)
+            if slot is not None:
+                slot.sub.signal.abort("cancelled by the program")
+        await self._wait(request)
+        answered = [s for s in self._unreported if s.done.done() and not s.deferred]
+        self._unreported = [s for s in self._unreported if s not in answered]
+        replies.extend(self._reply(s) for s in answered)
+        self.exchanges.append(self._exchange(request, replies))
+        return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
+
+    def _accept(self, calls: list[_wire.SubCall]) -> list[_wire.SubCallResult]:
+        """Number and start the calls of a live exchange; the refused ones' replies."""
+        refused: list[_wire.SubCallResult] = []
+        for wire_call in calls:
             if self._run_signal.aborted:   # the run is over (`drain`): refused unnumbered, unlogged
-                replies.append(_wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
+                refused.append(_wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
                                                    message=RUN_OVER_MESSAGE))
-            elif wire_call.id in self._by_guest_id:
-                replies.append(_wire.SubCallResult(
+            elif wire_call.id in self._by_guest_id or \
+                    any(h.id == wire_call.id for h, _ in self._held):
+                refused.append(_wire.SubCallResult(
                     id=wire_call.id, ok=False, code="TOOL_ERROR",
                     message=f"sub-call id {wire_call.id} was already used"))
             else:
-                self._submit(wire_call)
-        for guest_id in request.cancel:
-            call = self._by_guest_id.get(guest_id)
-            if call is not None:
-                call.data.signal.abort("cancelled by the program")
-        pending = self._unreported
-        wanted = None if request.until is None else set(request.until)
-        targets = [c for c in pending if wanted is None or c.data.guest_id in wanted]
-        if targets and not any(c.done.done() for c in targets) and (request.wait_s or 0) > 0:
-            await asyncio.wait([c.done for c in targets], timeout=request.wait_s,
-                               return_when=asyncio.FIRST_COMPLETED)
-        self._unreported = [c for c in pending if not c.done.done()]
-        replies.extend(self._reply(c) for c in pending if c.done.done())
-        return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
+                self._start_live(wire_call, self._next_n())
+        return refused
 
-    def _submit(self, wire_call: _wire.SubCall) -> None:
-        n = len(self._by_guest_id) + 1
-        outer = self._outer.execution
+    def _next_n(self) -> int:
+        return len(self._by_guest_id) + len(self._held) + 1
+
+    async def _wait(self, request: _wire.BatchRequest) -> None:
+        """Until a call the program waits for is answerable, `wait_s` passes, or the run
+        must pause: every call the program waits for is deferred, and no other call is
+        still running (its outcome is recorded first, so the replay can answer it)."""
+        wanted = None if request.until is None else set(request.until)
+        targets = [s for s in self._unreported if wanted is None or s.sub.guest_id in wanted]
+        deadline = self._loop.time() + (request.wait_s or 0)
+        while targets and (request.wait_s or 0) > 0:
+            if any(s.done.done() and not s.deferred for s in targets):
+                return
+            running = [s.done for s in targets if not s.done.done()] or \
+                [s.done for s in self._unreported if not s.done.done()]
+            if not running:
+                self._pause(request)
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                return
+            await asyncio.wait(running, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+
+    def _pause(self, request: _wire.BatchRequest) -> None:
+        """Stop the run here: record this exchange (unanswered) and the calls waiting.
+
+        Raises:
+            PauseRun: always.
+        """
+        self.paused = [s for s in self._unreported if s.deferred]
+        self.exchanges.append(self._exchange(request, []))
+        self._settled_at_pause = [self._reply(s) for s in self._unreported
+                                  if s.done.done() and not s.deferred]
+        raise PauseRun(f"waiting for approval of {len(self.paused)} tool call"
+                       f"{'s' if len(self.paused) != 1 else ''}")
+
+    def _exchange(self, request: _wire.BatchRequest,
+                  replies: list[_wire.SubCallResult]) -> Exchange:
+        calls = tuple(RecordedCall(id=c.id, name=c.name, args=bytes(c.args).decode(),
+                                   invalid=c.invalid) for c in request.calls)
+        return Exchange(calls=calls, cancel=tuple(request.cancel), replies=tuple(replies))
+
+    def record(self, code: str, limits: SandboxLimits, tape: Tape | None) -> RunRecord:
+        """The record of a run that paused (after `PauseRun`)."""
+        settled_by = {guest_id: slot.answered_by for guest_id, slot in self._by_guest_id.items()
+                      if not slot.deferred and slot.done.done()}
+        return RunRecord(code=code, limits=limits, exchanges=tuple(self.exchanges),
+                         settled=tuple(self._settled_at_pause), settled_by=settled_by,
+                         pending=tuple(s.sub.guest_id for s in self.paused), tape=tape)
+
+    def requests(self) -> tuple[PendingApproval, ...]:
+        """The approvals a paused run waits on, in call order; ids `"<run id>:<n>"`."""
+        return tuple(
+            PendingApproval(id=f"{self.run_id}:{s.sub.n}", tool_name=s.sub.name,
+                            arguments=s.sub.arguments(),
+                            reason=s.reason if s.reason is not None else msgspec.UNSET)
+            for s in sorted(self.paused, key=lambda s: s.sub.n))
+
+    # ---- replay ------------------------------------------------------------------------
+
+    def _check_replay(self, request: _wire.BatchRequest, recorded: Exchange) -> None:
+        """Raises:
+            ReplayDiverged: the program's exchange differs from the recorded one."""
+        why = divergence(len(self.exchanges) + 1, request.calls, request.cancel, recorded,
+                         self._next_n())
+        if why is not None:
+            self.diverged = why
+            raise ReplayDiverged(f"replay diverged at {why}; no tool ran")
+
+    def _replay_exchange(self, request: _wire.BatchRequest, recorded: Exchange) -> str:
+        """Answer an exchange the paused run completed, from its record."""
+        for wire_call in request.calls:
+            self._take_recorded(wire_call)
+        for reply in recorded.replies:
+            slot = self._by_guest_id.get(reply.id)
+            if slot is not None and slot in self._unreported:
+                self._unreported.remove(slot)
+        self.exchanges.append(recorded)
+        return _wire.encoder.encode(_wire.BatchReply(results=list(recorded.replies))).decode()
+
+    def _take_recorded(self, wire_call: _wire.SubCall) -> None:
+        """A replayed call: answered from the record if it settled, else held until the
+        replay reaches the exchange the run paused in (a call waiting for approval)."""
+        n = self._next_n()
+        answer = self._answers.get(wire_call.id)
+        if answer is None:
+            self._held.append((wire_call, n))
+            return
+        sub = self._sub_call(wire_call, n)
+        done: asyncio.Future[None] = self._loop.create_future()
+        done.set_result(None)
+        replayed_from = self._replay.record.settled_by.get(wire_call.id, "") \
+            if self._replay is not None else ""
+        slot = _Slot(sub=sub, done=done, reply=answer, answered_by=replayed_from)
+        self._by_guest_id[sub.guest_id] = slot
+        self._unreported.append(slot)
+        self._count(sub.name, None if answer.ok else answer.code)
+        if self._record:
+            outer = self._outer.execution
+            self._session.log.append(events.CodeReplayed(
+                root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
+                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
+                replayed_from=replayed_from or sub.sub_call_id))
+
+    def _go_live(self, request: _wire.BatchRequest,
+                 recorded: Exchange) -> list[_wire.SubCallResult]:
+        """The exchange the paused run stopped in: its settled calls are answered from the
+        record; the held calls and this exchange's others run live, in call order (the
+        approved ones with their decision). Returns no refusals (the check saw the ids)."""
+        for wire_call in request.calls:
+            self._take_recorded(wire_call)
+        held, self._held = self._held, []
+        self._replay = None
+        for wire_call, n in held:
+            self._start_live(wire_call, n)
+        return []
+
+    # ---- live calls --------------------------------------------------------------------
+
+    def _sub_call(self, wire_call: _wire.SubCall, n: int) -> _SubCall:
         raw_args = bytes(wire_call.args)
-        sub = _SubCall(guest_id=wire_call.id, sub_call_id=f"{outer.call_id}:code:{n}",
-                       name=wire_call.name, raw_args=raw_args,
-                       invalid=wire_call.invalid or _reserved_reason(raw_args),
-                       signal=Signal.any(self._run_signal))
+        return _SubCall(guest_id=wire_call.id, n=n,
+                        sub_call_id=f"{self._outer.execution.call_id}:code:{n}",
+                        name=wire_call.name, raw_args=raw_args,
+                        invalid=wire_call.invalid or _reserved_reason(raw_args),
+                        signal=Signal.any(self._run_signal))
+
+    def _start_live(self, wire_call: _wire.SubCall, n: int) -> None:
+        outer = self._outer.execution
+        sub = self._sub_call(wire_call, n)
         inp = ExecutionInput(
             call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(), signal=sub.signal,
             root_call_id=outer.root_call_id, agent=outer.agent, parent=outer.token,
-            reachable=self._reachable, argument_error=sub.invalid)
+            reachable=self._reachable, argument_error=sub.invalid, approval=self._approvals,
+            idempotency_key=f"{self.run_id}:{n}")
         call = self._scheduler.submit(inp, data=sub)
-        self._by_guest_id[sub.guest_id] = call
-        self._unreported.append(call)
+        slot = _Slot(sub=sub, done=call.done, scheduled=call, answered_by=sub.sub_call_id)
+        self._by_guest_id[sub.guest_id] = slot
+        self._by_sub_call_id[sub.sub_call_id] = slot
+        self._unreported.append(slot)
 
     def _exclusive(self, call: Scheduled) -> bool:
         """Concurrency-safe only by the tool's own classifier; an unexposed name or a call
@@ -209,6 +442,11 @@ class SubCallDispatcher:
         # The durable copy goes through the `tools/code-dispatch-log` waterfall.
         content = await self._session.code_dispatch_content(execution, result)
         self._log_settle(call, result, content)
+        sub: _SubCall = call.data
+        code = rejection_code(result) if result.is_error else None
+        if code == "APPROVAL_PENDING":     # not answered: the run pauses when it waits for it
+            self._by_guest_id[sub.guest_id].deferred = True
+            return
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
         if not result.is_error and any(_is_media(b) for b in result.content):
@@ -218,12 +456,14 @@ class SubCallDispatcher:
             self._outer.defer_context(list(result.content))
         if result.concludes_turn:
             self._outer.conclude_turn()
+        self._count(sub.name, code)
+
+    def _count(self, name: str, code: str | None) -> None:
         self.summary.total += 1
-        sub: _SubCall = call.data
-        self.summary.by_tool[sub.name] = self.summary.by_tool.get(sub.name, 0) + 1
-        if result.is_error:
+        self.summary.by_tool[name] = self.summary.by_tool.get(name, 0) + 1
+        if code is not None:
             self.summary.failed += 1
-            if rejection_code(result) == "DENIED":
+            if code == "DENIED":
                 self.summary.denied += 1
 
     def _log_settle(self, call: Scheduled, result: CallResult, content: tuple[Any, ...]) -> None:
@@ -237,8 +477,12 @@ class SubCallDispatcher:
             is_error=result.is_error, content=content,
             code=rejection_code(result) if result.is_error else msgspec.UNSET))
 
-    def _reply(self, call: Scheduled) -> _wire.SubCallResult:
-        guest_id = call.data.guest_id
+    def _reply(self, slot: _Slot) -> _wire.SubCallResult:
+        if slot.reply is not None:
+            return slot.reply
+        guest_id = slot.sub.guest_id
+        call = slot.scheduled
+        assert call is not None
         result = call.result
         if result is None:
             return _wire.SubCallResult(id=guest_id, ok=False, code="TOOL_ERROR",

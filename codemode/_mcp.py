@@ -98,6 +98,7 @@ logging.getLogger("mcp.client.stdio").addFilter(_OncePerMessage())
 _log = logging.getLogger("codemode.mcp")
 
 __all__ = [
+    "IDEMPOTENCY_META_KEY",
     "McpCallTimeout",
     "McpError",
     "McpProtocolError",
@@ -107,6 +108,10 @@ __all__ = [
     "McpToolError",
     "connect_servers",
 ]
+
+IDEMPOTENCY_META_KEY = "codemode/idempotencyKey"
+"""The `_meta` key of a `tools/call` request that carries the call's idempotency key (a
+sub-call's `"<run id>:<n>"`, the same when the run is replayed after a pause)."""
 
 STDERR_TAIL_BYTES = 2000
 """How much of the end of a server's stderr an error message quotes, in bytes."""
@@ -456,7 +461,8 @@ class McpServer:
         tool_name: str = mcp_tool.name
 
         async def execute(args: dict[str, Any], ctx: RunContext) -> Any:
-            return await self.call(tool_name, args, signal=ctx.signal, media=ctx.defer_context)
+            return await self.call(tool_name, args, signal=ctx.signal, media=ctx.defer_context,
+                                   idempotency_key=ctx.idempotency_key)
 
         execute.__name__ = f"{tool_name}_execute"
         annotations = mcp_tool.annotations
@@ -474,6 +480,7 @@ class McpServer:
         )
 
     async def call(self, tool_name: str, arguments: Mapping[str, Any] | None = None, *,
+                   idempotency_key: str | None = None,
                    signal: Any = None, timeout_s: float | None = None,
                    media: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
         """Send one `tools/call` and return the value a program receives (module docstring).
@@ -487,6 +494,8 @@ class McpServer:
             media: called with the non-text content blocks (images, audio, resources) of an
                 answer whose value is its structured content, which would otherwise drop
                 them (a tool body passes its `defer_context`).
+            idempotency_key: sent as `_meta["codemode/idempotencyKey"]` (the same for a
+                sub-call replayed or retried), so the server can apply an effect once.
         Raises:
             McpProtocolError: the server's answer could not be parsed.
             McpToolError: `isError: true` or a JSON-RPC error from the server.
@@ -502,7 +511,9 @@ class McpServer:
         if signal is not None:
             signal.throw_if_aborted()
         limit_s = self.call_timeout_s if timeout_s is None else timeout_s
-        request = asyncio.ensure_future(session.call_tool(tool_name, dict(arguments or {})))
+        meta = None if idempotency_key is None else {IDEMPOTENCY_META_KEY: idempotency_key}
+        request = asyncio.ensure_future(
+            session.call_tool(tool_name, dict(arguments or {}), meta=meta))  # type: ignore[arg-type]
         broken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._in_flight.add(broken)
         waiters: set[asyncio.Future[Any]] = {request, owner, broken}

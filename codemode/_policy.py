@@ -17,6 +17,11 @@ A policy file is TOML::
     reason = "deleting needs a person's approval"
 
     [[rules]]
+    tool = "send_*"
+    action = "ask"
+    defer = true                        # pause the run for the answer, even with an approver
+
+    [[rules]]
     tool = "read_file"
     action = "deny"
     when = { arg = "path", matches = "^/etc/" }   # or a list of conditions (all must hold)
@@ -28,9 +33,12 @@ one of the wrong type, fails the test.
 
 `Policy.apply(session)` builds the tier's sandbox, reserves `run_code` with the exposed
 tools, and registers a `tools/pre-execute` listener for the rules. `deny` becomes
-`Deny(reason)` and `ask` becomes `Ask(reason)`; with no approval channel mounted the pipeline
-turns `ask` into a denial, which a program sees as `ToolDenied`. Rules apply to every call
-through the session (direct calls and sub-calls of programs), never to `run_code` itself.
+`Deny(reason)` and `ask` becomes `Ask(reason, defer=...)`. A program's call that needs an
+approval pauses the run (the `run_code` result is pending and `Session.resume` goes on)
+when the session has no approver mounted, or when the rule says `defer = true`; otherwise
+the approver is asked while the run waits. A direct call with no approver mounted is
+denied. Rules apply to every call through the session (direct calls and sub-calls of
+programs), never to `run_code` itself.
 """
 
 from __future__ import annotations
@@ -152,12 +160,20 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
         action: "allow", "deny" or "ask".
         when: a condition, or a list of conditions that must all hold; none: always.
         reason: the denial / approval text (a default naming the tool when empty).
+        defer: with `action = "ask"`: a program's call pauses its run for the answer even
+            when an approver is mounted (`Ask(defer=True)`); the approval then comes with
+            `Session.resume`, possibly from another process.
     """
 
     tool: str
     action: Action
     when: Condition | tuple[Condition, ...] | None = None
     reason: str = ""
+    defer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.defer and self.action != "ask":
+            raise ValueError("`defer`: only an `ask` rule can defer its approval")
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -175,7 +191,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
             return Allow()
         reason = self.reason or (f'policy denies tool "{name}"' if self.action == "deny"
                                  else f'policy requires approval for tool "{name}"')
-        return Deny(reason) if self.action == "deny" else Ask(reason)
+        return Deny(reason) if self.action == "deny" else Ask(reason, defer=self.defer)
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -292,7 +308,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         if self.rules:
             session.on("tools/pre-execute", self._listener())
-        return CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed)
+        resumable = True if any(r.defer for r in self.rules) else None
+        return CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
+                        resumable=resumable)
 
     def _listener(self) -> Any:
         async def enforce_policy_rules(execution: Any, next: Any) -> Any:

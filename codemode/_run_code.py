@@ -17,9 +17,18 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
-from codemode.pipeline import HarnessError, RunContext, Session, Signal, ToolDefinition
+from codemode.pipeline import (
+    HarnessError,
+    Resumption,
+    RunContext,
+    Session,
+    Signal,
+    ToolDefinition,
+    events,
+)
 from codemode.sandbox import (
     ParamSpec,
     RunOutcome,
@@ -27,11 +36,13 @@ from codemode.sandbox import (
     Sandbox,
     SandboxLimits,
     SandboxUnavailable,
+    Tape,
     ToolSpec,
     WasmSandbox,
 )
 
-from ._dispatch import SubCallDispatcher
+from ._dispatch import Replay, SubCallDispatcher
+from ._replay import ReplayDiverged, RunRecord
 from ._stubs import ToolStub, build_stubs, describe_tools
 
 RUN_CODE = "run_code"
@@ -143,9 +154,30 @@ def _tool_spec(stub: ToolStub) -> ToolSpec:
                      for p in stub.params))
 
 
+def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
+    """A paused run: what it waits on, and that it goes on by itself once decided."""
+    approvals = value.get("approvals", [])
+    lines = [f"The program is paused (run {value.get('run_id')}): {len(approvals)} tool call"
+             f"{'s' if len(approvals) != 1 else ''} need a person's approval:"]
+    for request in approvals:
+        arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+        reason = f" ({request['reason']})" if request.get("reason") else ""
+        lines.append(f"- {request.get('toolName')}({_bounded(arguments, 500)}){reason} "
+                     f"[request {request.get('id')}]")
+    lines.append("When they are decided the program resumes where it stopped and its result "
+                 "arrives; do not run it again.")
+    logs = "".join(value.get("logs", ()))
+    if logs:
+        lines.append("Output so far:\n" + _bounded(logs.rstrip("\n")))
+    return [{"type": "text", "text": "\n".join(lines)}]
+
+
 def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     """Logs, then stderr, then the result (strings raw, other JSON pretty-printed; a None
-    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary."""
+    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary. A pending
+    value (a paused run) lists the approvals it waits on."""
+    if value.get("status") == "pending":
+        return _render_pending(value)
     parts: list[str] = []
     logs = "".join(value.get("logs", ()))
     if logs:
@@ -185,14 +217,23 @@ class CodeMode:
         sandbox: the tier programs run in (default: a shared `WasmSandbox`).
         limits: limits of every run (default: `SandboxLimits()`).
         expose: names of the tools exposed to programs (default: every visible tool).
+        resumable: whether runs record what they read from clocks and randomness, so that a
+            run paused for approval replays exactly (about 2.5 ms more per run on the wasm
+            tier). Default (None): when the session has no approver, since then every `ask`
+            pauses the run; set True when an approver is mounted but rules may say
+            `defer = true`. A run that pauses unrecorded still resumes: its calls replay,
+            and a program whose calls depend on the time or randomness may then stop with
+            `REPLAY_DIVERGED`.
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
                  limits: SandboxLimits | None = None,
-                 expose: Sequence[str] | None = None) -> None:
+                 expose: Sequence[str] | None = None,
+                 resumable: bool | None = None) -> None:
         self.session = session
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
+        self.resumable = resumable
         self._expose = None if expose is None else frozenset(expose)
         self._refreshing = False
         self._dispose_reserved = self._reserve()
@@ -202,7 +243,7 @@ class CodeMode:
     def _reserve(self) -> Callable[[], None]:
         self.definition = ToolDefinition(
             name=RUN_CODE, description=self.description(), parameters=RUN_CODE_PARAMETERS,
-            execute=self._execute, render=_render, present_call=_present_call)
+            execute=self._execute, render=_render, present_call=_present_call, resumable=True)
         return self.session.reserve(self.definition)
 
     def _refresh(self) -> None:
@@ -252,12 +293,18 @@ class CodeMode:
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
+        replay, run_id = _replay_of(ctx.resumption), ctx.execution.call_id
+        limits, tape = self.limits, (Tape() if self._records_runs() else None)
+        if replay is not None and ctx.resumption is not None:
+            run_id, code, limits = ctx.resumption.run_id, replay.record.code, replay.record.limits
+            tape = replay.record.tape
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
-                                       self.limits.max_concurrent_subcalls, run_signal)
+                                       limits.max_concurrent_subcalls, run_signal,
+                                       run_id=run_id, replay=replay)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
-                             limits=self.limits)
+                             limits=limits, tape=tape)
         running = loop.run_in_executor(_RUN_WAITERS, self.sandbox.run, request,
                                        dispatcher.dispatch, cancel)
         try:
@@ -273,7 +320,40 @@ class CodeMode:
         finally:
             dispose()
             await dispatcher.drain()
+        if dispatcher.diverged is not None or _diverged(outcome):
+            why = dispatcher.diverged or (outcome.error.message if outcome.error else "")
+            raise ReplayDiverged(f"code run failed (replay-diverged): the resumed program did "
+                                 f"not repeat the paused run: {why}; no tool ran past that point")
+        if outcome.status == "paused":
+            return self._suspend(args, ctx, run_id, dispatcher, outcome, request)
         return self._value(outcome, dispatcher)
+
+    def _records_runs(self) -> bool:
+        """Whether runs record clocks and randomness for a replay: when they can pause
+        (`resumable`, default: when the session has no approver, so every `ask` defers)."""
+        if self.resumable is not None:
+            return self.resumable
+        return self.session.approval is None
+
+    def _suspend(self, args: dict[str, Any], ctx: RunContext, run_id: str,
+                 dispatcher: SubCallDispatcher, outcome: RunOutcome,
+                 request: RunRequest) -> dict[str, Any]:
+        """Log `tool/suspended` with the run's record; the pending value lists the requests."""
+        requests = dispatcher.requests()
+        record = dispatcher.record(request.code, request.limits, outcome.tape)
+        agent = ctx.execution.agent
+        self.session.log.append(events.ToolSuspended(
+            run_id=run_id, call_id=ctx.execution.call_id, name=RUN_CODE, arguments=dict(args),
+            requests=requests, state=msgspec.to_builtins(record),
+            agent=agent if agent is not None else UNSET))
+        value: dict[str, Any] = {
+            "status": "pending", "run_id": run_id,
+            "approvals": [msgspec.to_builtins(r) for r in requests],
+            "logs": outcome.stdout.splitlines(keepends=True)}
+        if outcome.stderr:
+            value["stderr"] = outcome.stderr
+        value["subcalls"] = dispatcher.summary.to_json()
+        return value
 
     def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher) -> dict[str, Any]:
         if outcome.status != "ok":
@@ -285,6 +365,21 @@ class CodeMode:
             value["stderr"] = outcome.stderr
         value["subcalls"] = dispatcher.summary.to_json()
         return value
+
+
+def _replay_of(resumption: Resumption | None) -> Replay | None:
+    """The replay a resumption asks for, its state checked (a corrupt state is refused)."""
+    if resumption is None:
+        return None
+    try:
+        record = msgspec.convert(resumption.state, RunRecord)
+    except msgspec.ValidationError as exc:
+        raise ReplayDiverged(f"the paused run's record cannot be read: {exc}") from None
+    return Replay(record=record, decisions={d.id: d for d in resumption.decisions})
+
+
+def _diverged(outcome: RunOutcome) -> bool:
+    return outcome.error is not None and outcome.error.kind == "replay-diverged"
 
 
 def _failure_message(outcome: RunOutcome) -> str:

@@ -1,0 +1,123 @@
+"""What a paused run leaves in the log, and how a resumed run is checked against it
+(docs/codemode.md "Pausing for approval").
+
+A run is recorded as the sequence of its `dispatch` exchanges with the sandbox: what the
+program sent (the calls with their JSON arguments, the cancellations) and what it was
+answered. The sandbox records what the program read from clocks and randomness (its
+`Tape`). Replaying the same program in a fresh instance with the same answers, in the same
+order, and the same tape makes it do the same thing, so a resumed run answers every
+exchange the first run completed from the record, checks that the program asks for the
+same calls at the same positions, and goes live at the exchange where the run paused.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from codemode.pipeline import HarnessError
+from codemode.sandbox import SandboxLimits, Tape
+from codemode.sandbox import _wire
+
+
+class RecordedCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One sub-call as the program sent it.
+
+    Attributes:
+        id: the program's id for it (its binding numbers calls in order).
+        name: the tool name called.
+        args: the JSON text of its arguments, as the program encoded them.
+        invalid: why the program found it did not fit the tool's signature, if it did.
+    """
+
+    id: int
+    name: str
+    args: str
+    invalid: str | None = None
+
+
+class Exchange(msgspec.Struct, frozen=True, kw_only=True):
+    """One `dispatch` from the program: what it sent and what it was answered."""
+
+    calls: tuple[RecordedCall, ...] = ()
+    cancel: tuple[int, ...] = ()
+    replies: tuple[_wire.SubCallResult, ...] = ()
+
+
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a resumed run needs (the `state` of `tool/suspended`).
+
+    Attributes:
+        code: the program.
+        limits: the limits it ran under (a resumed run keeps them).
+        exchanges: the run's exchanges in order; the last is the one it paused in, with no
+            replies.
+        settled: outcomes of calls that settled before the pause but were not answered yet.
+        settled_by: for each settled call (by the program's id), the sub-call whose
+            `tool/code-dispatch` holds its result (the first run's, for a replayed call).
+        pending: the program's ids of the calls waiting for approval, in call order.
+        tape: what the program read from clocks and randomness (None: not recorded).
+    """
+
+    code: str
+    limits: SandboxLimits
+    exchanges: tuple[Exchange, ...]
+    settled: tuple[_wire.SubCallResult, ...] = ()
+    settled_by: dict[int, str] = {}
+    pending: tuple[int, ...] = ()
+    tape: Tape | None = None
+
+    def answers(self) -> dict[int, _wire.SubCallResult]:
+        """Every recorded outcome by the program's call id."""
+        found = {r.id: r for exchange in self.exchanges for r in exchange.replies}
+        found.update((r.id, r) for r in self.settled)
+        return found
+
+
+class ReplayDiverged(HarnessError):
+    """A resumed program did not repeat what the first run did: it asked for another call
+    (another tool or other arguments) than the log holds at that position, or read clocks or
+    randomness in another order. The resumed run stops there; no tool runs."""
+
+    code = "REPLAY_DIVERGED"
+
+
+def describe(call: RecordedCall | _wire.SubCall) -> str:
+    """`name(<args JSON>)`, arguments cut at 200 characters."""
+    args = call.args if isinstance(call.args, str) else bytes(call.args).decode()
+    if len(args) > 200:
+        args = args[:200] + "..."
+    return f"{call.name}({args})"
+
+
+def divergence(position: int, sent: list[_wire.SubCall], cancel: list[int],
+               recorded: Exchange, first_n: int) -> str | None:
+    """Why the program's exchange number `position` (from 1) differs from `recorded`, or
+    None when it asks for the same calls, in the same order, with the same arguments
+    (compared as JSON values) and cancels the same ones. `first_n` numbers its first call."""
+    for offset, (call, want) in enumerate(zip(sent, recorded.calls, strict=False)):
+        same_args = bytes(call.args) == want.args.encode() or _same_json(bytes(call.args),
+                                                                         want.args)
+        if call.id != want.id or call.name != want.name or not same_args \
+                or (call.invalid or None) != (want.invalid or None):
+            return (f"sub-call {first_n + offset}: the program called {describe(call)} where "
+                    f"the log holds {describe(want)}")
+    if len(sent) > len(recorded.calls):
+        extra = sent[len(recorded.calls)]
+        return (f"sub-call {first_n + len(recorded.calls)}: the program called "
+                f"{describe(extra)}, a call the log does not hold at that position "
+                f"(exchange {position})")
+    if len(sent) < len(recorded.calls):
+        missing = recorded.calls[len(sent)]
+        return (f"sub-call {first_n + len(sent)}: the log holds {describe(missing)}, which "
+                f"the program did not call at that position (exchange {position})")
+    if tuple(cancel) != recorded.cancel:
+        return (f"exchange {position}: the program cancelled calls {sorted(cancel)} where the "
+                f"log holds {sorted(recorded.cancel)}")
+    return None
+
+
+def _same_json(raw: bytes, text: str) -> bool:
+    try:
+        return bool(msgspec.json.decode(raw) == msgspec.json.decode(text))
+    except msgspec.DecodeError:
+        return False
