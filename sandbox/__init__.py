@@ -9,17 +9,26 @@ from ._protocol import (
     GuestCrashed,
     HostDispatchFailed,
     MemoryLimitExceeded,
+    MonotonicRead,
     OutputLimitExceeded,
     ParamSpec,
+    PauseRun,
     ProgramError,
+    RandomBytes,
+    RandomU64,
+    ReplayDiverged,
     RunAborted,
     RunError,
     RunOutcome,
+    RunPaused,
     RunRequest,
     Sandbox,
     SubcallLimitExceeded,
+    Tape,
+    TapeEntry,
     TimeLimitExceeded,
     ToolSpec,
+    WallClockRead,
 )
 from ._restricted import RestrictedSandbox
 from ._values import decode_value
@@ -28,8 +37,10 @@ from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
 __all__ = [
     "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed",
-    "MemoryLimitExceeded", "OutputLimitExceeded", "ParamSpec", "ProgramError",
-    "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunRequest", "Sandbox",
-    "SandboxLimits", "SandboxUnavailable", "SubcallLimitExceeded", "TimeLimitExceeded",
-    "ToolSpec", "WasmSandbox", "cache_dir", "decode_value",
+    "MemoryLimitExceeded", "MonotonicRead", "OutputLimitExceeded", "ParamSpec", "PauseRun",
+    "ProgramError", "RandomBytes", "RandomU64", "ReplayDiverged", "RestrictedSandbox",
+    "RunAborted", "RunError", "RunOutcome", "RunPaused", "RunRequest", "Sandbox",
+    "SandboxLimits", "SandboxUnavailable", "SubcallLimitExceeded", "Tape", "TapeEntry",
+    "TimeLimitExceeded", "ToolSpec", "WallClockRead", "WasmSandbox", "cache_dir",
+    "decode_value",
 ]

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -211,37 +211,94 @@ def load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Componen
 
 
 HostFunc = Callable[..., object]
+Shadows = Mapping[str, Mapping[str, HostFunc]]
+"""WASI interfaces to answer on the host instead of by wasmtime: the interface's name
+without its version ("wasi:clocks/wall-clock") -> {function name: host function}, every
+function of the interface."""
 
 
 @dataclass
 class Runtime:
-    """The per-process, per-configuration Engine, Component and Linker."""
+    """The per-process, per-configuration Engine, Component and Linkers.
+
+    Attributes:
+        linker: WASI as wasmtime implements it, plus the host interface; used by runs
+            without a tape.
+        recording_linker: the same with the clock and random interfaces answered by the
+            host (`Shadows`); used by runs with a tape (`RunRequest.tape`).
+        shadowed_calls: calls made to the shadowing host functions, all runs together
+            (a count for tests and benchmarks; not exact under concurrent runs).
+    """
 
     config: EngineConfig
     engine: wasmtime.Engine
     component: wc.Component
     linker: wc.Linker
+    recording_linker: wc.Linker
+    shadowed_calls: int = 0
 
 
 _runtimes: dict[EngineConfig, Runtime] = {}
 _runtimes_lock = threading.Lock()
 
 
-def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc) -> Runtime:
+def _versioned(component: wc.Component, engine: wasmtime.Engine, interface: str) -> str | None:
+    """`interface` with the version the component imports it at
+    ("wasi:clocks/wall-clock@0.2.9"), or None when it does not import it."""
+    for name in component.type.imports(engine):
+        if name.split("@", 1)[0] == interface:
+            return name
+    return None
+
+
+def _linker(engine: wasmtime.Engine, component: wc.Component, dispatch: HostFunc,
+            sleep: HostFunc, shadows: Shadows, count: Callable[[], None] | None) -> wc.Linker:
+    linker = wc.Linker(engine)
+    if shadows:
+        linker.allow_shadowing = True
+    linker.add_wasip2()
+    with linker.root() as root:
+        with root.add_instance(HOST_INSTANCE) as host:
+            host.add_func("dispatch", dispatch)
+            host.add_func("sleep", sleep)
+        for interface, funcs in shadows.items():
+            name = _versioned(component, engine, interface)
+            if name is None:
+                continue
+            with root.add_instance(name) as instance:
+                for func_name, func in funcs.items():
+                    instance.add_func(func_name, _counted(func, count))
+    return linker
+
+
+def _counted(func: HostFunc, count: Callable[[], None] | None) -> HostFunc:
+    if count is None:
+        return func
+
+    def counted(*args: object) -> object:
+        count()
+        return func(*args)
+    return counted
+
+
+def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc,
+                shadows: Shadows) -> Runtime:
     """The shared Runtime for `config`, created on first use; `dispatch` and `sleep` are
-    the host functions linked into every instance (they find their run themselves)."""
+    the host functions linked into every instance, `shadows` the WASI functions of the
+    recording linker (they all find their run themselves)."""
     with _runtimes_lock:
         runtime = _runtimes.get(config)
         if runtime is None:
             engine = config.build()
             component = load_component(engine, config)
-            linker = wc.Linker(engine)
-            linker.add_wasip2()
-            with linker.root() as root, root.add_instance(HOST_INSTANCE) as host:
-                host.add_func("dispatch", dispatch)
-                host.add_func("sleep", sleep)
-            runtime = Runtime(config, engine, component, linker)
-            _runtimes[config] = runtime
+            linker = _linker(engine, component, dispatch, sleep, {}, None)
+            made = Runtime(config, engine, component, linker, linker)
+
+            def count() -> None:
+                made.shadowed_calls += 1
+
+            made.recording_linker = _linker(engine, component, dispatch, sleep, shadows, count)
+            _runtimes[config] = runtime = made
         return runtime
 
 

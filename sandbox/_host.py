@@ -11,7 +11,7 @@ The guest's outcome (`guest/cm_guest/runtime.py`) is JSON tagged by `status`:
 
 and decodes into `GuestOk | GuestFailed | GuestLimited`. A limit has one name everywhere:
 the `kind` of its `RunError` class ("timeout", "fuel", "memory", "output", "subcalls",
-"abort", "dispatch").
+"abort", "dispatch", "paused").
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -35,20 +35,27 @@ from ._protocol import (
     HostDispatchFailed,
     MemoryLimitExceeded,
     OutputLimitExceeded,
+    PauseRun,
     ProgramError,
     RunAborted,
     RunOutcome,
+    RunPaused,
     SubcallLimitExceeded,
     TimeLimitExceeded,
 )
 
-LimitName = Literal["timeout", "fuel", "memory", "output", "subcalls", "abort", "dispatch"]
+if TYPE_CHECKING:
+    from ._tape import TapeRecorder
+
+LimitName = Literal["timeout", "fuel", "memory", "output", "subcalls", "abort", "dispatch",
+                    "paused"]
 
 LIMIT_ERRORS: dict[str, Callable[..., AnyRunError]] = {
     str(cls.__struct_config__.tag): cls
     for cls in (TimeLimitExceeded, FuelExhausted, MemoryLimitExceeded, OutputLimitExceeded,
-                SubcallLimitExceeded, RunAborted, HostDispatchFailed)}
-"""The error for each limit name the guest or a tier reports."""
+                SubcallLimitExceeded, RunAborted, HostDispatchFailed, RunPaused)}
+"""The error for each limit name the guest or a tier reports (a "limit" to the guest is
+anything that ends the run whatever the program does: `RunPaused` too)."""
 
 
 # ---- the guest's outcome ---------------------------------------------------------------
@@ -105,7 +112,11 @@ class RunHost:
         deadline: `time.monotonic()` past which the run is out of time.
         subcalls: sub-calls the program sent so far.
         stdout, stderr: the output captured as the program wrote it.
+        tape: the run's clock and random reads, when they are recorded (the wasm tier
+            sets it for a request with a tape); None otherwise.
     """
+
+    tape: TapeRecorder | None = None
 
     def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
                  cancel: threading.Event | None) -> None:
@@ -150,8 +161,8 @@ class RunHost:
         and the dispatcher's reply checked before the guest sees it.
 
         Raises:
-            HostStop: a limit, a cancellation, a malformed batch or reply, or a
-                dispatcher that raised.
+            HostStop: a limit, a cancellation, a malformed batch or reply, a dispatcher
+                that raised, or one that raised `PauseRun` (`RunPaused`).
         """
         self.check()
         limits = self.limits
@@ -185,6 +196,8 @@ class RunHost:
                 message=f"the dispatcher's reply is malformed: {exc}")) from None
         except HostStop:
             raise
+        except PauseRun as exc:
+            raise HostStop(RunPaused(message=exc.message)) from None
         except Exception as exc:
             raise HostStop(HostDispatchFailed(
                 message=f"the dispatcher raised {type(exc).__name__}: {exc}")) from exc
@@ -193,6 +206,8 @@ class RunHost:
 
     def sleep(self, seconds: float) -> None:
         """`time.sleep` and an idle event loop: bounded by the deadline, woken by cancel.
+        While a tape is replayed (`tape.replaying`) it returns at once: the replayed
+        clocks show the program the time it saw when the tape was recorded.
 
         Raises:
             ValueError: `seconds` is negative or NaN.
@@ -202,6 +217,8 @@ class RunHost:
         if seconds != seconds or seconds < 0:
             raise ValueError("sleep length must be non-negative")
         self.check()
+        if self.tape is not None and self.tape.replaying:
+            return
         remaining = self.remaining_s()
         if seconds >= remaining:
             self.cancel.wait(max(remaining, 0.0))
@@ -233,8 +250,10 @@ def outcome(host: RunHost, ended: GuestOutcome | AnyRunError, *, duration_s: flo
         reason = host.stop_reason()
         if isinstance(reason, OutputLimitExceeded):
             error, value = reason, UNSET
-    status: Literal["ok", "error", "limit"] = (
-        "ok" if error is None else "limit" if error.limit else "error")
+    status: Literal["ok", "error", "limit", "paused"] = (
+        "ok" if error is None else "limit" if error.limit
+        else "paused" if isinstance(error, RunPaused) else "error")
     return RunOutcome(status=status, stdout=host.stdout.text(), stderr=host.stderr.text(),
                       value=value, error=error, duration_s=duration_s,
-                      subcalls=host.subcalls, fuel_used=fuel_used)
+                      subcalls=host.subcalls, fuel_used=fuel_used,
+                      tape=None if host.tape is None else host.tape.tape())

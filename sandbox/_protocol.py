@@ -35,10 +35,83 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     doc: str = ""
 
 
+class PauseRun(Exception):
+    """Raised by a `Dispatch` callback to stop the run at this sub-call batch, for
+    example to ask a person for approval. The batch is not carried out; the run ends at
+    once with status "paused" and `RunPaused(message=message)`, keeping what the program
+    printed before. The program cannot catch it. A paused run is resumed by running the
+    program again (with the run's `tape`, to replay its clocks and randomness).
+
+    Args:
+        message: why the run paused (for people), copied to `RunPaused.message`.
+    """
+
+    def __init__(self, message: str = "the run was paused") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# ---- recording and replaying clocks and randomness ------------------------------------
+
+class _TapeEntry(msgspec.Struct, frozen=True, tag_field="kind"):
+    """One read of a clock or of randomness by a run (`Tape`)."""
+
+
+class WallClockRead(_TapeEntry, frozen=True, tag="wall"):
+    """The wall clock (`time.time`, `datetime.now`, `time.localtime`): seconds and
+    nanoseconds since the Unix epoch (UTC)."""
+
+    seconds: int
+    nanoseconds: int
+
+
+class MonotonicRead(_TapeEntry, frozen=True, tag="monotonic"):
+    """The monotonic clock (`time.monotonic`, `time.perf_counter`, asyncio's loop), in
+    nanoseconds from an arbitrary origin."""
+
+    nanoseconds: int
+
+
+class RandomBytes(_TapeEntry, frozen=True, tag="bytes"):
+    """Random bytes (`os.urandom`, `secrets`, `uuid.uuid4`, the seed of `random`)."""
+
+    data: bytes
+
+
+class RandomU64(_TapeEntry, frozen=True, tag="u64"):
+    """A random unsigned 64-bit integer."""
+
+    value: int
+
+
+TapeEntry = WallClockRead | MonotonicRead | RandomBytes | RandomU64
+
+
+class Tape(msgspec.Struct, frozen=True):
+    """Every clock and random read of a run, in the order the program made them
+    (docs/sandbox.md, "Recording and replaying"). JSON- and msgpack-encodable with msgspec
+    (`RandomBytes.data` is base64 in JSON); each entry is tagged by `kind`."""
+
+    entries: tuple[TapeEntry, ...] = ()
+
+
 class RunRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One program to run.
+
+    Attributes:
+        code: the program's source text.
+        tools: the tools the program may call, as it sees them.
+        limits: the run's limits.
+        tape: None (the default) records nothing. A `Tape` (possibly empty) makes the
+            wasm tier answer the program's clock and random reads from its entries, in
+            order, then, once they are used up, live, and return everything read in
+            `RunOutcome.tape`. The restricted tier ignores it.
+    """
+
     code: str
     tools: tuple[ToolSpec, ...] = ()
     limits: SandboxLimits = SandboxLimits()
+    tape: Tape | None = None
 
 
 # ---- how a run ended -----------------------------------------------------------------
@@ -95,16 +168,29 @@ class HostDispatchFailed(RunError, tag="dispatch", frozen=True):
     """The host's dispatch callback raised or answered malformed data."""
 
 
+class RunPaused(RunError, tag="paused", frozen=True):
+    """The dispatch callback raised `PauseRun`: the run stopped at a sub-call batch,
+    which was not carried out."""
+
+
+class ReplayDiverged(RunError, tag="replay-diverged", frozen=True):
+    """A replayed run (`RunRequest.tape`) read something other than the recorded run
+    did at the same point: another clock, or another number of random bytes. The message
+    names both and the entry's index."""
+
+
 AnyRunError = (ProgramError | TimeLimitExceeded | FuelExhausted | MemoryLimitExceeded
                | OutputLimitExceeded | SubcallLimitExceeded | RunAborted | GuestCrashed
-               | HostDispatchFailed)
+               | HostDispatchFailed | RunPaused | ReplayDiverged)
 
 
 class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """How one run ended (docs/design.md §3 guest contract).
 
     Attributes:
-        status: "ok", "error" (the program failed) or "limit" (a limit ended it).
+        status: "ok", "error" (the program failed, or the sandbox could not run it),
+            "limit" (a limit ended it) or "paused" (the dispatch callback raised
+            `PauseRun`; `error` is `RunPaused`).
         stdout, stderr: captured text, each cut to `limits.output_bytes` with a marker;
             kept however the run ended (a limit, a trap, a cancellation).
         value: the final expression statement's value as JSON, in the lossless encoding of
@@ -118,9 +204,12 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
         duration_s: wall-clock seconds of the guest call.
         subcalls: sub-calls the program sent.
         fuel_used: fuel consumed, when fuel was metered.
+        tape: when the request had a tape (wasm tier only): every clock and random read of
+            the run, the replayed entries followed by the live ones, however the run ended
+            (a replay that diverged keeps the entries read before it); else None.
     """
 
-    status: Literal["ok", "error", "limit"]
+    status: Literal["ok", "error", "limit", "paused"]
     stdout: str = ""
     stderr: str = ""
     value: Any | UnsetType = UNSET
@@ -128,6 +217,7 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
     duration_s: float = 0.0
     subcalls: int = 0
     fuel_used: int | None = None
+    tape: Tape | None = None
 
 
 class Sandbox(Protocol):

@@ -21,6 +21,8 @@ never for untrusted programs:
   wall-clock limit; a worker that is still running then is left behind as a daemon thread.
 - No fuel metering (`limits.fuel` is ignored), no `stack_bytes` (Python's recursion limit
   applies), no `max_concurrent_subcalls` (the dispatcher applies it).
+- No recording or replay of clocks and randomness: `RunRequest.tape` is ignored and
+  `RunOutcome.tape` is None (the program reads the host's own clocks).
 
 What matches `WasmSandbox` (the guest runtime's own code is reused: `sandbox/guest/cm_guest`):
 the namespace (tools by alias, `tools`, `call_tool(name, /, **kwargs)`, the `ToolCallError`
@@ -115,6 +117,9 @@ _IMPLICIT_MODULES = frozenset({"_strptime", "_pydatetime", "_pydecimal"})
 _POLL_S = 0.02            # watchdog period
 _REINJECT_S = 0.1         # after a stop, how often it is injected again until the worker ends
 _LATE_REAPER_S = 60.0     # how long an abandoned worker keeps being stopped
+# Limits after which a worker still running program code has a stop injected (after a
+# grace period): the run must end even where program code does not tick.
+_INJECTED_LIMITS = frozenset({"timeout", "abort", "memory", "paused"})
 
 
 # ---- compile ---------------------------------------------------------------------------
@@ -1019,7 +1024,9 @@ class RestrictedSandbox:
 
         Args:
             request: source text, tool specs, limits (`fuel`, `stack_bytes` and
-                `max_concurrent_subcalls` are not applied by this tier).
+                `max_concurrent_subcalls` are not applied by this tier; nor is `tape`:
+                the program reads the host's own clocks and randomness, so nothing is
+                recorded or replayed and `outcome.tape` is None).
             dispatch: called on the worker thread per sub-call batch (`sandbox._wire`).
             cancel: set it from any thread to stop the run (`RunAborted`).
         Returns:
@@ -1065,7 +1072,7 @@ class RestrictedSandbox:
                                              f"memory limit of {limits.memory_bytes} bytes")
             if stopped_at is None and run.state.limit is not None:
                 stopped_at = now
-            if run.state.limit in ("timeout", "abort", "memory") and stopped_at is not None \
+            if run.state.limit in _INJECTED_LIMITS and stopped_at is not None \
                     and now - stopped_at >= grace and now - last_injection >= _REINJECT_S:
                 run.inject()
                 last_injection = now

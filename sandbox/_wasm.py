@@ -6,6 +6,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -14,7 +15,17 @@ import wasmtime
 from . import _component, _interrupt
 from ._capture import PipeCapture
 from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
-from ._protocol import AnyRunError, Dispatch, FuelExhausted, GuestCrashed, RunOutcome, RunRequest
+from ._limits import SandboxLimits
+from ._protocol import (
+    AnyRunError,
+    Dispatch,
+    FuelExhausted,
+    GuestCrashed,
+    RunOutcome,
+    RunRequest,
+    Tape,
+)
+from ._tape import TapeRecorder
 from ._ticker import EpochTicker
 from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
@@ -44,7 +55,23 @@ def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
 
 
 class _Run(RunHost):
-    """A run's host state (`RunHost`) plus the epoch-deadline verdict of the wasm tier."""
+    """A run's host state (`RunHost`) plus the epoch-deadline verdict of the wasm tier and,
+    for a request with a tape, the recorder its clock and random reads go through."""
+
+    def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
+                 cancel: threading.Event | None, tape: Tape | None = None) -> None:
+        super().__init__(limits, dispatch, cancel)
+        if tape is not None:
+            self.tape = TapeRecorder(tape)
+
+    def recorder(self) -> TapeRecorder:
+        """Raises:
+            HostStop: the run has no tape (its instance should not have been linked to
+                the recording functions)."""
+        if self.tape is None:
+            raise HostStop(GuestCrashed(message="a recording host function was called in a "
+                                                "run without a tape"))
+        return self.tape
 
     def next_check(self) -> int | None:
         """Epoch ticks until the run's next check, or None to end it now (cancelled, out
@@ -72,6 +99,59 @@ def _host_sleep(_store: Any, seconds: float) -> None:
     _current().sleep(seconds)
 
 
+# The recording linker's WASI clocks and randomness (`_component.Shadows`), for runs with a
+# tape (`_tape.TapeRecorder`).
+
+@dataclass(frozen=True, slots=True)
+class _Datetime:
+    """A `wasi:clocks/wall-clock.datetime` record (wasmtime-py reads its fields by name)."""
+
+    seconds: int
+    nanoseconds: int
+
+
+def _wall_now(_store: Any) -> _Datetime:
+    return _Datetime(*_current().recorder().wall_clock())
+
+
+def _wall_resolution(_store: Any) -> _Datetime:
+    return _Datetime(0, 1)
+
+
+def _monotonic_now(_store: Any) -> int:
+    return _current().recorder().monotonic()
+
+
+def _monotonic_resolution(_store: Any) -> int:
+    return 1
+
+
+def _no_pollable(_store: Any, _when: int) -> None:
+    # The guest sleeps through the host (`time.sleep`, its event loop's idle step); a
+    # pollable on a clock is a wait the deadline could not interrupt.
+    raise HostStop(GuestCrashed(
+        message="the program waited on a WASI clock pollable, which a recorded run does "
+                "not offer"))
+
+
+def _random_bytes(_store: Any, nbytes: int) -> bytes:
+    return _current().recorder().random_bytes(nbytes)
+
+
+def _random_u64(_store: Any) -> int:
+    return _current().recorder().random_u64()
+
+
+_SHADOWS: _component.Shadows = {
+    "wasi:clocks/wall-clock": {"now": _wall_now, "resolution": _wall_resolution},
+    "wasi:clocks/monotonic-clock": {
+        "now": _monotonic_now, "resolution": _monotonic_resolution,
+        "subscribe-instant": _no_pollable, "subscribe-duration": _no_pollable},
+    "wasi:random/random": {"get-random-bytes": _random_bytes,
+                           "get-random-u64": _random_u64},
+}
+
+
 class WasmSandbox:
     """Runs programs in CPython compiled to a WebAssembly component, in wasmtime.
 
@@ -90,19 +170,23 @@ class WasmSandbox:
         """Run one program and report how it ended (docs/design.md §3).
 
         Args:
-            request: source text, tool specs, limits.
-            dispatch: called on the run's thread per sub-call batch (`sandbox._wire`).
+            request: source text, tool specs, limits, and the tape to replay and record
+                the run's clock and random reads on (None: nothing recorded, at no cost;
+                see docs/sandbox.md, "Recording and replaying clocks and randomness").
+            dispatch: called on the run's thread per sub-call batch (`sandbox._wire`);
+                it may raise `PauseRun` to end the run with status "paused".
             cancel: set it from any thread to stop the run at its next host call (sub-call
                 or sleep); running wasm is stopped by the wall-clock deadline.
         Returns:
-            The outcome; a tripped limit is a typed `error`, never an exception.
+            The outcome; a tripped limit is a typed `error`, never an exception. With a
+            tape, `outcome.tape` holds every clock and random read of the run.
         Raises:
             SandboxUnavailable: the component could not be built or loaded.
         """
         limits = request.limits
         config = _component.EngineConfig(fuel=limits.fuel is not None,
                                          stack_bytes=limits.stack_bytes)
-        runtime = _component.runtime_for(config, _host_dispatch, _host_sleep)
+        runtime = _component.runtime_for(config, _host_dispatch, _host_sleep, _SHADOWS)
         _TICKER.ensure_started()
         return _on_runner_thread(self._run_here, runtime, request, dispatch, cancel)
 
@@ -112,7 +196,8 @@ class WasmSandbox:
         guest_request = _REQUEST_ENCODER.encode({
             "code": request.code, "tools": request.tools, "limits": limits.for_guest()
         }).decode()
-        run = _Run(limits, dispatch, cancel)
+        run = _Run(limits, dispatch, cancel, request.tape)
+        linker = runtime.linker if request.tape is None else runtime.recording_linker
         store = wasmtime.Store(runtime.engine)
         pipes = PipeCapture(run.stdout, run.stderr)
         ended: GuestOutcome | AnyRunError
@@ -129,7 +214,7 @@ class WasmSandbox:
             _local.run = run
             started = time.monotonic()
             try:
-                instance = runtime.linker.instantiate(store, runtime.component)
+                instance = linker.instantiate(store, runtime.component)
                 run_func = instance.get_func(store, "run")
                 assert run_func is not None, "the guest component exports no `run`"
                 ended = decode_guest(run_func(store, guest_request))

@@ -10,8 +10,10 @@ from codemode.sandbox import (
     GuestCrashed,
     HostDispatchFailed,
     OutputLimitExceeded,
+    PauseRun,
     ProgramError,
     RunAborted,
+    RunPaused,
     SandboxLimits,
     SubcallLimitExceeded,
     TimeLimitExceeded,
@@ -44,7 +46,7 @@ def batch(*ids):
 def test_every_limit_kind_has_one_error_class():
     assert {kind: cls(message="m").kind for kind, cls in LIMIT_ERRORS.items()} == {
         kind: kind for kind in ("timeout", "fuel", "memory", "output", "subcalls", "abort",
-                                "dispatch")}
+                                "dispatch", "paused")}
 
 
 @pytest.mark.parametrize("text, ended", [
@@ -124,3 +126,24 @@ def test_sleep_is_bounded_by_the_deadline_and_woken_by_cancel():
     with pytest.raises(HostStop) as stopped:
         RunHost(SandboxLimits(), echo, cancel).sleep(10)
     assert isinstance(stopped.value.error, RunAborted)
+
+
+def test_a_dispatcher_that_raises_pause_run_pauses_the_run():
+    def pause(batch):
+        raise PauseRun("t needs approval")
+    run = RunHost(SandboxLimits(), pause, None)
+    with pytest.raises(HostStop) as stopped:
+        run.dispatch_batch(batch(1))
+    assert stopped.value.error == RunPaused(message="t needs approval")
+    assert run.subcalls == 1                      # sent, not carried out
+    run.stdout.write(b"before\n")
+    ended = outcome(run, stopped.value.error, duration_s=0.1)
+    assert (ended.status, ended.error, ended.stdout) == (
+        "paused", RunPaused(message="t needs approval"), "before\n")
+    assert not RunPaused.limit and RunPaused(message="m").kind == "paused"
+
+
+def test_a_paused_guest_outcome_is_a_paused_run():
+    ended = outcome(host(), decode_guest('{"status": "limit", "limit": "paused", '
+                                         '"error": {"message": "wait"}}'), duration_s=0.1)
+    assert (ended.status, ended.error) == ("paused", RunPaused(message="wait"))
