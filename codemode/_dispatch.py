@@ -51,6 +51,7 @@ import msgspec
 from codemode.pipeline import (
     ApprovalAnswer,
     ApprovalDecision,
+    ApprovalOutcome,
     ApprovalRequest,
     ApprovalService,
     CallResult,
@@ -165,12 +166,12 @@ class _RunApprovals:
         decision = self._decisions.pop(key, None)
         channel = self._session.approval
         if decision is not None:
-            outcome = "allowed-once" if decision.approved else "rejected"
-            if isinstance(channel, ApprovalService) and self._session.turn_open:
-                outcome = channel.record(request, outcome)
+            outcome: ApprovalOutcome = "allowed-once" if decision.approved else "rejected"
+            if isinstance(channel, ApprovalService) and self._session.turn_open \
+                    and channel.record(request, outcome) != outcome:
+                outcome = "rejected"             # the session's policy is "never"
             reason = decision.reason if isinstance(decision.reason, str) else None
-            return ApprovalAnswer("allowed-once" if outcome == "allowed-once" else "rejected",
-                                  reason)
+            return ApprovalAnswer(outcome, reason)
         if channel is None or request.defer:
             return "deferred"
         return await channel.request(request)
@@ -211,7 +212,6 @@ class SubCallDispatcher:
         self._replay = replay
         self._answers = replay.record.answers() if replay is not None else {}
         self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
-        self._settled_by: dict[int, str] = {}   # program's call id -> sub-call holding its result
         self._approvals = _RunApprovals(session, self.run_id, self._by_sub_call_id,
                                         dict(replay.decisions) if replay else {})
         self.exchanges: list[Exchange] = []     # this run's record so far
@@ -319,7 +319,8 @@ class SubCallDispatcher:
 
     def record(self, code: str, limits: SandboxLimits, tape: Tape | None) -> RunRecord:
         """The record of a run that paused (after `PauseRun`)."""
-        settled_by = {guest_id: slot.answered_by for guest_id, slot in self._by_guest_id.items()
+        settled_by = {str(guest_id): slot.answered_by
+                      for guest_id, slot in self._by_guest_id.items()
                       if not slot.deferred and slot.done.done()}
         return RunRecord(code=code, limits=limits, exchanges=tuple(self.exchanges),
                          settled=tuple(self._settled_at_pause), settled_by=settled_by,
@@ -366,7 +367,7 @@ class SubCallDispatcher:
         sub = self._sub_call(wire_call, n)
         done: asyncio.Future[None] = self._loop.create_future()
         done.set_result(None)
-        replayed_from = self._replay.record.settled_by.get(wire_call.id, "") \
+        replayed_from = self._replay.record.settled_by.get(str(wire_call.id), "") \
             if self._replay is not None else ""
         slot = _Slot(sub=sub, done=done, reply=answer, answered_by=replayed_from)
         self._by_guest_id[sub.guest_id] = slot

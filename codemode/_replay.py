@@ -15,8 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from codemode.pipeline import HarnessError
-from codemode.sandbox import SandboxLimits, Tape
-from codemode.sandbox import _wire
+from codemode.sandbox import SandboxLimits, Tape, _wire
 
 
 class RecordedCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,8 +51,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
         exchanges: the run's exchanges in order; the last is the one it paused in, with no
             replies.
         settled: outcomes of calls that settled before the pause but were not answered yet.
-        settled_by: for each settled call (by the program's id), the sub-call whose
-            `tool/code-dispatch` holds its result (the first run's, for a replayed call).
+        settled_by: for each settled call (by the program's id, as text: JSON object keys
+            are strings), the sub-call whose `tool/code-dispatch` holds its result (the
+            first run's, for a replayed call).
         pending: the program's ids of the calls waiting for approval, in call order.
         tape: what the program read from clocks and randomness (None: not recorded).
     """
@@ -62,7 +62,7 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     limits: SandboxLimits
     exchanges: tuple[Exchange, ...]
     settled: tuple[_wire.SubCallResult, ...] = ()
-    settled_by: dict[int, str] = {}
+    settled_by: dict[str, str] = {}
     pending: tuple[int, ...] = ()
     tape: Tape | None = None
 

@@ -14,6 +14,7 @@ from ._approval import (
     APPROVAL_OUTCOMES,
     ApprovalAnswer,
     ApprovalChannel,
+    ApprovalOutcome,
     ApprovalRequest,
     ApprovalService,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "ApprovalChannel",
     "ApprovalDecision",
     "ApprovalError",
+    "ApprovalOutcome",
     "ApprovalPendingError",
     "ApprovalRequest",
     "ApprovalService",
