@@ -74,7 +74,7 @@ class TapeRecorder:
     """
 
     def __init__(self, tape: Tape) -> None:
-        self._replay = tape.entries
+        self._replay = tuple(tape.entries)
         self.replayed = 0
         self._live: list[TapeEntry] = []
         self._origin_ns = time.monotonic_ns()
