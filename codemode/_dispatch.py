@@ -147,9 +147,9 @@ class Replay:
 
 class _RunApprovals:
     """The approval channel of one run's sub-calls: a decision the resumption carries
-    answers (and is audited like an answer); with no approver on the session, or when the
-    policy allows deferring (`Ask(defer=True)`), the approval is deferred; otherwise the
-    session's channel is asked, as for a direct call."""
+    answers (and is audited like an answer); with no approver on the session
+    (`Session.has_approver`), or when the policy allows deferring (`Ask(defer=True)`), the
+    approval is deferred; otherwise the session's channel is asked, as for a direct call."""
 
     def __init__(self, session: Session, run_id: str, slots: dict[str, _Slot],
                  decisions: dict[str, ApprovalDecision]) -> None:
@@ -172,7 +172,8 @@ class _RunApprovals:
                 outcome = "rejected"             # the session's policy is "never"
             reason = decision.reason if isinstance(decision.reason, str) else None
             return ApprovalAnswer(outcome, reason)
-        if channel is None or request.defer:
+        if channel is None or request.defer or not self._session.has_approver(request.agent
+                                                                              or None):
             return "deferred"
         return await channel.request(request)
 

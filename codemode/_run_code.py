@@ -294,7 +294,7 @@ class CodeMode:
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
         replay, run_id = _replay_of(ctx.resumption), ctx.execution.call_id
-        limits, tape = self.limits, (Tape() if self._records_runs() else None)
+        limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
             run_id, code, limits = ctx.resumption.run_id, replay.record.code, replay.record.limits
             tape = replay.record.tape
@@ -328,12 +328,12 @@ class CodeMode:
             return self._suspend(args, ctx, run_id, dispatcher, outcome, request)
         return self._value(outcome, dispatcher)
 
-    def _records_runs(self) -> bool:
+    def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
         (`resumable`, default: when the session has no approver, so every `ask` defers)."""
         if self.resumable is not None:
             return self.resumable
-        return self.session.approval is None
+        return not self.session.has_approver(agent)
 
     def _suspend(self, args: dict[str, Any], ctx: RunContext, run_id: str,
                  dispatcher: SubCallDispatcher, outcome: RunOutcome,

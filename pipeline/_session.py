@@ -332,6 +332,19 @@ class Session:
     def approval(self, channel: ApprovalChannel | None) -> None:
         self._approval = channel
 
+    def has_approver(self, agent: str | None = None) -> bool:
+        """Whether an ``Ask`` for ``agent`` reaches a decider now: a channel of the caller's
+        own is mounted, or the default service with policy ``"never"``, or with at least
+        one ``approval/answer`` listener in the agent's scope chain. Without one, a caller
+        that can pause (a Code-Mode run) defers the approval instead of failing the call."""
+        channel = self._approval
+        if channel is None:
+            return False
+        if isinstance(channel, ApprovalService):
+            return channel.policy == "never" or bool(
+                self._answerers.listeners(self.scope_chain(agent)))
+        return True
+
     def mount_approval(self, policy: Literal["ask", "never"] = "ask") -> Callable[[], None]:
         """Mount the default ``ApprovalService`` with ``policy`` (logged as
         ``approval/policy``); answerers come from ``on("approval/answer", ...)``."""

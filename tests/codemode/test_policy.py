@@ -12,6 +12,7 @@ import pytest
 from codemode import Session
 from codemode._policy import Condition, Policy, PolicyError, Rule
 from codemode.fixtures.reference_tools import ToolRecorder, reference_tools
+from codemode.pipeline import Ask
 from codemode.sandbox import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,14 +154,35 @@ outcome
 """
 
 
-async def test_ask_without_an_approval_channel_is_a_denial_the_program_sees():
+async def test_ask_without_an_approver_pauses_the_run():
     policy = Policy(rules=(Rule(tool="sleep_ms", action="ask",
                                 reason="sleeping on the host needs approval"),))
     session, recorder = session_with(policy)
     assert session.approval is None
-    assert await run(session, ASK_PROGRAM) == ["ToolDenied", "DENIED",
-                                               "sleeping on the host needs approval"]
+    result = await session.call("run_code", {"code": ASK_PROGRAM}, call_id="r")
+    assert result.value["status"] == "pending"
+    assert result.value["approvals"] == [{"id": "r:1", "toolName": "sleep_ms",
+                                          "arguments": {"ms": 1},
+                                          "reason": "sleeping on the host needs approval"}]
     assert recorder.served == 0
+
+
+async def test_a_rejected_ask_is_a_denial_the_program_sees():
+    policy = Policy(rules=(Rule(tool="sleep_ms", action="ask",
+                                reason="sleeping on the host needs approval"),))
+    session, recorder = session_with(policy)
+    session.mount_approval("never")
+    assert await run(session, ASK_PROGRAM) == ["ToolDenied", "DENIED",
+                                               'the user rejected tool "sleep_ms"']
+    assert recorder.served == 0
+
+
+def test_only_an_ask_rule_defers():
+    with pytest.raises(PolicyError, match="rules.0..defer: only an 'ask' rule can defer"):
+        Policy.from_data({"rules": [{"tool": "x", "action": "deny", "defer": True}]})
+    rule = Rule(tool="send_*", action="ask", defer=True)
+    assert rule.decision("send_mail") == Ask('policy requires approval for tool "send_mail"',
+                                             defer=True)
 
 
 DENY_BY_ARGUMENT = """
@@ -228,12 +250,12 @@ def codemode(*args, timeout=120):
 
 def test_run_with_a_policy_file(tmp_path):
     program = tmp_path / "p.py"
-    program.write_text("try:\n    sleep_ms(ms=1)\nexcept ToolDenied as e:\n    r = e.message\n"
-                       "[r, add(a=1, b=2)]\n")
+    program.write_text("try:\n    echo(value='my password')\nexcept ToolDenied as e:\n"
+                       "    r = e.message\n[r, add(a=1, b=2)]\n")
     done = codemode("run", str(program), "--builtin", "--json",
                     "--policy", str(POLICIES / "example.toml"))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["value"] == ["sleeping on the host needs approval", 3]
+    assert json.loads(done.stdout)["value"] == ["do not echo passwords", 3]
 
 
 def test_run_with_an_invalid_policy_exits_2_naming_path_and_key(tmp_path):

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,14 @@ def counting_tools(counts: Path) -> list[ToolDefinition]:
     """`step_a`, `step_b`, `step_c`: each adds one to its counter in the JSON file `counts`
     (so counts survive the process) and remembers the idempotency key it was given."""
 
+    lock = threading.Lock()           # concurrency-safe tools run on several threads
+
     def bump(name: str, note: str, ctx: RunContext) -> dict[str, Any]:
-        data = json.loads(counts.read_text()) if counts.exists() else {}
-        data[name] = data.get(name, 0) + 1
-        data.setdefault("keys", {}).setdefault(name, []).append(ctx.idempotency_key)
-        counts.write_text(json.dumps(data))
+        with lock:
+            data = json.loads(counts.read_text()) if counts.exists() else {}
+            data[name] = data.get(name, 0) + 1
+            data.setdefault("keys", {}).setdefault(name, []).append(ctx.idempotency_key)
+            counts.write_text(json.dumps(data))
         return {"tool": name, "count": data[name], "note": note}
 
     @tool(concurrency_safe=True)
@@ -329,3 +333,16 @@ def test_a_new_process_resumes_what_another_paused(tmp_path: Path) -> None:
     assert "".join(final["logs"]) == "start\na ran 1\nb: step_b\nc: ToolDenied DENIED\n"
     data = counts_of(counts)
     assert (data["step_a"], data["step_b"], data.get("step_c", 0)) == (1, 1, 0)
+
+
+async def test_an_approval_service_nobody_answers_defers_too(tmp_path: Path) -> None:
+    counts, log = tmp_path / "counts.json", tmp_path / "s.jsonl"
+    session = make_session(log, counts, approval="ask")    # mounted, but no answerer
+    assert not session.has_approver("main")
+    pending = await session.call("run_code", {"code": PROGRAM}, agent="main", call_id="r")
+    assert pending.value["status"] == "pending"
+    session.on("approval/answer", lambda request, next: "allowed-once")
+    assert session.has_approver("main")
+    whole = await session.call("run_code", {"code": PROGRAM}, agent="main")
+    await session.aclose()
+    assert "c: dict None" in "".join(whole.value["logs"])      # C ran: approved
