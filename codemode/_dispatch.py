@@ -213,6 +213,7 @@ class SubCallDispatcher:
         self._replay = replay
         self._answers = replay.record.answers() if replay is not None else {}
         self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
+        self._cancelled: set[int] = set()       # calls the program cancelled (its ids)
         self._approvals = _RunApprovals(session, self.run_id, self._by_sub_call_id,
                                         dict(replay.decisions) if replay else {})
         self.exchanges: list[Exchange] = []     # this run's record so far
@@ -251,6 +252,7 @@ class SubCallDispatcher:
         else:
             replies = self._accept(request.calls)
         for guest_id in request.cancel:
+            self._cancelled.add(guest_id)
             slot = self._by_guest_id.get(guest_id)
             if slot is not None:
                 slot.sub.signal.abort("cancelled by the program")
@@ -282,8 +284,10 @@ class SubCallDispatcher:
 
     async def _wait(self, request: _wire.BatchRequest) -> None:
         """Until a call the program waits for is answerable, `wait_s` passes, or the run
-        must pause: every call the program waits for is deferred, and no other call is
-        still running (its outcome is recorded first, so the replay can answer it)."""
+        must pause: the program has no timer of its own (`indefinite`), every call it waits
+        for is deferred, and no other call is still running (its outcome is recorded
+        first, so the replay can answer it). A program with a timer pending is not paused:
+        it wakes up by itself and may go on without the deferred calls."""
         wanted = None if request.until is None else set(request.until)
         targets = [s for s in self._unreported if wanted is None or s.sub.guest_id in wanted]
         deadline = self._loop.time() + (request.wait_s or 0)
@@ -292,8 +296,10 @@ class SubCallDispatcher:
                 return
             running = [s.done for s in targets if not s.done.done()] or \
                 [s.done for s in self._unreported if not s.done.done()]
-            if not running:
+            if not running and request.indefinite:
                 self._pause(request)
+            if not running:
+                running = [self._loop.create_future()]    # nothing can settle: wait_s out
             remaining = deadline - self._loop.time()
             if remaining <= 0:
                 return
@@ -305,7 +311,8 @@ class SubCallDispatcher:
         Raises:
             PauseRun: always.
         """
-        self.paused = [s for s in self._unreported if s.deferred]
+        self.paused = [s for s in self._unreported
+                       if s.deferred and s.sub.guest_id not in self._cancelled]
         self.exchanges.append(self._exchange(request, []))
         self._settled_at_pause = [self._reply(s) for s in self._unreported
                                   if s.done.done() and not s.deferred]
@@ -350,6 +357,7 @@ class SubCallDispatcher:
         """Answer an exchange the paused run completed, from its record."""
         for wire_call in request.calls:
             self._take_recorded(wire_call)
+        self._cancelled.update(request.cancel)
         for reply in recorded.replies:
             slot = self._by_guest_id.get(reply.id)
             if slot is not None and slot in self._unreported:
@@ -390,9 +398,24 @@ class SubCallDispatcher:
             self._take_recorded(wire_call)
         held, self._held = self._held, []
         self._replay = None
+        self._cancelled.update(request.cancel)
         for wire_call, n in held:
-            self._start_live(wire_call, n)
+            if wire_call.id in self._cancelled:       # the program gave up on it: never run
+                self._settle_unrun(wire_call, n)
+            else:
+                self._start_live(wire_call, n)
         return []
+
+    def _settle_unrun(self, wire_call: _wire.SubCall, n: int) -> None:
+        """A call waiting for approval that the program cancelled before the pause: it
+        is answered `ABORTED` and never runs (its `tool/code-dispatch` is the first run's)."""
+        done: asyncio.Future[None] = self._loop.create_future()
+        done.set_result(None)
+        reply = _wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
+                                    message="cancelled by the program")
+        slot = _Slot(sub=self._sub_call(wire_call, n), done=done, reply=reply)
+        self._by_guest_id[wire_call.id] = slot
+        self._unreported.append(slot)
 
     # ---- live calls --------------------------------------------------------------------
 

@@ -187,7 +187,8 @@ class RunHost:
         remaining = max(self.remaining_s(), 0.0)
         wait_s = (remaining if request.wait_s is None
                   else min(max(request.wait_s, 0.0), remaining))
-        bounded = msgspec.structs.replace(request, wait_s=wait_s)
+        bounded = msgspec.structs.replace(request, wait_s=wait_s,
+                                          indefinite=request.wait_s is None)
         try:
             reply = self.dispatch(_wire.encoder.encode(bounded).decode())
             _wire.reply_decoder.decode(reply)      # never hand the guest malformed data

@@ -10,7 +10,8 @@ passed: `{"results": [{"id", "ok": true, "value"} | {"id", "ok": false, "code",
 
 The guest is untrusted: the runner decodes every batch with these Structs (unknown fields,
 such as a forged parent token, are dropped), bounds `wait_s` by the run's deadline, and
-re-encodes it before the dispatcher sees it.
+re-encodes it before the dispatcher sees it, with `indefinite` set when the guest's own
+`wait_s` was null.
 """
 
 from typing import Any
@@ -30,6 +31,10 @@ class BatchRequest(msgspec.Struct, frozen=True):
     cancel: list[int] = []
     wait_s: float | None = None
     until: list[int] | None = None
+    # Set by the host, never read from the guest: the program sent `wait_s: null` (no timer
+    # of its own), so only a settled call can wake it; the host then bounded `wait_s` by
+    # the deadline. A dispatcher may pause such a run when nothing it waits for can settle.
+    indefinite: bool = False
 
 
 class SubCallResult(msgspec.Struct, frozen=True, omit_defaults=True):

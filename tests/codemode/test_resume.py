@@ -346,3 +346,27 @@ async def test_an_approval_service_nobody_answers_defers_too(tmp_path: Path) -> 
     whole = await session.call("run_code", {"code": PROGRAM}, agent="main")
     await session.aclose()
     assert "c: dict None" in "".join(whole.value["logs"])      # C ran: approved
+
+
+async def test_a_call_the_program_cancelled_is_not_asked_for_and_never_runs(
+        tmp_path: Path) -> None:
+    counts, log = tmp_path / "counts.json", tmp_path / "s.jsonl"
+    program = textwrap.dedent("""\
+        import asyncio
+        async def main():
+            waiting = asyncio.ensure_future(step_b(note="given up"))
+            await asyncio.sleep(0.05)
+            waiting.cancel()
+            return (await step_c(note="wanted"))["tool"]
+        asyncio.run(main())
+        """)
+    session = make_session(log, counts)
+    pending = await session.call("run_code", {"code": program}, call_id="r")
+    assert [a["toolName"] for a in pending.value["approvals"]] == ["step_c"]
+    [request] = pending.value["approvals"]
+    done = await session.resume("r", {request["id"]: True})
+    await session.aclose()
+    assert done.value["result"] == "step_c", text_of(done)
+    data = counts_of(counts)
+    assert (data.get("step_b", 0), data["step_c"]) == (0, 1)
+    assert check(list(Session(log=log).log.read())) == []
