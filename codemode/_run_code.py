@@ -218,7 +218,7 @@ class CodeMode:
         limits: limits of every run (default: `SandboxLimits()`).
         expose: names of the tools exposed to programs (default: every visible tool).
         resumable: whether runs record what they read from clocks and randomness, so that a
-            run paused for approval replays exactly (about 2.5 ms more per run on the wasm
+            run paused for approval replays exactly (about 0.2 ms more per run on the wasm
             tier). Default (None): when the session has no approver, since then every `ask`
             pauses the run; set True when an approver is mounted but rules may say
             `defer = true`. A run that pauses unrecorded still resumes: its calls replay,

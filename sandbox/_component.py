@@ -28,6 +28,8 @@ from pathlib import Path
 import wasmtime
 from wasmtime import component as wc
 
+from . import _lowering
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 GUEST_DIR = PACKAGE_DIR / "guest"
 WIT_DIR = PACKAGE_DIR / "wit"
@@ -298,6 +300,7 @@ def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc,
                 made.shadowed_calls += 1
 
             made.recording_linker = _linker(engine, component, dispatch, sleep, shadows, count)
+            _lowering.install()       # the recording linker returns random bytes as list<u8>
             _runtimes[config] = runtime = made
         return runtime
 
