@@ -178,7 +178,7 @@ async def test_a_rejected_ask_is_a_denial_the_program_sees():
 
 
 def test_only_an_ask_rule_defers():
-    with pytest.raises(PolicyError, match="rules.0..defer: only an 'ask' rule can defer"):
+    with pytest.raises(PolicyError, match=r"rules.0..defer: only an 'ask' rule can defer"):
         Policy.from_data({"rules": [{"tool": "x", "action": "deny", "defer": True}]})
     rule = Rule(tool="send_*", action="ask", defer=True)
     assert rule.decision("send_mail") == Ask('policy requires approval for tool "send_mail"',
