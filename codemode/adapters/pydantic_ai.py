@@ -35,7 +35,8 @@ the pause stays done). The toolset maps the `run_code` call id to the run id in 
 application that resumes in another process, on a session with the same log, passes the
 metadata back: `DeferredToolResults(approvals={id: True}, metadata={id:
 requests.metadata[id]})` carries the `run_id`. With `defer_approvals=False`, asks go to the
-session's own approval channel and nothing pauses (unless the session has no approver).
+session's own approval channel and nothing pauses, unless the session has no approver: a
+run that pauses then raises `ApprovalRequired` just the same.
 """
 
 from __future__ import annotations
