@@ -425,6 +425,10 @@ class CodeModeServer:
                                                                    text=f"Error: {exc}")],
                                         is_error=True)
         call_id = f"{run_id}:resume:{resumed + 1}"       # the id Session.resume gives it
+        if call_id in self._calls:
+            return types.CallToolResult(content=[types.TextContent(
+                type="text", text=f"Error: run {run_id!r} is being resumed by another call")],
+                is_error=True)
         call = _McpCall(ctx, self)
         self._calls[call_id] = call
         try:

@@ -51,7 +51,6 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from codemode._calls import CallIndex
 from codemode._policy import Policy
 from codemode._run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
 from codemode.pipeline import (
@@ -103,8 +102,7 @@ class CodeModeToolset(AbstractToolset[Any]):
         self.max_retries = max_retries
         self._id = id
         self._paused: dict[str, str] = {}        # pydantic-ai tool call id -> run id
-        self._index = CallIndex(session)
-        self._disposers: list[Callable[[], None]] = [self._index.close]
+        self._disposers: list[Callable[[], None]] = []
         if defer_approvals:
             self._disposers.append(session.on("tools/pre-execute", self._defer))
         self.code_mode = (policy.apply(session) if policy is not None
