@@ -69,6 +69,48 @@ def failure_text(report: RunReport) -> str:
     return text
 
 
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    else:
+        text = json.dumps(arguments, ensure_ascii=False)
+    return _cut(" ".join(text.split()))
+
+
+def pending_text(report: RunReport, resume: str | None) -> str:
+    """What a paused run waits on, for people (stderr), and how to go on::
+
+        codemode: paused: waiting for approval of 2 tool calls (run call_1)
+          call_1:2  step_b(note="b")  reason: policy requires approval for tool "step_b"
+          call_1:3  step_c(note="c")
+        To go on, give a decision for each request (--approve ID, --deny ID[:REASON]):
+          codemode resume session.db call_1 --approve call_1:2 --deny call_1:3
+
+    Args:
+        report: a report of kind "pending".
+        resume: the command that resumes the run (the first request approved, the others
+            denied, as an example), or None when the run cannot be resumed (no log).
+    Returns:
+        The text, ending with a newline; control characters are left to `write_output`.
+    """
+    count = len(report.approvals)
+    lines = [f"codemode: paused: waiting for approval of {count} tool call"
+             f"{'s' if count != 1 else ''} (run {report.run_id})"]
+    for request in report.approvals:
+        line = f"  {request.id}  {request.tool}({_arguments_text(request.arguments)})"
+        if request.reason:
+            line += f"  reason: {request.reason}"
+        lines.append(line)
+    if resume is None:
+        lines.append("The run cannot be resumed: its session log was in memory. Run it again "
+                     "with --log FILE to be able to resume it.")
+    else:
+        lines.append("To go on, give a decision for each request (--approve ID, "
+                     "--deny ID[:REASON]), e.g.:")
+        lines.append(f"  {resume}")
+    return "\n".join(lines) + "\n"
+
+
 def _value_text(report: RunReport) -> str:
     if report.value is None:
         return "(no final value)"
@@ -104,6 +146,8 @@ def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]
     if not row.ok:
         outcome = f"{row.code}: {outcome}"
     outcome = _shown(_cut(outcome))
+    if row.replayed_from is not None:
+        outcome += f" [dim](replayed from {_shown(row.replayed_from)})[/dim]"
     ms = "" if row.duration_ms is None else f"{row.duration_ms:.0f}"
     return (str(row.n), _shown(row.tool), _shown(_cut(arguments)),
             f"[red]{outcome}[/red]" if not row.ok else outcome, ms)
@@ -112,9 +156,15 @@ def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]
 def draw_card(console: Console, report: RunReport, title: str, session: Session) -> None:
     """The run's card: the final value (or why the run failed) under the title, the table
     of sub-calls, and `N sub-call(s), M failed`."""
-    body = _value_text(report) if report.ok else failure_text(report)
+    if report.kind == "pending":
+        count = len(report.approvals)
+        body = (f"paused: waiting for approval of {count} tool call"
+                f"{'s' if count != 1 else ''} (run {report.run_id})")
+    else:
+        body = _value_text(report) if report.ok else failure_text(report)
+    border = "green" if report.ok else "yellow" if report.kind == "pending" else "red"
     console.print(Panel(_shown(body), title=f"run_code: {_shown(title)}",
-                        border_style="green" if report.ok else "red", title_align="left"))
+                        border_style=border, title_align="left"))
     if report.subcalls:
         table = Table(title="sub-calls", title_justify="left", show_lines=False)
         table.add_column("#", justify="right")
@@ -125,5 +175,12 @@ def draw_card(console: Console, report: RunReport, title: str, session: Session)
         for row in report.subcalls:
             table.add_row(*_row(session, row))
         console.print(table)
-    failed = sum(1 for row in report.subcalls if not row.ok)
-    console.print(f"[dim]{len(report.subcalls)} sub-call(s), {failed} failed[/dim]")
+    failed = sum(1 for row in report.subcalls if not row.ok and row.code != "APPROVAL_PENDING")
+    waiting = sum(1 for row in report.subcalls if row.code == "APPROVAL_PENDING")
+    replayed = sum(1 for row in report.subcalls if row.replayed_from is not None)
+    summary = f"{len(report.subcalls)} sub-call(s), {failed} failed"
+    if waiting:
+        summary += f", {waiting} waiting for approval"
+    if replayed:
+        summary += f", {replayed} replayed from the log"
+    console.print(f"[dim]{summary}[/dim]")

@@ -7,10 +7,22 @@ to can be shown (its calls in flight show as "running").
 
 A node (the `--json` shape, camelCase like the log):
 
-    {"callId", "name", "arguments", "status": "ok" | "error" | "denied" | "running",
+    {"callId", "name", "arguments",
+     "status": "ok" | "error" | "denied" | "running" | "paused" | "waiting",
      "code"?: stable error code, "message"?: the error's first line,
      "startedAt": Unix time in seconds, "durationMs"?: number,
-     "approvals": [{"reason"?, "outcome"?}], "subcalls": [node, ...]}
+     "approvals": [{"reason"?, "outcome"?}], "subcalls": [node, ...],
+     "runId"?: the run a paused or resuming call belongs to,
+     "pending"?: [request id, ...]  (a paused call: the approvals it waits on),
+     "resumedBy"?: call id  (a paused call that was resumed: the resuming call),
+     "decisions"?: [{"id", "approved", "reason"?}]  (a resuming call: what it was given),
+     "replayedFrom"?: sub-call id  (answered from the log without running again)}
+
+Pausing for approval (docs/codemode.md): a `run_code` call that returned a pending result
+is "paused"; its sub-calls whose approval was deferred are "waiting" (code
+APPROVAL_PENDING). The call that resumed it (`<run id>:resume:<k>`) is a call of its own,
+with the decisions it was given; its sub-calls answered from the log show the status of
+the sub-call they replay and `replayedFrom`.
 
 A denial is a failed call whose last approval was not granted, or a sub-call whose code
 is DENIED; sub-call events carry no error code, so a failed sub-call's code is derived
@@ -49,6 +61,11 @@ class CallNode:
     ended_at: float | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)
     subcalls: list[CallNode] = field(default_factory=list)
+    run_id: str | None = None
+    pending: list[str] | None = None
+    resumed_by: str | None = None
+    decisions: list[dict[str, Any]] | None = None
+    replayed_from: str | None = None
 
     @property
     def duration_ms(self) -> float | None:
@@ -66,12 +83,18 @@ class CallNode:
             node["durationMs"] = round(self.duration_ms, 3)
         node["approvals"] = list(self.approvals)
         node["subcalls"] = [child.to_json() for child in self.subcalls]
+        extra = {"runId": self.run_id, "pending": self.pending, "resumedBy": self.resumed_by,
+                 "decisions": self.decisions, "replayedFrom": self.replayed_from}
+        node.update({k: v for k, v in extra.items() if v is not None})
         return node
 
     def _settle(self, is_error: bool, content: Any, time: float, code: str | None) -> None:
         self.ended_at = time
         if not is_error:
-            self.status = "ok"
+            self.status = "paused" if self.pending is not None else "ok"
+            return
+        if code == "APPROVAL_PENDING":
+            self.status, self.code, self.message = "waiting", code, _first_line(content)
             return
         denied = code == "DENIED" or (code is None and bool(self.approvals)
                                       and self.approvals[-1].get("outcome") != "allowed-once")
@@ -85,12 +108,36 @@ def build_tree(log: list[events.Event]) -> list[CallNode]:
     roots: list[CallNode] = []
     nodes: dict[str, CallNode] = {}
     approvals: dict[str, dict[str, Any]] = {}
+    resumptions: dict[str, events.ToolResumed] = {}       # resuming call id -> its event
+    paused: dict[str, CallNode] = {}                      # run id -> its latest paused call
     for event in log:
         match event:
             case events.ToolCall(call_id=call_id, name=name, arguments=text, time=time):
                 node = CallNode(call_id, name, _parse(text), time)
                 nodes[call_id] = node
                 roots.append(node)
+                resumed = resumptions.pop(call_id, None)
+                if resumed is not None:
+                    node.run_id = resumed.run_id
+                    node.decisions = [msgspec.to_builtins(d) for d in resumed.decisions]
+            case events.ToolSuspended(run_id=run_id, call_id=call_id, requests=requests) \
+                    if call_id in nodes:
+                node = nodes[call_id]
+                node.run_id, node.pending = run_id, [r.id for r in requests]
+                paused[run_id] = node
+            case events.ToolResumed(run_id=run_id, call_id=call_id):
+                resumptions[call_id] = event
+                if run_id in paused:
+                    paused[run_id].resumed_by = call_id
+            case events.CodeReplayed(sub_call_id=call_id, parent_call_id=parent, name=name,
+                                     arguments=arguments, replayed_from=source, time=time):
+                node = CallNode(call_id, name, arguments, time, replayed_from=source)
+                original = nodes.get(source)
+                if original is not None:
+                    node.status, node.code = original.status, original.code
+                    node.message = original.message
+                nodes[call_id] = node
+                (nodes[parent].subcalls if parent in nodes else roots).append(node)
             case events.CodeDispatchStart(sub_call_id=call_id, parent_call_id=parent, name=name,
                                           arguments=arguments, time=time):
                 node = CallNode(call_id, name, arguments, time)
@@ -100,8 +147,9 @@ def build_tree(log: list[events.Event]) -> list[CallNode]:
                 else:                              # the parent's start was not logged
                     roots.append(node)
             case events.CodeDispatch(sub_call_id=call_id, is_error=is_error, content=content,
-                                     time=time) if call_id in nodes:
-                nodes[call_id]._settle(is_error, content, time, None)
+                                     time=time, code=sub_code) if call_id in nodes:
+                nodes[call_id]._settle(is_error, content, time,
+                                       sub_code if isinstance(sub_code, str) else None)
             case events.ToolResult(message=message, error=error, time=time):
                 for block in message.content:
                     if block.tool_call_id in nodes:
@@ -155,6 +203,15 @@ def _line(node: CallNode) -> str:
         parts.append(f"{node.duration_ms:.0f} ms")
     for approval in node.approvals:
         parts.append(f"approval: {approval.get('outcome', 'pending')}")
+    if node.replayed_from is not None:
+        parts.append(f"replayed from {node.replayed_from}")
+    if node.pending is not None:
+        parts.append(f"run {node.run_id} waits for approval of {', '.join(node.pending)}")
+        parts.append(f"resumed by {node.resumed_by}" if node.resumed_by else "not resumed")
+    if node.decisions is not None:
+        decided = [f"{'approved' if d['approved'] else 'denied'} {d['id']}"
+                   + (f" ({d['reason']})" if d.get("reason") else "") for d in node.decisions]
+        parts.append(f"resumes run {node.run_id}: {', '.join(decided)}")
     if node.message is not None:
         parts.append(node.message)
     return " · ".join(parts)

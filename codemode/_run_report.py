@@ -5,6 +5,11 @@ The report is built from what the run produced, never from message text:
     RunOutcome (the sandbox)        ok, kind, code, limit, stdout, stderr, value, error
     the session log + observer      subcalls (one row per sub-call, in submission order)
 
+A paused run (its program waits on calls needing approval; docs/codemode.md "Pausing for
+approval") is not a failure but did not complete: `ok` is false, `kind` "pending", and
+`approvals` lists what it waits on. A resumed run's sub-calls include the ones answered
+from the log (`replayed_from` names the sub-call whose outcome answered them).
+
 A failed sub-call's code is what a `tools/result` observer saw (`rejection_code`). The
 dispatcher makes two failures without running the pipeline, so no observer sees them: a
 name not exposed to the run (`UNKNOWN_TOOL`) and a call the run's end cut off (`ABORTED`).
@@ -21,6 +26,8 @@ name not exposed to the run (`UNKNOWN_TOOL`) and a call the run's end cut off (`
     OutputLimitExceeded   limit           output      output
     SubcallLimitExceeded  limit           subcalls    subcalls
     RunAborted            aborted         abort       null
+    RunPaused             pending         paused      null
+    ReplayDiverged        replay_diverged replay-diverged null
     GuestCrashed          sandbox_error   trap        null
     HostDispatchFailed    sandbox_error   dispatch    null
     (no outcome)          sandbox_error   runtime     null
@@ -42,15 +49,18 @@ from codemode.sandbox import (
     MemoryLimitExceeded,
     OutputLimitExceeded,
     ProgramError,
+    ReplayDiverged,
     RunAborted,
     RunError,
     RunOutcome,
+    RunPaused,
     SandboxLimits,
     SubcallLimitExceeded,
     TimeLimitExceeded,
 )
 
-Kind = Literal["ok", "program_error", "limit", "aborted", "sandbox_error"]
+Kind = Literal["ok", "program_error", "limit", "aborted", "sandbox_error", "pending",
+               "replay_diverged"]
 Limit = Literal["time", "fuel", "memory", "output", "subcalls"]
 
 _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
@@ -61,6 +71,8 @@ _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
     OutputLimitExceeded: ("limit", "output"),
     SubcallLimitExceeded: ("limit", "subcalls"),
     RunAborted: ("aborted", None),
+    RunPaused: ("pending", None),
+    ReplayDiverged: ("replay_diverged", None),
     GuestCrashed: ("sandbox_error", None),
     HostDispatchFailed: ("sandbox_error", None),
 }
@@ -94,7 +106,10 @@ class SubcallReport(msgspec.Struct, frozen=True, kw_only=True):
             "INVALID_ARGS", "TOOL_ERROR", "ABORTED", ...); null when ok.
         denied: a policy, guard or approval refused the call (code "DENIED").
         text: the call's final content as text (its text blocks joined by newlines).
-        duration_ms: milliseconds from its start to its commit; null if it never started.
+        duration_ms: milliseconds from its start to its commit; null if it never started
+            (and for a call answered from the log).
+        replayed_from: for a resumed run's call answered from the log without running
+            again, the sub-call id whose recorded outcome answered it; else null.
     """
 
     n: int
@@ -106,14 +121,33 @@ class SubcallReport(msgspec.Struct, frozen=True, kw_only=True):
     denied: bool
     text: str
     duration_ms: float | None
+    replayed_from: str | None = None
+
+
+class ApprovalReport(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call a paused run waits on.
+
+    Attributes:
+        id: the request id, `"<run id>:<n>"` (`n` as in `subcalls`); a decision names it.
+        tool: the tool's name.
+        arguments: the arguments the program sent (JSON).
+        reason: why it needs approval (the policy rule's reason), or null.
+    """
+
+    id: str
+    tool: str
+    arguments: Any
+    reason: str | None
 
 
 class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     """How one run ended; every field is always present (see the module docstring).
 
     Attributes:
-        ok: the program completed.
-        kind: "ok", "program_error", "limit", "aborted" or "sandbox_error".
+        ok: the program completed (false for a paused run too).
+        kind: "ok", "program_error", "limit", "aborted", "sandbox_error", "pending" (paused,
+            waiting for approval) or "replay_diverged" (a resumed program did not repeat the
+            paused run).
         code: the stable name of the ending, null when ok.
         limit: the limit that ended the run, null unless kind is "limit".
         stdout, stderr: what the program printed, each cut at the output limit with a
@@ -126,6 +160,10 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         subcalls: the program's tool calls, in order.
         duration_s: seconds from the start of the `run_code` call to its result.
         limits: the limits the run had (`sandbox.SandboxLimits`; units in the field names).
+        run_id: the run's id (its first `run_code` call id; the same across resumptions):
+            `codemode resume LOG RUN_ID` goes on with a paused run.
+        approvals: what a paused run waits on (`ApprovalReport`s, in call order); empty
+            unless kind is "pending".
     """
 
     ok: bool
@@ -139,6 +177,8 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     subcalls: tuple[SubcallReport, ...]
     duration_s: float
     limits: SandboxLimits
+    run_id: str
+    approvals: tuple[ApprovalReport, ...]
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -151,38 +191,51 @@ class Rejection(msgspec.Struct, frozen=True):
 def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                  result: CallResult, log_events: Sequence[events.Event],
                  rejections: Mapping[str, Rejection], exposed: Collection[str],
-                 duration_s: float, limits: SandboxLimits) -> RunReport:
-    """The report of the last `run_code` call in `log_events`.
+                 duration_s: float, limits: SandboxLimits, run_id: str) -> RunReport:
+    """The report of the last `run_code` call in `log_events` (a run, or a resumption).
 
     Args:
         outcome: what the sandbox returned, None when it raised (`failure`).
         failure: what the sandbox raised instead (`SandboxUnavailable`), else None.
-        result: the `run_code` call's result (consulted when it failed after a good run).
+        result: the `run_code` call's result (consulted when it failed after a good run,
+            and for the approvals a paused run waits on).
         log_events: the session log, read after the call.
         rejections: failed sub-calls by sub-call id, as the observer saw them.
         exposed: names of the tools exposed to the run.
         duration_s: seconds the `run_code` call took.
         limits: the limits the run had.
+        run_id: the run's id (the first call's id, the same for its resumptions).
     """
     subcalls = _subcalls(log_events, rejections, exposed)
+    common: dict[str, Any] = {"subcalls": subcalls, "duration_s": duration_s,
+                              "limits": limits, "run_id": run_id, "approvals": ()}
+    detail = result.error if result.is_error else None
+    if detail is not None and detail.code == "REPLAY_DIVERGED":
+        # Found by the dispatcher (another call) or by the tape (another clock read): either
+        # way the resumed run stopped before any tool ran past that point.
+        stdout = outcome.stdout if outcome is not None else ""
+        stderr = outcome.stderr if outcome is not None else ""
+        return RunReport(ok=False, kind="replay_diverged", code="replay-diverged", limit=None,
+                         stdout=stdout, stderr=stderr, value=None,
+                         error=ErrorReport(type="ReplayDiverged", message=detail.message),
+                         **common)
     if outcome is None:
         error = ErrorReport(type=type(failure).__name__ if failure else "RuntimeError",
                             message=str(failure) if failure else "the sandbox did not run")
         return RunReport(ok=False, kind="sandbox_error", code="runtime", limit=None,
-                         stdout="", stderr="", value=None, error=error,
-                         subcalls=subcalls, duration_s=duration_s, limits=limits)
+                         stdout="", stderr="", value=None, error=error, **common)
     value = None if outcome.value is UNSET else outcome.value
-    common: dict[str, Any] = {"stdout": outcome.stdout, "stderr": outcome.stderr,
-                              "subcalls": subcalls, "duration_s": duration_s, "limits": limits}
+    common.update(stdout=outcome.stdout, stderr=outcome.stderr)
     if outcome.error is not None:
         kind, limit = _ENDINGS.get(type(outcome.error), ("sandbox_error", None))
         error = ErrorReport(type=getattr(outcome.error, "type", type(outcome.error).__name__),
                             message=outcome.error.message,
                             traceback=getattr(outcome.error, "traceback", ""))
+        if kind == "pending":
+            common["approvals"] = _approvals(result)
         return RunReport(ok=False, kind=kind, code=outcome.error.kind, limit=limit,
                          value=None, error=error, **common)
     if result.is_error:                 # the program completed; run_code failed after it
-        detail = result.error
         return RunReport(ok=False, kind="sandbox_error",
                          code=(detail.code if detail else None) or "runtime", limit=None,
                          value=None,
@@ -193,6 +246,16 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                      error=None, **common)
 
 
+def _approvals(result: CallResult) -> tuple[ApprovalReport, ...]:
+    """The requests of a pending `run_code` value (`{"status": "pending", "approvals"}`)."""
+    value = result.value if not result.is_error else None
+    if not isinstance(value, Mapping):
+        return ()
+    return tuple(ApprovalReport(id=str(a["id"]), tool=str(a["toolName"]),
+                                arguments=a.get("arguments"), reason=a.get("reason"))
+                 for a in value.get("approvals", ()))
+
+
 def _subcalls(log_events: Sequence[events.Event], rejections: Mapping[str, Rejection],
               exposed: Collection[str]) -> tuple[SubcallReport, ...]:
     calls = [e for e in log_events if isinstance(e, events.ToolCall)]
@@ -201,8 +264,12 @@ def _subcalls(log_events: Sequence[events.Event], rejections: Mapping[str, Rejec
     root = calls[-1].call_id                                # this run's run_code call
     ours = [e for e in log_events if getattr(e, "root_call_id", None) == root]
     starts = {e.sub_call_id: e for e in ours if isinstance(e, events.CodeDispatchStart)}
+    settled = {e.sub_call_id: e for e in log_events if isinstance(e, events.CodeDispatch)}
     rows = []
     for event in ours:
+        if isinstance(event, events.CodeReplayed):
+            rows.append(_replayed_row(event, settled.get(event.replayed_from)))
+            continue
         if not isinstance(event, events.CodeDispatch):
             continue
         start = starts.get(event.sub_call_id)
@@ -210,13 +277,37 @@ def _subcalls(log_events: Sequence[events.Event], rejections: Mapping[str, Rejec
         code = None
         if event.is_error and rejection is not None:
             code = rejection.code
+        elif event.is_error and isinstance(event.code, str):
+            code = event.code
         elif event.is_error:                    # made by the dispatcher (module docstring)
             code = "ABORTED" if event.name in exposed else "UNKNOWN_TOOL"
         rows.append(SubcallReport(
-            n=int(event.sub_call_id.rsplit(":", 1)[-1]), id=event.sub_call_id,
+            n=_n(event.sub_call_id), id=event.sub_call_id,
             tool=event.name, arguments=event.arguments, ok=not event.is_error, code=code,
-            denied=bool(event.is_error and rejection is not None and rejection.denied),
-            text="\n".join(b.get("text", "") for b in event.content
-                           if isinstance(b, dict) and b.get("type") == "text"),
+            denied=bool(event.is_error and (code == "DENIED" or (
+                rejection is not None and rejection.denied))),
+            text=_text(event.content),
             duration_ms=None if start is None else round((event.time - start.time) * 1000, 3)))
     return tuple(sorted(rows, key=lambda row: row.n))
+
+
+def _replayed_row(event: events.CodeReplayed,
+                  original: events.CodeDispatch | None) -> SubcallReport:
+    """A resumed run's call answered from the log: the outcome its original call logged."""
+    failed = original is not None and original.is_error
+    code = (original.code if original is not None and isinstance(original.code, str)
+            else "TOOL_ERROR") if failed else None
+    return SubcallReport(
+        n=_n(event.sub_call_id), id=event.sub_call_id, tool=event.name,
+        arguments=event.arguments, ok=not failed, code=code, denied=code == "DENIED",
+        text=_text(original.content) if original is not None else "", duration_ms=None,
+        replayed_from=event.replayed_from)
+
+
+def _n(sub_call_id: str) -> int:
+    return int(sub_call_id.rsplit(":", 1)[-1])
+
+
+def _text(content: Sequence[Any]) -> str:
+    return "\n".join(b.get("text", "") for b in content
+                     if isinstance(b, dict) and b.get("type") == "text")

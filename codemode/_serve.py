@@ -26,6 +26,16 @@ decline denies it; a cancel, or no answer within `approval_timeout_s`, cancels i
 that cannot be asked (no `elicitation` capability, or a connection that carries no server
 requests) gets a denial saying so, without a request being sent.
 
+Pausing (`approvals`): with "auto", a program's sub-call that asks, from a client that
+cannot be asked, pauses the run instead (docs/codemode.md "Pausing for approval"); with
+"defer", every such sub-call does, and nobody is elicited. A paused `run_code` succeeds with
+`structuredContent` `{"status": "pending", "run_id", "approvals": [{"id", "toolName",
+"arguments", "reason"?}], "logs", "stderr"?, "subcalls"}`, and the tool `resume_run`
+(`{"run_id", "approve": [id], "deny": [{"id", "reason"?}]}`, listed only then) resumes it
+with `Session.resume`, answering as `run_code` does. Whoever calls `resume_run` approves:
+a client must keep it away from its model. A direct call (mode "both") that asks is never
+paused: it is elicited or denied as above.
+
 Turns. The server keeps one turn of the session open while it serves (opened by the first
 call, closed by `close()`); each MCP call is one step of it, so concurrent calls from one
 or several clients share the approval channel and the log.
@@ -50,7 +60,18 @@ from mcp.server.connection import allowed_log_levels
 from mcp.server.lowlevel import Server
 from pydantic import TypeAdapter
 
-from codemode.pipeline import ApprovalRequest, Ask, CallResult, Deny, Execution, Session, thaw
+from codemode.pipeline import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Ask,
+    CallResult,
+    Deny,
+    Execution,
+    ResumeError,
+    Session,
+    thaw,
+)
+from codemode.pipeline._resume import find_suspension
 from codemode.sandbox import SandboxLimits
 
 from ._calls import CallIndex
@@ -59,11 +80,43 @@ from ._run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
 from ._toolsets import gather_tools
 from ._version import codemode_version
 
-__all__ = ["RUN_CODE_OUTPUT_SCHEMA", "CodeModeServer", "ServeMode", "open_server", "serve"]
+__all__ = ["RESUME_RUN", "RESUME_RUN_PARAMETERS", "RUN_CODE_OUTPUT_SCHEMA", "Approvals",
+           "CodeModeServer", "ServeMode", "open_server", "serve"]
 
 _log = logging.getLogger("codemode.serve")
 
 ServeMode = Literal["code", "both"]
+Approvals = Literal["elicit", "auto", "defer"]
+"""How the server gets a sub-call's approval: "elicit" asks the client (a client that
+cannot be asked gets a denial); "auto" asks it when it can, else pauses the run; "defer"
+always pauses the run. Pausing lists `resume_run`."""
+
+RESUME_RUN = "resume_run"
+
+RESUME_RUN_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "run_id": {"type": "string",
+                   "description": "The paused run's id (run_id of the pending result)."},
+        "approve": {"type": "array", "items": {"type": "string"},
+                    "description": "Ids of the requests to approve."},
+        "deny": {"type": "array", "description": "The requests to deny.",
+                 "items": {"type": "object",
+                           "properties": {"id": {"type": "string"},
+                                          "reason": {"type": "string"}},
+                           "required": ["id"], "additionalProperties": False}},
+    },
+    "required": ["run_id"],
+    "additionalProperties": False,
+}
+"""The `inputSchema` of `resume_run`: every pending request must be approved or denied."""
+
+_RESUME_DESCRIPTION = (
+    "Resume a run_code run that paused for approval (its result has status \"pending\"): "
+    "approve or deny each request it waits on, by id. The program goes on where it stopped "
+    "(its earlier tool calls are not run again) and the result is that of run_code. Whoever "
+    "calls this tool approves the requests: it is for the person or application that "
+    "decides, not for the model.")
 
 RUN_CODE_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -84,10 +137,25 @@ RUN_CODE_OUTPUT_SCHEMA: dict[str, Any] = {
             },
             "required": ["total", "failed", "denied", "by_tool"],
         },
+        "status": {"enum": ["pending"],
+                   "description": "Present when the run paused, waiting for approval."},
+        "run_id": {"type": "string",
+                   "description": "A paused run's id: resume_run takes it."},
+        "approvals": {
+            "type": "array",
+            "description": "What a paused run waits on, in call order.",
+            "items": {"type": "object",
+                      "properties": {"id": {"type": "string"},
+                                     "toolName": {"type": "string"},
+                                     "arguments": {},
+                                     "reason": {"type": "string"}},
+                      "required": ["id", "toolName", "arguments"]},
+        },
     },
     "required": ["logs", "subcalls"],
 }
-"""The `outputSchema` of `run_code`: its value on success (docs/codemode.md)."""
+"""The `outputSchema` of `run_code` and `resume_run`: their value on success, completed or
+paused (docs/codemode.md)."""
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -229,6 +297,9 @@ class CodeModeServer:
         name: the server name given in the MCP handshake.
         agent: the agent every MCP call runs as (approval needs one).
         approval_timeout_s: seconds a client may take to answer an approval (> 0).
+        approvals: "elicit", "auto" or "defer" (`Approvals`; the module docstring). With
+            "auto" and "defer", runs record their clocks and randomness so that a paused
+            run replays exactly, and `resume_run` is listed.
         progress_interval_s: seconds between heartbeat progress notifications of a long call
             (None: only one per sub-call).
 
@@ -245,9 +316,12 @@ class CodeModeServer:
                  policy: Policy | None = None, limits: SandboxLimits | None = None,
                  name: str = "codemode", agent: str = "mcp-client",
                  approval_timeout_s: float = 600.0,
-                 progress_interval_s: float | None = 1.0) -> None:
+                 progress_interval_s: float | None = 1.0,
+                 approvals: Approvals = "elicit") -> None:
         if mode not in ("code", "both"):
             raise ValueError(f"mode must be 'code' or 'both', not {mode!r}")
+        if approvals not in ("elicit", "auto", "defer"):
+            raise ValueError(f"approvals must be 'elicit', 'auto' or 'defer', not {approvals!r}")
         if not approval_timeout_s > 0:
             raise ValueError("approval_timeout_s must be positive")
         if progress_interval_s is not None and not progress_interval_s > 0:
@@ -256,6 +330,7 @@ class CodeModeServer:
         self.mode = mode
         self.agent = agent
         self.approval_timeout_s = approval_timeout_s
+        self.approvals = approvals
         self.progress_interval_s = progress_interval_s
         self.log_level = "info"
         self._calls: dict[str, _McpCall] = {}        # root call id -> the request it serves
@@ -271,6 +346,8 @@ class CodeModeServer:
             self._disposers.append(session.mount_approval("ask"))
         self.code_mode = (policy.apply(session) if policy is not None
                           else CodeMode(session, limits=limits))
+        if approvals != "elicit":
+            self.code_mode.resumable = True
         self._disposers.append(self.code_mode.close)
         self.server: Server[Any] = Server(
             name, version=codemode_version(), instructions=_INSTRUCTIONS,
@@ -295,6 +372,12 @@ class CodeModeServer:
                             input_schema=RUN_CODE_PARAMETERS,
                             output_schema=RUN_CODE_OUTPUT_SCHEMA,
                             annotations=types.ToolAnnotations(title="Run Python code"))]
+        if self.approvals != "elicit":
+            tools.append(types.Tool(name=RESUME_RUN, description=_RESUME_DESCRIPTION,
+                                    input_schema=RESUME_RUN_PARAMETERS,
+                                    output_schema=RUN_CODE_OUTPUT_SCHEMA,
+                                    annotations=types.ToolAnnotations(
+                                        title="Resume a paused run")))
         if self.mode == "both":
             for definition in self.code_mode.exposed_tools(self.agent):
                 tools.append(types.Tool(name=definition.name,
@@ -312,6 +395,8 @@ class CodeModeServer:
 
     async def _call_tool(self, ctx: Any,
                          params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == RESUME_RUN and self.approvals != "elicit":
+            return await self._resume_run(ctx, params.arguments or {})
         call_id = f"mcp_{uuid.uuid4().hex[:16]}"
         call = _McpCall(ctx, self)
         self._calls[call_id] = call
@@ -328,6 +413,38 @@ class CodeModeServer:
             del self._calls[call_id]
             await call.close()
         return self._mcp_result(params.name, result)
+
+    async def _resume_run(self, ctx: Any, arguments: dict[str, Any]) -> types.CallToolResult:
+        """`resume_run`: `Session.resume` with the decisions given; a request left
+        undecided, an unknown or already resumed run is an error result."""
+        try:
+            run_id, decisions = _resume_arguments(arguments)
+            _, resumed = find_suspension(self.session.log.read(), run_id)
+        except ResumeError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text",
+                                                                   text=f"Error: {exc}")],
+                                        is_error=True)
+        call_id = f"{run_id}:resume:{resumed + 1}"       # the id Session.resume gives it
+        if call_id in self._calls:
+            return types.CallToolResult(content=[types.TextContent(
+                type="text", text=f"Error: run {run_id!r} is being resumed by another call")],
+                is_error=True)
+        call = _McpCall(ctx, self)
+        self._calls[call_id] = call
+        try:
+            if not self.session.turn_open:
+                self.session.begin_turn()
+            result = await self.session.resume(run_id, decisions)
+        except ResumeError as exc:
+            result = CallResult.failure(str(exc), code="RESUME_FAILED")
+        except Exception as exc:          # the pipeline itself failed: still an answer
+            _log.exception("resume_run %r failed in the host", run_id)
+            result = CallResult.failure(f"the call failed in the server: "
+                                        f"{type(exc).__name__}: {exc}")
+        finally:
+            del self._calls[call_id]
+            await call.close()
+        return self._mcp_result(RUN_CODE, result)
 
     def _mcp_result(self, name: str, result: CallResult) -> types.CallToolResult:
         content = [_content_block(block) for block in result.content]
@@ -348,6 +465,9 @@ class CodeModeServer:
         if isinstance(decision, Ask):
             call = self._calls.get(execution.root_call_id)
             why = call.cannot_elicit() if call is not None else None
+            if execution.parent is not None and call is not None and (
+                    self.approvals == "defer" or (self.approvals == "auto" and why)):
+                return Ask(decision.reason, defer=True)     # the run pauses for it
             if why is not None:
                 asked = f" ({decision.reason})" if decision.reason else ""
                 return Deny(f'tool "{execution.name}" requires approval{asked}, but {why}')
@@ -429,6 +549,29 @@ class CodeModeServer:
             sock.close()
 
 
+def _resume_arguments(arguments: dict[str, Any]) -> tuple[str, list[ApprovalDecision]]:
+    """`resume_run`'s arguments as (run id, decisions).
+
+    Raises:
+        ResumeError: they do not have the shape of `RESUME_RUN_PARAMETERS`.
+    """
+    run_id = arguments.get("run_id")
+    approve = arguments.get("approve", [])
+    deny = arguments.get("deny", [])
+    if not isinstance(run_id, str) or not isinstance(approve, list) or \
+            not isinstance(deny, list) or not all(isinstance(a, str) for a in approve) or \
+            not all(isinstance(d, dict) and isinstance(d.get("id"), str)
+                    and isinstance(d.get("reason", ""), str) for d in deny):
+        raise ResumeError('resume_run takes {"run_id": str, "approve": [id], '
+                          '"deny": [{"id": id, "reason"?: str}]}')
+    decisions = [ApprovalDecision(id=a, approved=True) for a in approve]
+    for denial in deny:
+        reason = denial.get("reason")
+        decisions.append(ApprovalDecision(id=denial["id"], approved=False, reason=reason)
+                         if reason else ApprovalDecision(id=denial["id"], approved=False))
+    return run_id, decisions
+
+
 def _object_schema(schema: Any) -> dict[str, Any] | None:
     """An output schema MCP can carry (a JSON object's), else None."""
     if isinstance(schema, dict) and schema.get("type") == "object":
@@ -454,7 +597,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
                       builtin: bool = False, policy: Policy | None = None,
                       log: str | Path | None = None, mode: ServeMode = "code",
                       call_timeout_s: float = 60.0,
-                      progress_interval_s: float | None = 1.0) -> AsyncIterator[CodeModeServer]:
+                      progress_interval_s: float | None = 1.0,
+                      approvals: Approvals = "elicit") -> AsyncIterator[CodeModeServer]:
     """Connect the upstream servers, open the session and its log, build the server; undo
     it all on exit (what `codemode serve` runs).
 
@@ -464,7 +608,7 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         builtin: also register the demo toolset (`codemode.fixtures.toolset`).
         policy: the policy to apply (tier, limits, exposed tools, rules).
         log: the session log (`.db`/`.sqlite` SQLite, `.jsonl` JSONL; None: in memory).
-        mode, progress_interval_s: as for `CodeModeServer`.
+        mode, progress_interval_s, approvals: as for `CodeModeServer`.
         call_timeout_s: seconds each upstream `tools/call` may take.
     Raises:
         McpStartError: an upstream server did not start (the others are closed).
@@ -476,7 +620,7 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         session = Session(tools=tools, log=str(log) if log is not None else None)
         stack.callback(session.log.close)
         server = CodeModeServer(session, mode=mode, policy=policy,
-                                progress_interval_s=progress_interval_s)
+                                progress_interval_s=progress_interval_s, approvals=approvals)
         stack.callback(server.close)
         yield server
 

@@ -1,8 +1,11 @@
-"""The `codemode` command line: `run`, `demo` and `eval`.
+"""The `codemode` command line: `run`, `resume`, `demo`, `eval`, `serve` and `log`.
 
     codemode run PROGRAM.py|- [--mcp CMD]... [--builtin] [--policy FILE] [--timeout S]
                               [--memory-mb MIB] [--fuel N] [--log FILE] [--json]
                               [--table/--no-table]
+    codemode resume LOG RUN_ID [--approve ID]... [--deny ID[:REASON]]... [--approve-all]
+                               [--deny-all] [--mcp CMD]... [--builtin] [--policy FILE]
+                               [--json] [--table/--no-table]
     codemode demo [--log FILE]
     codemode eval CORPUS... --policy FILE [--tier wasm|restricted] [--jobs N]
                             [--ray ADDRESS] [--json] [--html FILE]
@@ -13,13 +16,18 @@ unchanged (to a terminal, control characters are shown as escapes); the card (fi
 or error, sub-call table, summary) goes to stderr, drawn when stderr is a terminal or
 `--table` asks; when it is not drawn, a failed run's reason follows the program's stderr.
 `--json` prints one `RunReport` on stdout instead. Exit status: 0 the program completed,
-1 it failed or hit a limit, 2 bad usage (options, program file, policy, log, MCP server).
+1 it failed or hit a limit, 2 bad usage (options, program file, policy, log, MCP server,
+a resumption that cannot be made), 3 the run paused, waiting for approval: stderr lists the
+requests and the `codemode resume` command that goes on (docs/codemode.md "Pausing for
+approval").
 """
 
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +40,11 @@ from rich.panel import Panel
 from codemode.sandbox import SandboxLimits
 
 from ._cli_help import _Command, _Group
-from ._cli_render import draw_card, failure_text, write_output
-from ._cli_run import run_program
+from ._cli_render import draw_card, failure_text, pending_text, write_output
+from ._cli_run import Decisions, Ran, resume_program, run_program
 from ._log_cli import log_app
 from ._policy import Policy, PolicyError
+from ._run_report import RunReport
 from ._version import codemode_version
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
@@ -111,12 +120,45 @@ def _read_program(program: Path) -> tuple[str, str]:
                            "as UTF-8") from None
 
 
+EXIT_PAUSED = 3
+"""Exit status of a run that paused, waiting for approval (`codemode resume` goes on)."""
+
+
 def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Path | None,
              limits: SandboxLimits, policy: Policy | None, as_json: bool,
-             table: bool | None) -> None:
+             table: bool | None, policy_path: Path | None = None) -> None:
+    _report_run(lambda: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
+                                    limits=limits, policy=policy),
+                title, as_json=as_json, table=table,
+                resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy_path))
+
+
+def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
+                    policy: Path | None) -> Callable[[RunReport], str | None]:
+    """How to resume a paused run of this session: `codemode resume LOG RUN_ID`, the same
+    tool options, the first request approved and the others denied (an example to edit);
+    None with no log (the run cannot be resumed)."""
+    def command(report: RunReport) -> str | None:
+        if log is None:
+            return None
+        argv = ["codemode", "resume", str(log), report.run_id]
+        for server in mcp:
+            argv += ["--mcp", server]
+        if builtin:
+            argv.append("--builtin")
+        if policy is not None:
+            argv += ["--policy", str(policy)]
+        for index, request in enumerate(report.approvals):
+            argv += ["--approve" if index == 0 else "--deny", request.id]
+        return shlex.join(argv)
+    return command
+
+
+def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: bool,
+                table: bool | None, resume: Callable[[RunReport], str | None]) -> None:
+    """Run `start`, print its report as `run` and `resume` do, and exit with the status."""
     try:
-        ran = asyncio.run(run_program(source, title, mcp=mcp, builtin=builtin, log=log,
-                                      limits=limits, policy=policy))
+        ran = asyncio.run(_awaited(start))
     except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
         raise _usage_error(f"{type(exc).__name__}: {exc}") from None
     report = ran.report
@@ -130,9 +172,16 @@ def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Pat
         write_output(sys.stderr, report.stderr)
     if draw:
         draw_card(err_console, report, title, ran.session)
-    elif not report.ok and not as_json:
+    paused = report.kind == "pending"
+    if paused and not as_json:
+        write_output(sys.stderr, pending_text(report, resume(report)))
+    elif not report.ok and not as_json and not draw:
         write_output(sys.stderr, f"codemode: {failure_text(report)}\n")
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(0 if report.ok else EXIT_PAUSED if paused else 1)
+
+
+async def _awaited(start: Callable[[], Awaitable[Ran]]) -> Ran:
+    return await start()
 
 
 # Help texts: one line per paragraph (rich keeps a docstring's line breaks, then rewraps).
@@ -143,7 +192,21 @@ _RUN_HELP = (
     "value or the error, the sub-call table and a summary) goes to stderr when stderr is a "
     "terminal or --table is given. --timeout, --memory-mb and --fuel replace the policy's "
     "limits.\n\n"
-    "Exit status: 0 the program completed, 1 it failed or hit a limit, 2 bad usage.")
+    "A tool call a policy rule answers with ask pauses the run: stderr lists the requests "
+    "and the codemode resume command that goes on (it needs --log).\n\n"
+    "Exit status: 0 the program completed, 1 it failed or hit a limit, 2 bad usage, 3 "
+    "paused: waiting for approval.")
+_RESUME_HELP = (
+    "Resume a run that paused for approval: give a decision for each request it waits on, "
+    "and the program runs again from its start, its earlier tool calls answered from LOG "
+    "without running again, the approved calls run and the denied ones raise ToolDenied in "
+    "the program.\n\n"
+    "Give the same --mcp, --builtin and --policy options as the run had. The output and "
+    "--json are those of codemode run; stdout is the program's whole output. An ID is a "
+    "request id (RUN_ID:N) or its number N alone.\n\n"
+    "Exit status: 0 the program completed, 1 it failed, 2 bad usage (an unknown run or "
+    "request, a run already resumed, a request left undecided, a log in use), 3 paused "
+    "again: waiting for approval.")
 _DEMO_HELP = (
     "Run a bundled example program on the built-in toolset (no network, no server).\n\n"
     "The program's output goes to stdout; its listing and the card go to stderr.")
@@ -203,7 +266,66 @@ def run(
                                  param_hint="'--log'")
     source, title = _read_program(program)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
-             as_json=as_json, table=table)
+             as_json=as_json, table=table, policy_path=policy)
+
+
+def _load_policy(policy: Path | None) -> Policy | None:
+    if policy is None:
+        return None
+    try:
+        return Policy.load(policy)
+    except PolicyError as exc:
+        err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command(cls=_Command, help=_RESUME_HELP,
+             short_help="Resume a run that paused for approval, with a decision for each "
+                        "request.")
+def resume(
+    log: Path = typer.Argument(..., metavar="LOG",
+                               help="The session log the run paused in (.db or .jsonl)."),
+    run_id: str = typer.Argument(..., metavar="RUN_ID",
+                                 help="The paused run's id (run_id in its report)."),
+    approve: list[str] = typer.Option(
+        [], "--approve", metavar="ID", help="Approve this request; repeatable."),
+    deny: list[str] = typer.Option(
+        [], "--deny", metavar="ID[:REASON]",
+        help="Deny this request, with the reason the program's ToolDenied carries; "
+             "repeatable."),
+    approve_all: bool = typer.Option(False, "--approve-all",
+                                     help="Approve every request not named otherwise."),
+    deny_all: bool = typer.Option(False, "--deny-all",
+                                  help="Deny every request not named otherwise."),
+    mcp: list[str] = typer.Option(
+        [], "--mcp", metavar="CMD",
+        help="Start an MCP server over stdio and expose its tools, as the run did; "
+             "repeatable."),
+    builtin: bool = typer.Option(False, "--builtin",
+                                 help="Expose the built-in fixture toolset too, as the run did."),
+    policy: Path | None = typer.Option(
+        None, "--policy", metavar="FILE",
+        help="Apply this policy file (TOML), as the run did: its rules decide the resumed "
+             "program's new calls (its limits are the paused run's)."),
+    as_json: bool = typer.Option(
+        False, "--json",
+        help="Print a JSON report on stdout (with the program's output) and nothing else."),
+    table: bool | None = typer.Option(
+        None, "--table/--no-table",
+        help="Draw the card and sub-call table on stderr (default: when it is a terminal)."),
+) -> None:
+    """`codemode resume` (its help is `_RESUME_HELP`)."""
+    if approve_all and deny_all:
+        raise _usage_error("--approve-all and --deny-all exclude each other")
+    if not log.is_file():
+        raise typer.BadParameter(f"file {str(log)!r} does not exist.", param_hint="'LOG'")
+    loaded = _load_policy(policy)
+    decisions = Decisions(approve=tuple(approve), deny=tuple(deny), approve_all=approve_all,
+                          deny_all=deny_all)
+    _report_run(lambda: resume_program(run_id, decisions, mcp=mcp, builtin=builtin, log=log,
+                                       policy=loaded),
+                f"resume {run_id}", as_json=as_json, table=table,
+                resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy))
 
 
 @app.command(cls=_Command, help=_DEMO_HELP,
@@ -285,6 +407,12 @@ def serve_command(
                              help="TCP port (http); 0 picks a free one."),
     mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001, metavar="SECONDS",
                                       help="Seconds each upstream tool call may take."),
+    approvals: str = typer.Option(
+        "elicit", "--approvals", metavar="elicit|auto|defer",
+        help="How a program's call that needs approval is decided. elicit: ask the client "
+             "(a client that cannot be asked gets a denial); auto: ask it when it can, else "
+             "pause the run; defer: always pause the run. A paused run is resumed with the "
+             "resume_run tool, which approves: keep it away from the model."),
 ) -> None:
     """Serve run_code (the tools of the upstream MCP servers, composed by a sandboxed
     program) as an MCP server. Every call goes through one pipeline and one log."""
@@ -294,6 +422,8 @@ def serve_command(
         raise typer.BadParameter("--mode must be code or both")
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("--transport must be stdio or http")
+    if approvals not in ("elicit", "auto", "defer"):
+        raise typer.BadParameter("--approvals must be elicit, auto or defer")
     if log is not None and not log.parent.is_dir():
         raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
                                  param_hint="'--log'")
@@ -307,7 +437,7 @@ def serve_command(
     try:
         serve(transport="http" if transport == "http" else "stdio", host=host, port=port,
               mcp=mcp, mcp_urls=mcp_url, builtin=builtin, policy=loaded, log=log, mode=mode,
-              call_timeout_s=mcp_timeout)
+              call_timeout_s=mcp_timeout, approvals=approvals)
     except KeyboardInterrupt:
         pass
     except Exception as exc:   # an upstream that did not start, a port in use, ...

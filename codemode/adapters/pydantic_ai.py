@@ -11,22 +11,38 @@ program that fails is a `ToolFailed` (the model sees the error and adapts; no re
 spent); a success returns the rendered output, the text the other integrations show.
 
 Approvals are mapped onto pydantic-ai's deferred tools (`defer_approvals=True`, the
-default). A program stops at its first sub-call that a `tools/pre-execute` listener
-answers with `Ask` (a policy's `ask` rule): the run is aborted and `run_code` raises
-`ApprovalRequired` with metadata `{"calls": [{"tool", "arguments", "reason"}]}`, so the
-agent run ends with a `DeferredToolRequests` holding the `run_code` call (its `code`
-argument is the program to review). Resumed with that call approved
-(`DeferredToolResults(approvals={id: True})`), the program runs again from the start, and
-every sub-call in it that asks is allowed once; denied, pydantic-ai tells the model so
-without running it. Sub-calls the program made before the one that asked run again in the
-approved run. With `defer_approvals=False`, asks go to the session's own approval channel.
+default), by pausing the run (docs/codemode.md "Pausing for approval"). A sub-call that a
+`tools/pre-execute` listener answers with `Ask` (a policy's `ask` rule) is deferred: when
+the program waits only on such calls, the run pauses and `run_code` raises
+`ApprovalRequired` with metadata `{"run_id": str, "approvals": [{"id", "toolName",
+"arguments", "reason"?}]}`, so the agent run ends with a `DeferredToolRequests` holding the
+`run_code` call (its `code` argument is the program to review). The calls the program made
+before it paused have run, once.
+
+Approved (`DeferredToolResults(approvals={id: True})`), the call comes back with
+`ctx.tool_call_approved` and the toolset resumes the paused run with `Session.resume`,
+approving every request of it; `DeferredToolResults.metadata[id]` may say otherwise per
+request: `{"deny": {request id: reason or None}}` denies those (the program gets
+`ToolDenied`). The program replays from its start: its earlier calls are answered from the
+log and do not run again. The result is the resumed run's, which may pause again
+(`ApprovalRequired` once more). `ToolApproved(override_args=...)` that change the program
+fail the call (`ToolFailed`): a paused run resumes with its own program.
+
+Denied (`False` / `ToolDenied`), pydantic-ai tells the model without calling the tool, so
+nothing more of the program runs: the run stays paused in the session log (what ran before
+the pause stays done). The toolset maps the `run_code` call id to the run id in memory
+(dropped when the run resumes or the toolset closes); it does not survive the process. An
+application that resumes in another process, on a session with the same log, passes the
+metadata back: `DeferredToolResults(approvals={id: True}, metadata={id:
+requests.metadata[id]})` carries the `run_id`. With `defer_approvals=False`, asks go to the
+session's own approval channel and nothing pauses, unless the session has no approver: a
+run that pauses then raises `ApprovalRequired` just the same.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -35,10 +51,17 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from codemode._calls import CallIndex
 from codemode._policy import Policy
 from codemode._run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
-from codemode.pipeline import ApprovalRequest, Session, Signal, thaw
+from codemode.pipeline import (
+    ApprovalDecision,
+    Ask,
+    CallResult,
+    Execution,
+    ResumeError,
+    Session,
+)
+from codemode.pipeline._resume import find_suspension
 from codemode.sandbox import SandboxLimits
 
 from ._common import result_text
@@ -46,15 +69,6 @@ from ._common import result_text
 __all__ = ["CodeModeToolset"]
 
 _ANY = SchemaValidator(schema=core_schema.any_schema())   # the pipeline validates arguments
-
-
-@dataclass
-class _Run:
-    """One `run_code` call in flight: whether its asks are pre-approved, what it asked."""
-
-    approved: bool
-    signal: Signal
-    asked: list[dict[str, Any]] = field(default_factory=list)
 
 
 class CodeModeToolset(AbstractToolset[Any]):
@@ -67,9 +81,10 @@ class CodeModeToolset(AbstractToolset[Any]):
         policy: the policy to apply (tier, limits, exposed tools, rules).
         limits: the run limits when there is no policy (default: `SandboxLimits()`).
         agent: the session agent the calls run as (approval needs one).
-        defer_approvals: map approval asks onto pydantic-ai's deferred tool approvals (see
-            the module docstring); an approval channel is mounted on the session if it has
-            none. False: leave asks to the session's approval channel.
+        defer_approvals: map approval asks onto pydantic-ai's deferred tool approvals by
+            pausing the run (the module docstring); runs then record their clocks and
+            randomness, so that they replay exactly. False: leave asks to the session's
+            approval channel.
         max_retries: how often the model may retry `run_code` after a `ModelRetry`.
         id: the toolset's id (unique among an agent's toolsets).
 
@@ -86,15 +101,14 @@ class CodeModeToolset(AbstractToolset[Any]):
         self.defer_approvals = defer_approvals
         self.max_retries = max_retries
         self._id = id
-        self._runs: dict[str, _Run] = {}
-        self._index = CallIndex(session)
-        self._disposers: list[Callable[[], None]] = [self._index.close]
+        self._paused: dict[str, str] = {}        # pydantic-ai tool call id -> run id
+        self._disposers: list[Callable[[], None]] = []
         if defer_approvals:
-            self._disposers.append(session.on("approval/answer", self._answer))
-            if session.approval is None:
-                self._disposers.append(session.mount_approval("ask"))
+            self._disposers.append(session.on("tools/pre-execute", self._defer))
         self.code_mode = (policy.apply(session) if policy is not None
                           else CodeMode(session, limits=limits))
+        if defer_approvals:
+            self.code_mode.resumable = True
         self._disposers.append(self.code_mode.close)
 
     @property
@@ -114,30 +128,86 @@ class CodeModeToolset(AbstractToolset[Any]):
         return {RUN_CODE: ToolsetTool(toolset=self, tool_def=definition,
                                       max_retries=self.max_retries, args_validator=_ANY)}
 
+    def paused_run(self, tool_call_id: str) -> str | None:
+        """The run id of the paused run behind a `run_code` call (by pydantic-ai's tool call
+        id), or None; kept in memory until the run resumes or the toolset closes."""
+        return self._paused.get(tool_call_id)
+
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
                         tool: ToolsetTool[Any]) -> Any:
-        call_id = f"{ctx.tool_call_id or 'call'}-{uuid.uuid4().hex[:8]}"
-        run = _Run(approved=bool(ctx.tool_call_approved), signal=Signal())
-        self._runs[call_id] = run
-        try:
+        """Run the program, or resume its paused run when pydantic-ai brings the call back
+        approved (the module docstring).
+
+        Returns:
+            The rendered output (the text the model reads).
+        Raises:
+            ApprovalRequired: the run paused, waiting for approval (metadata `{"run_id",
+                "approvals"}`).
+            ToolFailed: the program failed, or the paused run cannot be resumed (already
+                resumed, an unknown request id in the metadata, changed arguments).
+        """
+        tool_call_id = ctx.tool_call_id or "call"
+        metadata = ctx.tool_call_metadata if isinstance(ctx.tool_call_metadata, Mapping) \
+            else {}
+        run_id = self._paused.get(tool_call_id) or (
+            metadata.get("run_id") if isinstance(metadata.get("run_id"), str) else None)
+        if ctx.tool_call_approved and run_id is not None:
+            try:
+                result = await self._resume(run_id, tool_args, metadata)
+            except ResumeError as exc:
+                raise ToolFailed(f"Error: the paused run {run_id} cannot be resumed: "
+                                 f"{exc}") from None
+            self._paused.pop(tool_call_id, None)
+        else:
+            call_id = f"{tool_call_id}-{uuid.uuid4().hex[:8]}"
             result = await self.session.call(name, tool_args, agent=self.agent,
-                                             call_id=call_id, signal=run.signal)
-        finally:
-            del self._runs[call_id]
-        if run.asked:
-            raise ApprovalRequired(metadata={"calls": run.asked})
+                                             call_id=call_id)
+        value = result.value if not result.is_error else None
+        if isinstance(value, Mapping) and value.get("status") == "pending":
+            self._paused[tool_call_id] = str(value["run_id"])
+            raise ApprovalRequired(metadata={"run_id": str(value["run_id"]),
+                                             "approvals": [dict(a) for a in value["approvals"]]})
         if result.is_error:
             raise ToolFailed(result_text(result))
         return result_text(result)
 
-    async def _answer(self, request: ApprovalRequest, next: Callable[[], Any]) -> Any:
-        seen = self._index.get(request.call_id)
-        run = self._runs.get(seen.root_call_id) if seen is not None else None
-        if run is None or seen is None:
-            return await next()
-        if run.approved:
-            return "allowed-once"
-        run.asked.append({"tool": request.tool_name, "arguments": thaw(seen.arguments),
-                          "reason": request.reason})
-        run.signal.abort("approval required")     # stop the program at its first ask
-        return "cancelled"
+    async def _resume(self, run_id: str, tool_args: dict[str, Any],
+                      metadata: Mapping[str, Any]) -> CallResult:
+        """Resume `run_id`, approving each request but those `metadata["deny"]` names.
+
+        Raises:
+            ResumeError: no paused run `run_id`, already resumed, other arguments than the
+                paused call's, or a denial naming no request.
+        """
+        suspended, _ = find_suspension(self.session.log.read(), run_id)
+        if isinstance(suspended.arguments, Mapping) and \
+                suspended.arguments.get("code") != tool_args.get("code"):
+            raise ResumeError("a paused run resumes with its own program; the approval "
+                              "changed the code")
+        deny = metadata.get("deny") or {}
+        if not isinstance(deny, Mapping):
+            raise ResumeError('metadata "deny" must map request ids to reasons (or None)')
+        wanted = {r.id for r in suspended.requests}
+        unknown = sorted(set(deny) - wanted)
+        if unknown:
+            raise ResumeError(f"no pending approval has the id {unknown[0]!r} (pending: "
+                              f"{', '.join(sorted(wanted))})")
+        decisions = []
+        for request in suspended.requests:
+            reason = deny.get(request.id)
+            if request.id not in deny:
+                decisions.append(ApprovalDecision(id=request.id, approved=True))
+            elif isinstance(reason, str) and reason:
+                decisions.append(ApprovalDecision(id=request.id, approved=False, reason=reason))
+            else:
+                decisions.append(ApprovalDecision(id=request.id, approved=False))
+        return await self.session.resume(run_id, decisions)
+
+    async def _defer(self, execution: Execution, next: Callable[[], Any]) -> Any:
+        """A program's sub-call that asks is deferred: its run pauses (this toolset's
+        agent only; direct calls are left to the session's channel)."""
+        decision = await next()
+        if isinstance(decision, Ask) and execution.parent is not None \
+                and execution.agent == self.agent:
+            return Ask(decision.reason, defer=True)
+        return decision

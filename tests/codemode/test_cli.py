@@ -16,9 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "fixtures" / "policies"
 REPORT_FIELDS = ["ok", "kind", "code", "limit", "stdout", "stderr", "value",
-                 "error", "subcalls", "duration_s", "limits"]
+                 "error", "subcalls", "duration_s", "limits", "run_id", "approvals"]
 SUBCALL_FIELDS = ["n", "id", "tool", "arguments", "ok", "code", "denied", "text",
-                  "duration_ms"]
+                  "duration_ms", "replayed_from"]
 
 
 def codemode(*args, timeout=120, stdin=None, columns=250):
@@ -99,7 +99,7 @@ def _panel_text(help_text):
     return " ".join(" ".join(lines).split())
 
 
-@pytest.mark.parametrize("command", ["run", "eval", "demo", "serve", "log show"])
+@pytest.mark.parametrize("command", ["run", "resume", "eval", "demo", "serve", "log show"])
 def test_help_at_80_columns_keeps_every_sentence_whole(command):
     import typer
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -162,6 +163,7 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
 
 BOTH_SERVERS = '''
 import asyncio
+import json
 log = git_log(repo_path=REPO, max_count=10)
 subjects = [line.split(": ", 1)[1] for line in log.splitlines() if line.startswith("Message: ")]
 tokyo, delhi = await asyncio.gather(
@@ -429,3 +431,110 @@ def test_a_bad_upstream_command_exits_2_with_the_reason():
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 2
     assert "McpStartError" in done.stderr and "command not found" in done.stderr
+
+
+# ---- pausing for approval and resume_run ----------------------------------------------------
+
+ASK_POLICY = '''
+[[rules]]
+tool = "step_b"
+action = "ask"
+
+[[rules]]
+tool = "step_c"
+action = "ask"
+reason = "C changes things"
+'''
+
+
+def _counter(counts: Path) -> str:
+    return _command([sys.executable, "-m", "codemode.fixtures.mcp_counter_server", str(counts)])
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_a_client_that_cannot_elicit_gets_a_pending_run_and_resumes_it(tmp_path: Path):
+    import jsonschema
+
+    from tests.codemode.test_resume import PROGRAM
+
+    counts, log_path, policy = tmp_path / "counts.json", tmp_path / "serve.db", \
+        tmp_path / "ask.toml"
+    policy.write_text(ASK_POLICY, encoding="utf-8")
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving("--mcp", _counter(counts), "--policy", str(policy),
+                                 "--log", str(log_path), "--approvals", "auto") as client:
+            listing = {t.name: t for t in (await client.list_tools()).tools}
+            assert list(listing) == ["run_code", "resume_run"]
+            assert "not for the model" in listing["resume_run"].description
+            assert listing["resume_run"].output_schema == listing["run_code"].output_schema
+
+            result = await client.call_tool("run_code", {"code": PROGRAM})
+            pending = structured(result)
+            jsonschema.validate(pending, listing["run_code"].output_schema)
+            run_id = pending["run_id"]
+            assert pending["status"] == "pending"
+            assert [(a["id"], a["toolName"], a["arguments"], a.get("reason")) for a in
+                    pending["approvals"]] == [
+                (f"{run_id}:2", "step_b", {"note": "b"},
+                 'policy requires approval for tool "step_b"'),
+                (f"{run_id}:3", "step_c", {"note": "c"}, "C changes things")]
+            assert pending["logs"] == ["start\n", "a ran 1\n"]
+            assert "need a person's approval" in _text(result)
+
+            undecided = await client.call_tool("resume_run", {"run_id": run_id,
+                                                              "approve": [f"{run_id}:2"]})
+            assert undecided.is_error
+            assert f"no decision for pending approval(s): {run_id}:3" in _text(undecided)
+
+            done = await client.call_tool("resume_run", {
+                "run_id": run_id, "approve": [f"{run_id}:2"],
+                "deny": [{"id": f"{run_id}:3", "reason": "not today"}]})
+            final = structured(done)
+            jsonschema.validate(final, listing["resume_run"].output_schema)
+            assert final["result"] == "done"
+            assert "".join(final["logs"]) == "start\na ran 1\nb: step_b\nc: ToolDenied DENIED\n"
+
+            again = await client.call_tool("resume_run", {
+                "run_id": run_id, "approve": [f"{run_id}:2", f"{run_id}:3"]})
+            assert again.is_error and "already resumed" in _text(again)
+            unknown = await client.call_tool("resume_run", {"run_id": "nope"})
+            assert unknown.is_error and "holds no suspended run 'nope'" in _text(unknown)
+
+    data = json.loads(counts.read_text())
+    assert (data["step_a"], data["step_b"], data.get("step_c", 0)) == (1, 1, 0)
+    assert data["keys"] == [f"{run_id}:1", f"{run_id}:2"]
+    with open_log(log_path) as log:
+        logged = log.read()
+    assert [e.run_id for e in logged if isinstance(e, events.ToolSuspended)] == [run_id]
+    assert [e.name for e in logged if isinstance(e, events.CodeReplayed)] == ["step_a"]
+
+
+async def test_approvals_defer_pauses_even_a_client_that_can_elicit():
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("--approvals defer elicits nothing")
+
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving("--builtin", "--policy", str(EXAMPLE_POLICY),
+                                 "--approvals", "defer", elicitation_callback=answer) as client:
+            result = await client.call_tool("run_code", {"code": APPROVAL_PROGRAM})
+            pending = structured(result)
+            assert [a["toolName"] for a in pending["approvals"]] == ["sleep_ms"]
+            run_id = pending["run_id"]
+            second = structured(await client.call_tool("resume_run", {
+                "run_id": run_id, "approve": [f"{run_id}:1"]}))
+            assert [a["id"] for a in second["approvals"]] == [f"{run_id}:2"]
+            done = structured(await client.call_tool("resume_run", {
+                "run_id": run_id, "deny": [{"id": f"{run_id}:2", "reason": "once is enough"}]}))
+            assert done["result"] == [5, 'the user rejected tool "sleep_ms": once is enough',
+                                      "Paris"]
+
+
+async def test_resume_run_is_not_listed_or_callable_when_approvals_elicit():
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving("--builtin") as client:
+            assert [t.name for t in (await client.list_tools()).tools] == ["run_code"]
+            refused = await client.call_tool("resume_run", {"run_id": "x"})
+            assert refused.is_error and "resume_run" in _text(refused)
