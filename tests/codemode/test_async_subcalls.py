@@ -219,14 +219,14 @@ NAP_ENTRIES = {
 @pytest.mark.parametrize("route", NAP_ROUTES)
 async def test_calls_stored_any_way_overlap_through_the_pipeline(nap_session, overlap, route,
                                                                  entry):
-    code = (f"import asyncio, time\nstarted = time.monotonic()\n{NAP_ROUTES[route]}\n"
-            f"{NAP_ENTRIES[entry]}\n"
-            "{'values': sorted(vals), 'elapsed': time.monotonic() - started}")
+    code = (f"import asyncio\n{NAP_ROUTES[route]}\n{NAP_ENTRIES[entry]}\n"
+            "{'values': sorted(vals)}")
     result = await nap_session.call("run_code", {"code": code})
     assert not result.is_error, result.text
     assert result.value["result"]["values"] == [0, 1, 2]
-    assert overlap.most == 3                             # all three bodies ran at once
-    assert result.value["result"]["elapsed"] < 0.6 * 3 * 0.3    # serially: 0.9 s
+    # All three bodies ran at once, as the host saw them (not wall time: a loaded machine
+    # stretches any elapsed-time bound).
+    assert overlap.most == 3
 
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "codemode.md").read_text()
