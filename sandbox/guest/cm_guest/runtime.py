@@ -278,13 +278,14 @@ def _namespace(bridge, tools):
     return ns
 
 
-def run(request_text, dispatch, sleep):
+def run(request_text, dispatch, sleep, writer=fd_writer):
+    """Run the request's program; `writer(fd)` is where its stdout (1) and stderr (2) go."""
     request = json.loads(request_text)
     limits = request.get("limits", {})
     state = RunState()
     output_bytes = int(limits.get("output_bytes", 1 << 20))
-    out_sink = CappedSink(output_bytes, state, "stdout", fd_writer(1))
-    err_sink = CappedSink(output_bytes, state, "stderr", fd_writer(2))
+    out_sink = CappedSink(output_bytes, state, "stdout", writer(1))
+    err_sink = CappedSink(output_bytes, state, "stderr", writer(2))
     sys.stdout = text_stream(out_sink)
     sys.stderr = text_stream(err_sink)
     bridge = Bridge(dispatch, limits)
