@@ -38,8 +38,10 @@ instances in all; size 0 turns the pool off. A key whose instance cannot be made
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
@@ -69,7 +71,7 @@ STEP_WAIT_S = 0.05
 """Longest a run waits, in seconds, for the pool's step under way to end (one step takes
 ~0.3-3 ms); past it the run goes on alongside."""
 
-MAX_RETIRED = 2
+MAX_RETIRED = 1
 """Used Stores left to close in the background at most; past it a run closes its own."""
 
 INSTANCE_BYTES = 8 << 20
@@ -203,6 +205,8 @@ class InstancePool:
         self._working = False
         self._active = 0                         # runs between `take` and `retire`
         self._last_activity = time.monotonic()   # of the last `take` or `retire`
+        forked = weakref.WeakMethod(self._forked)
+        os.register_at_fork(after_in_child=lambda: (method := forked()) and method())
 
     def take(self, runtime: Runtime, memory_bytes: int) -> Fresh | None:
         """A ready instance for one run, never handed out again, or None when none is
@@ -241,6 +245,18 @@ class InstancePool:
         if close_now:                   # no idle time to close them in: close it here
             fresh.store.close()
         self._kick()
+
+    def _forked(self) -> None:
+        """In a child process (fork): the parent's instances, lock and background thread
+        are not this process's to use; start empty."""
+        self._lock = threading.Lock()
+        self._step_done = threading.Condition(self._lock)
+        self._entries = OrderedDict()
+        self._retired = []
+        self._failed.clear()
+        self._unpreparable.clear()
+        self._working = self._stepping = False
+        self._active = 0
 
     def ready(self, runtime: Runtime, memory_bytes: int) -> int:
         """Instances ready for this key now."""
