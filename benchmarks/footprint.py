@@ -12,7 +12,9 @@ for the same wasmtime and Engine settings), measured in the same process, interl
 - memory per live instance: `--instances` instances each run the trivial program and are
   kept alive; the growth of the process's resident set size (Linux `/proc/self/statm`)
   and of its private dirty pages (`/proc/self/smaps_rollup`: pages this process wrote,
-  what an instance really costs) divided by their number.
+  what an instance really costs) divided by their number;
+- memory per ready instance of the sandbox's pool (`sandbox._pool`: instantiated and
+  prepared, not yet run): PSS and private dirty growth per instance.
 """
 
 from __future__ import annotations
@@ -41,6 +43,41 @@ def _private_dirty_bytes() -> int:
             if line.startswith("Private_Dirty:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _pss_bytes() -> int:
+    """This process's proportional set size (Linux `/proc/self/smaps_rollup`), in bytes."""
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def pooled_instance_bytes(count: int = 10) -> tuple[float, float]:
+    """(PSS, private dirty) bytes one ready instance of the sandbox's pool adds, each the
+    growth over `count` instances made and prepared as the pool does (`sandbox._pool`),
+    held alive at once, divided by `count`. Linux only (`/proc/self/smaps_rollup`)."""
+    from codemode.sandbox import RunRequest, SandboxLimits, WasmSandbox, _component, _pool, _wasm
+
+    WasmSandbox().run(RunRequest(code="0"), lambda b: '{"results": []}')    # build, load
+    limits = SandboxLimits()
+    config = _component.EngineConfig(fuel=False, stack_bytes=limits.stack_bytes)
+    runtime = _component._runtimes[config]
+    kept: list[Any] = []
+
+    def hold() -> None:
+        for _ in range(count):
+            fresh = _pool._made(runtime, limits.memory_bytes)
+            assert fresh is not None and _pool._prepare(fresh), "could not make an instance"
+            kept.append(fresh)
+
+    before, dirty_before = _pss_bytes(), _private_dirty_bytes()
+    _wasm._on_runner_thread(hold)
+    pss, dirty = (_pss_bytes() - before) / count, (_private_dirty_bytes() - dirty_before) / count
+    for fresh in kept:
+        fresh.close()
+    return pss, dirty
 
 
 def main() -> None:
@@ -113,6 +150,9 @@ def main() -> None:
               f"first run p50 {statistics.median(samples[path][1]) * 1e3:.2f} ms")
         print(f"  per live instance: resident {per_instance / 2**20:.2f} MiB, private dirty "
               f"{dirty / 2**20:.2f} MiB ({args.instances} instances)")
+    pss, dirty = pooled_instance_bytes(args.instances)
+    print(f"per ready instance of the pool (made and prepared ahead): PSS {pss / 2**20:.2f} "
+          f"MiB, private dirty {dirty / 2**20:.2f} MiB ({args.instances} instances)")
 
 
 if __name__ == "__main__":

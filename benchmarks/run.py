@@ -7,12 +7,14 @@ Peers (`benchmarks/_peers.py`): `sandbox` (WasmSandbox alone), `run_code` (the w
 pipeline), `monty` (pydantic-monty, when installed: `pip install -e '.[bench]'`),
 `restricted` (RestrictedPython) and `native` (CPython's `exec`). Measures, per peer:
 
-- fresh run of `x = 1`, p50 and p95 over `--runs` runs (ms);
+- fresh run of `x = 1`, p50 and p95 over `--runs` runs back to back (ms), and p50 of
+  runs `PAUSE_S` apart (ms): the sandbox makes instances ahead only in idle time;
 - net cost of one sub-call, from one program making `--subcalls` of them (us);
 - three compute workloads: a loop, a JSON round trip, a sort (ms, median of 3);
 - first result in a new process: spawn an interpreter, import, run `x = 1` (s, median of 3);
 - fresh runs per second on all cores, one process per core, over `--seconds`;
-- PSS of one such process once warm, its child processes included (MiB).
+- PSS of one such process once warm, its child processes included (MiB);
+- PSS one ready instance of codemode's instance pool adds (MiB; `benchmarks.footprint`).
 
 Then the same figures as ratios: each codemode column against native, and against the
 fastest of the other sandboxes (Monty, RestrictedPython); above 1 means codemode is slower
@@ -41,6 +43,7 @@ WORKLOADS = {
 }
 EXPECTED = {"loop": 399999, "json": 200, "sort": 100002}
 CODEMODE = ("sandbox", "run_code")
+PAUSE_S = 0.02          # between the runs of the paced latency row
 OTHERS = ("monty", "restricted")
 
 
@@ -56,9 +59,19 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def fresh_runs(peer: _peers.Peer, runs: int) -> tuple[float, float]:
-    """p50 and p95 seconds of a fresh run of the trivial program."""
+    """p50 and p95 seconds of a fresh run of the trivial program, runs back to back."""
     samples = [_timed(lambda: peer.run(TRIVIAL)) for _ in range(runs)]
     return _percentile(samples, 0.5), _percentile(samples, 0.95)
+
+
+def paced_runs(peer: _peers.Peer, runs: int, pause_s: float = PAUSE_S) -> float:
+    """p50 seconds of a fresh run of the trivial program, `pause_s` seconds after the last
+    one ended (as runs come from a model: never back to back)."""
+    samples = []
+    for _ in range(runs):
+        time.sleep(pause_s)
+        samples.append(_timed(lambda: peer.run(TRIVIAL)))
+    return _percentile(samples, 0.5)
 
 
 def subcall_cost(peer: _peers.Peer, n: int) -> float:
@@ -169,10 +182,11 @@ def _positive_seconds(text: str) -> float:
 
 # Row label, unit, whether higher is better.
 ROWS = [("fresh run x = 1, p50", "ms", False), ("fresh run x = 1, p95", "ms", False),
+        (f"same, {PAUSE_S * 1e3:g} ms apart, p50", "ms", False),
         ("one sub-call, net", "us", False), ("loop", "ms", False),
         ("json round trip", "ms", False), ("sort", "ms", False),
         ("first result, new process", "s", False), ("fresh runs/s, all cores", "/s", True),
-        ("PSS per process", "MiB", False)]
+        ("PSS per process", "MiB", False), ("PSS per pooled instance", "MiB", False)]
 
 
 def measure(names: list[str], runs: int, subcalls: int, seconds: float,
@@ -184,7 +198,8 @@ def measure(names: list[str], runs: int, subcalls: int, seconds: float,
         peer = _peers.make(name)
         try:
             p50, p95 = fresh_runs(peer, runs)
-            row: list[float | None] = [p50 * 1e3, p95 * 1e3, subcall_cost(peer, subcalls) * 1e6]
+            row: list[float | None] = [p50 * 1e3, p95 * 1e3, paced_runs(peer, runs) * 1e3,
+                                       subcall_cost(peer, subcalls) * 1e6]
             row += [workload(peer, w) * 1e3 for w in WORKLOADS]
         finally:
             peer.close()
@@ -192,6 +207,16 @@ def measure(names: list[str], runs: int, subcalls: int, seconds: float,
         rate, pss = throughput(name, seconds, processes)
         row += [rate, None if pss is None else pss / 2**20]
         figures[name] = row
+    pooled = [n for n in CODEMODE if n in figures]
+    if pooled:
+        from . import footprint
+
+        per_instance, _dirty = footprint.pooled_instance_bytes()
+        for name in figures:
+            figures[name].append(per_instance / 2**20 if name in pooled else None)
+    else:
+        for row in figures.values():
+            row.append(None)
     return figures
 
 

@@ -171,6 +171,7 @@ def tool(
     strict: bool = False,
     timeout_ms: int | None = None,
     concurrency_safe: bool | Callable[[Any], Any] = False,
+    blocking: bool = True,
     render: Callable[[Any, Any], Any] | None = None,
     presentation_meta: Callable[[Any, Any], Any] | None = None,
     finalize_content: Callable[[Execution, Any], Any] | None = None,
@@ -187,6 +188,7 @@ def tool(
     strict: bool = False,
     timeout_ms: int | None = None,
     concurrency_safe: bool | Callable[[Any], Any] = False,
+    blocking: bool = True,
     render: Callable[[Any, Any], Any] | None = None,
     presentation_meta: Callable[[Any, Any], Any] | None = None,
     finalize_content: Callable[[Execution, Any], Any] | None = None,
@@ -203,8 +205,12 @@ def tool(
       ``Args:`` entry becomes that property's ``description``.
     - The body validates the arguments first: violations raise ``InvalidArgumentsError``
       (``INVALID_ARGS``) with ``"invalid arguments: " + "; ".join(violations)``. Sync
-      functions run in ``asyncio.to_thread``. A returned msgspec Struct or dataclass is
-      converted to builtins.
+      functions run in ``asyncio.to_thread``, unless declared ``blocking=False``: a sync
+      function that never blocks (pure computation of a few microseconds: no I/O, no
+      sleeping, no locks) runs on the event loop itself, sparing two thread hand-offs per
+      call (~100-300 us). The declaration is the author's promise: a body that blocks
+      anyway stalls every other call of the session while it runs. Ignored for async
+      functions. A returned msgspec Struct or dataclass is converted to builtins.
     - ``present_call``/``present_result`` are called only for arguments that validate and
       return ``None`` (generic card) on any problem: they never raise.
 
@@ -219,6 +225,7 @@ def tool(
             strict=strict,
             timeout_ms=timeout_ms,
             concurrency_safe=concurrency_safe,
+            blocking=blocking,
             render=render,
             presentation_meta=presentation_meta,
             finalize_content=finalize_content,
@@ -237,6 +244,7 @@ def _build_tool(
     strict: bool,
     timeout_ms: int | None,
     concurrency_safe: bool | Callable[[Any], Any],
+    blocking: bool,
     render: Callable[[Any, Any], Any] | None,
     presentation_meta: Callable[[Any, Any], Any] | None,
     finalize_content: Callable[[Execution, Any], Any] | None,
@@ -279,6 +287,7 @@ def _build_tool(
     ret = hints.get("return", Any)
     output_schema = None if ret is Any else _inline_schema(None if ret is type(None) else ret)
     is_async = inspect.iscoroutinefunction(func)
+    inline = blocking is False
 
     async def execute(args: Any, ctx: RunContext) -> Any:
         try:
@@ -294,6 +303,8 @@ def _build_tool(
             keywords[ctx_param] = ctx
         if is_async:
             value = await func(*positional, **keywords)
+        elif inline:
+            value = func(*positional, **keywords)
         else:
             value = await _in_thread(func, *positional, **keywords)
         if isinstance(value, msgspec.Struct) or (

@@ -126,6 +126,25 @@ def _scalar_problem(value: Any) -> str | None:
     return f"unsupported type {_describe(value)}"
 
 
+def _flat_copy(container: Any) -> Any:
+    """The frozen copy of a list or dict whose items are all acceptable scalars (most
+    arguments and tool values: one pass, no frames), or None for any other container
+    (nested, or with a problem to report): `snapshot`'s general walk then handles it."""
+    try:
+        if type(container) in (dict, FrozenDict):
+            for key, child in dict.items(container):
+                if type(key) is not str or not _encodable(key) \
+                        or _scalar_problem(child) is not None:
+                    return None
+            return FrozenDict(container)
+        for child in list.__iter__(container):
+            if _scalar_problem(child) is not None:
+                return None
+        return FrozenList(list.__iter__(container))
+    except Exception:                   # mutated while read: the walk reports it
+        return None
+
+
 def snapshot(value: Any, *, what: str = "value") -> Any:
     """Return a detached deep-frozen copy of ``value`` if it is lossless JSON.
 
@@ -140,6 +159,10 @@ def snapshot(value: Any, *, what: str = "value") -> Any:
     problem = _scalar_problem(value)
     if problem is None:
         return value
+    if problem == "":
+        flat = _flat_copy(value)
+        if flat is not None:
+            return flat
     path: list[Any] = []
 
     def fail(reason: str) -> NoReturn:

@@ -74,15 +74,20 @@ class Waterfall(Generic[T]):
         scopes: tuple[str | None, ...] = (None,),
     ) -> T:
         """Run the chain; ``default()`` is the innermost step (sync or async)."""
-        chain = self.listeners(scopes)
+        chain = self.listeners(scopes) if self._chain else ()
+        if not chain:                  # nothing registered for these scopes: the default
+            out: Any = default()
+            if inspect.isawaitable(out):
+                out = await out
+            return out  # type: ignore[no-any-return]
 
         async def step(index: int) -> T:
             if index == len(chain):
-                out: Any = default()
+                out = default()
             else:
                 out = chain[index](*args, lambda: step(index + 1))
             if inspect.isawaitable(out):
                 out = await out
-            return out  # type: ignore[no-any-return]
+            return out
 
         return await step(0)

@@ -12,6 +12,7 @@ import errno
 import os
 import select
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -66,58 +67,113 @@ class PipeCapture:
 
     The instance's WASI stdout and stderr are the pipes' write ends (opened by wasmtime
     through `/proc/self/fd`), so each guest write is a plain write on the host (~3 us over
-    WASI's own cost; a Python callback per write costs ~30 us more). A thread per run
+    WASI's own cost; a Python callback per write costs ~30 us more). A thread per instance
     drains both into their `OutputCapture`s, dropping what is over the limit, so the guest
     never blocks on a full pipe. Where `/proc/self/fd` does not exist, WASI's per-write
     callbacks are used instead.
+
+    The captures may be given later than the pipes (`bind`): an instance made ahead of its
+    run (`sandbox._pool`) gets its pipes, and its draining thread, before the run that
+    will own its output is known. Nothing is read before `bind`.
     """
 
-    def __init__(self, stdout: OutputCapture, stderr: OutputCapture) -> None:
-        self._captures = (stdout, stderr)
+    def __init__(self, stdout: OutputCapture | None = None,
+                 stderr: OutputCapture | None = None) -> None:
+        self._captures: tuple[OutputCapture, OutputCapture] | None = None
+        self._bound = threading.Event()
         self._reads: list[int] = []
+        self._wake: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
+        if stdout is not None and stderr is not None:
+            self.bind(stdout, stderr)
+
+    def bind(self, stdout: OutputCapture, stderr: OutputCapture) -> None:
+        """Make `stdout` and `stderr` the captures of what the instance writes (once)."""
+        self._captures = (stdout, stderr)
+        self._bound.set()
 
     def attach(self, wasi: wasmtime.WasiConfig) -> None:
-        """Make the captures the stdout and stderr of the instance `wasi` configures."""
+        """Make the pipes the stdout and stderr of the instance `wasi` configures, and
+        start the thread that drains them once the captures are bound.
+
+        Raises:
+            OSError: no pipes could be made (file descriptors exhausted).
+        """
         if not os.path.isdir("/proc/self/fd"):
-            wasi.stdout_custom = self._captures[0].write
-            wasi.stderr_custom = self._captures[1].write
+            wasi.stdout_custom = self._writer(0)
+            wasi.stderr_custom = self._writer(1)
             return
         for setter in ("stdout_file", "stderr_file"):
             read, write = os.pipe()
             self._reads.append(read)
             try:
+                os.set_blocking(read, False)
                 setattr(wasi, setter, f"/proc/self/fd/{write}")   # wasmtime opens its own
             finally:
                 os.close(write)
+        self._wake = os.pipe()
         self._thread = threading.Thread(target=self._drain, name="codemode-output",
                                         daemon=True)
         self._thread.start()
 
+    def _writer(self, index: int) -> Callable[[bytes], int]:
+        def write(data: bytes) -> int:
+            if self._captures is None:        # not bound to a run: nothing to keep
+                return len(data)
+            return self._captures[index].write(data)
+        return write
+
     def _drain(self) -> None:
+        self._bound.wait()
         try:
-            self._drain_until_closed()
-        except OSError:            # `close` gave up waiting and closed the read ends
+            self._drain_until_finished()
+        except OSError:            # `finish` gave up waiting and closed the read ends
             pass
 
-    def _drain_until_closed(self) -> None:
+    def _drain_until_finished(self) -> None:
+        assert self._captures is not None and self._wake is not None
         poller = select.poll()
         by_fd = dict(zip(self._reads, self._captures, strict=True))
-        for fd in by_fd:
+        for fd in (*by_fd, self._wake[0]):
             poller.register(fd, select.POLLIN)
         while by_fd:
             for fd, _event in poller.poll():
-                data = os.read(fd, 1 << 16)
+                if fd == self._wake[0]:
+                    # The instance returned: every write it made is in the pipes, since a
+                    # WASI write returns once the host has written it.
+                    for fd_left, capture in by_fd.items():
+                        while data := _read(fd_left):
+                            capture.write(data)
+                    return
+                data = _read(fd)
                 if data:
                     by_fd[fd].write(data)
-                else:                           # EOF: the instance's Store was closed
+                elif data == b"":                # EOF: the instance's Store was closed
                     poller.unregister(fd)
                     del by_fd[fd]
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """After the instance's Store is closed: wait until everything written is read."""
-        if self._thread is not None:
+    def finish(self, timeout_s: float = 5.0) -> None:
+        """After the instance returned (or trapped) for the last time: read what it wrote
+        into the captures, stop the thread and close the read ends. The Store may stay open
+        (it is closed later, off the run's path); nothing it writes afterwards is read."""
+        if self._thread is not None and self._wake is not None:
+            if not self._bound.is_set():        # never bound: drain into nothing
+                self.bind(OutputCapture("stdout", 0), OutputCapture("stderr", 0))
+            os.write(self._wake[1], b"x")
             self._thread.join(timeout_s)
-        for fd in self._reads:
+            self._thread = None
+        for fd in (*self._reads, *(self._wake or ())):
             os.close(fd)
-        self._reads = []
+        self._reads, self._wake = [], None
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """The same as `finish` (kept for callers that close the Store first)."""
+        self.finish(timeout_s)
+
+
+def _read(fd: int) -> bytes | None:
+    """What the pipe `fd` holds now (b"" at EOF), or None when it is empty."""
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return None

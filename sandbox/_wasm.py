@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 import msgspec
 import wasmtime
 
-from . import _component, _interrupt
-from ._capture import PipeCapture
+from . import _component, _interrupt, _pool
 from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
 from ._limits import SandboxLimits
 from ._protocol import (
@@ -52,6 +51,21 @@ def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
         finally:
             threading.stack_size(previous)
     return future.result()
+
+
+def _in_background(fn: Callable[[], None]) -> object:
+    """Start `fn` on a runner thread (large stack) and return at once."""
+    with _RUNNERS_LOCK:
+        previous = threading.stack_size(_THREAD_STACK_BYTES)
+        try:
+            return _RUNNERS.submit(fn)
+        finally:
+            threading.stack_size(previous)
+
+
+# Instances made ahead of their run (`_pool`): one ready per key, prepared and torn down in
+# the background.
+POOL = _pool.InstancePool(_in_background, size=1)
 
 
 class _Run(RunHost):
@@ -155,9 +169,9 @@ _SHADOWS: _component.Shadows = {
 class WasmSandbox:
     """Runs programs in CPython compiled to a WebAssembly component, in wasmtime.
 
-    Each run gets a fresh Store and instance with no preopened directories, an empty
-    environment, no sockets and no subprocesses; stdout/stderr are captured on the host
-    as they are written (`_capture.PipeCapture`).
+    Each run gets a fresh Store and instance (usually made ahead of it: `_pool`) with no
+    preopened directories, an empty environment, no sockets and no subprocesses;
+    stdout/stderr are captured on the host as they are written (`_capture.PipeCapture`).
     The Engine, Component and Linker are shared per process (and the compiled component
     per machine, on disk).
     """
@@ -197,16 +211,16 @@ class WasmSandbox:
             "code": request.code, "tools": request.tools, "limits": limits.for_guest()
         }).decode()
         run = _Run(limits, dispatch, cancel, request.tape)
-        linker = runtime.linker if request.tape is None else runtime.recording_linker
-        store = wasmtime.Store(runtime.engine)
-        pipes = PipeCapture(run.stdout, run.stderr)
+        # A made-ahead instance serves an unrecorded run (its warm-up already read the
+        # clocks and randomness, unrecorded); a recorded one is instantiated on its path,
+        # through the recording Linker, so that every read is on its tape.
+        recorded = request.tape is not None
+        fresh = None if recorded else POOL.take(runtime, limits.memory_bytes)
+        fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
+        fresh.pipes.bind(run.stdout, run.stderr)
+        store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:
-            store.set_limits(memory_size=limits.memory_bytes)
-            wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
-            wasi.argv = ["<program>"]                # sys.argv (argparse reads argv[0])
-            pipes.attach(wasi)
-            store.set_wasi(wasi)
             if limits.fuel is not None:
                 store.set_fuel(limits.fuel)
             _TICKER.catch_up()
@@ -214,9 +228,8 @@ class WasmSandbox:
             _local.run = run
             started = time.monotonic()
             try:
-                instance = linker.instantiate(store, runtime.component)
-                run_func = instance.get_func(store, "run")
-                assert run_func is not None, "the guest component exports no `run`"
+                run_func = fresh.run_func or fresh.instantiate(
+                    runtime, runtime.recording_linker if recorded else runtime.linker)
                 ended = decode_guest(run_func(store, guest_request))
             except HostStop as stop:
                 ended = stop.error
@@ -228,8 +241,7 @@ class WasmSandbox:
             duration = time.monotonic() - started
             fuel_used = None if limits.fuel is None else limits.fuel - store.get_fuel()
         finally:
-            store.close()                 # closes the pipes' write ends
-            pipes.close()
+            POOL.retire(fresh)    # reads the rest of the output; closed in the background
         return outcome(run, ended, duration_s=duration, fuel_used=fuel_used)
 
     def _explain_trap(self, run: _Run, store: wasmtime.Store,

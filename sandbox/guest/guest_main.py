@@ -134,31 +134,48 @@ for _name in ("select", "poll", "epoll", "kqueue", "devpoll"):
 runtime.install_import_guard()
 
 
-def _warm_up():
-    """Run a small program once while the snapshot is taken, so every run starts with the
-    runtime's code paths already loaded and specialized (codec lookups, the compiler,
-    the tool bridge, the event loop), then forget that run."""
-    def dispatch(batch):
-        calls = json.loads(batch)["calls"]
-        return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
-                                       for c in calls]})
+# The request that asks for `_warm_up` in an instance made ahead of its run (the host's
+# `sandbox._pool`), and the reply.
+PREPARE = '{"prepare": true}'
+PREPARED = '{"prepared": true}'
+_WARM_UP_PROGRAM = ("import asyncio\nprint(echo(value=1))\n"
+                    "await asyncio.gather(echo(value=2), echo(value=3))\n{'x': [1.5, None]}")
+_WARM_UP_REQUEST = json.dumps({
+    "code": _WARM_UP_PROGRAM, "limits": {},
+    "tools": [{"name": "echo", "alias": "echo", "params": [{"name": "value"}]}]})
 
-    program = ("import asyncio\nprint(echo(value=1))\n"
-               "await asyncio.gather(echo(value=2), echo(value=3))\n{'x': [1.5, None]}")
-    request = {"code": program, "limits": {},
-               "tools": [{"name": "echo", "alias": "echo", "params": [{"name": "value"}]}]}
+
+def _echo_dispatch(batch):
+    calls = json.loads(batch)["calls"]
+    return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
+                                   for c in calls]})
+
+
+def _discard(_fd):
+    return lambda data: None
+
+
+def _warm_up(times, writer):
+    """Run a small program of the runtime's own `times` times, then forget those runs: so
+    a run starts with the runtime's code paths loaded and specialized (codec lookups, the
+    compiler, the tool bridge, the event loop) and, in an instance made ahead, with the
+    memory those paths use already touched. No host call: tools answer locally, output
+    goes to `writer`."""
     stdout, stderr = sys.stdout, sys.stderr
-    for _ in range(3):
-        runtime.run(json.dumps(request), dispatch, lambda seconds: None)
+    for _ in range(times):
+        runtime.run(_WARM_UP_REQUEST, _echo_dispatch, lambda seconds: None, writer)
     sys.stdout, sys.stderr = stdout, stderr
     runtime.forget_runs()
 
 
-_warm_up()
+_warm_up(3, runtime.fd_writer)
 gc.collect()
 gc.freeze()
 
 
 class WitWorld(wit_world.WitWorld):
     def run(self, request: str) -> str:
+        if request == PREPARE:                # the host's own warm-up, never a program
+            _warm_up(1, _discard)
+            return PREPARED
         return runtime.run(request, host.dispatch, _sleep)

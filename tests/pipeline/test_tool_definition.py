@@ -109,6 +109,30 @@ async def test_sync_tools_run_in_a_worker_thread_and_async_tools_on_the_loop():
     assert threads["async"] == threading.get_ident() != threads["sync"]
 
 
+async def test_a_sync_tool_declared_non_blocking_runs_on_the_loop_through_every_stage():
+    threads, stages = {}, []
+
+    @tool(blocking=False)
+    def quick(a: int) -> int:
+        threads["quick"] = threading.get_ident()
+        if a < 0:
+            raise ValueError("negative")
+        return a + 1
+
+    session = Session(tools=[quick])
+    for point in ("tools/pre-execute", "tools/execute", "tools/post-execute"):
+        session.on(point, lambda *args, point=point: (stages.append(point), args[-1]())[1])
+    session.on("tools/result", lambda execution, result: stages.append("tools/result"))
+    assert (await session.execute(inp("quick", {"a": 1}))).value == 2
+    assert threads["quick"] == threading.get_ident()
+    assert stages == ["tools/pre-execute", "tools/execute", "tools/post-execute",
+                      "tools/result"]
+    failed = await session.execute(inp("quick", {"a": -1}, call_id="c2"))
+    assert failed.is_error and failed.error.message == "negative"
+    bad = await session.execute(inp("quick", {"a": "x"}, call_id="c3"))
+    assert bad.is_error and bad.error.message.startswith("invalid arguments")
+
+
 async def test_a_struct_return_value_is_converted_and_validated():
     @tool
     def origin() -> Point:

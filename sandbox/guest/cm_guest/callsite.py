@@ -25,6 +25,11 @@ method the program defines, a lambda's return value, the return value of a corou
 is handed to asyncio, `yield`, and anything the analysis does not follow. Sync code (no
 running event loop) always gets the value.
 
+A program that may never run an event loop is not analysed at all (`may_run_a_loop`): a
+loop runs only through asyncio, which a program names to import it, or top-level `await`.
+(One that imports asyncio under a name it builds at run time gets no analysis, so in its
+loop every call returns a `PendingCall`, the answer for a site the analysis does not know.)
+
 At run time the binding finds its call site from the calling frame's current instruction
 position; a position the analysis does not know (code built at run time, a binding called
 from C, as in `map(tool, xs)`) returns a `PendingCall` inside a running loop.
@@ -357,6 +362,12 @@ class _Flow:
             if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
                 stack.extend(ast.iter_child_nodes(node))
         return False
+
+
+def may_run_a_loop(source):
+    """Whether the program's text names asyncio or awaits: without either it cannot start
+    an event loop, so no call of it ever needs the analysis."""
+    return "asyncio" in source or "await" in source
 
 
 def analyse(tree):

@@ -1,0 +1,154 @@
+"""Instances made ahead of use (`sandbox/_pool.py`): each serves exactly one run, a run
+never sees another run's state, the pool works in the background within its bounds, and a
+made-ahead instance is under the run's own limits and captures."""
+
+import time
+
+import pytest
+
+from codemode.sandbox import RunRequest, SandboxLimits, WasmSandbox, _component, _pool, _wasm
+
+# What one run leaves behind everywhere a program can write: its globals, a module's
+# attributes, builtins, sys, sys.modules; the next run reports what it finds.
+LEAVE = """
+import json, sys, types
+left = "run-{n}"
+json.left = left
+import statistics
+statistics.mean = lambda data: "tampered"
+sys.left = left
+sys.modules["left_module"] = types.ModuleType("left_module")
+b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
+b["left_builtin"] = left
+print("left", left)
+"""
+FIND = """
+import json, sys
+b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
+[name for name, seen in (("globals", "left" in globals()), ("json", hasattr(json, "left")),
+ ("statistics.mean", __import__("statistics").mean([1]) == "tampered"),
+ ("builtins", "left_builtin" in b),
+ ("sys", hasattr(sys, "left")), ("sys.modules", "left_module" in sys.modules)) if seen]
+"""
+SEEN_ALL = ["globals", "json", "statistics.mean", "builtins", "sys", "sys.modules"]
+
+
+def noop(batch):
+    return '{"results": []}'
+
+
+def wait_for(predicate, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "the pool did not get ready in time"
+        time.sleep(0.01)
+
+
+def closed(store):
+    try:
+        store.ptr()
+    except ValueError:          # wasmtime-py: "already closed"
+        return True
+    return False
+
+
+def runtime_for(limits):
+    config = _component.EngineConfig(fuel=limits.fuel is not None,
+                                     stack_bytes=limits.stack_bytes)
+    return _component.runtime_for(config, _wasm._host_dispatch, _wasm._host_sleep)
+
+
+def prepared_ready(pool, runtime, memory_bytes):
+    with pool._lock:
+        entry = pool._entries.get((id(runtime), memory_bytes))
+        return bool(entry and entry.ready and entry.ready[0].prepared)
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    """A pool of its own as the sandbox's, so each test sees only its own instances."""
+    WasmSandbox().run(RunRequest(code="1"), noop)             # loads the component
+    own = _pool.InstancePool(_wasm._in_background, size=1)
+    monkeypatch.setattr(_wasm, "POOL", own)
+    yield own
+    own.clear()
+
+
+def asked(pool, runtime, memory_bytes):
+    """Take from the pool for a run and hand back the Store that run used, as a run does;
+    returns what the take gave."""
+    fresh = pool.take(runtime, memory_bytes)
+    pool.retire(fresh or _pool.Fresh.new(runtime, memory_bytes))
+    return fresh
+
+
+def run_prepared(pool, code, limits=None):
+    """Run `code` in a made-ahead, prepared instance (waiting until one is ready)."""
+    limits = limits or SandboxLimits()
+    runtime = runtime_for(limits)
+    asked(pool, runtime, limits.memory_bytes)
+    wait_for(lambda: prepared_ready(pool, runtime, limits.memory_bytes))
+    return WasmSandbox().run(RunRequest(code=code, limits=limits), noop)
+
+
+def test_a_run_in_a_made_ahead_instance_never_sees_another_runs_state(pool):
+    same_run = run_prepared(pool, LEAVE.format(n=0) + FIND)
+    assert same_run.value == SEEN_ALL                 # the probe sees what a run leaves
+    assert same_run.stdout == "left run-0\n"
+    for n in range(3):
+        left = run_prepared(pool, LEAVE.format(n=n))
+        assert left.status == "ok" and left.stdout == f"left run-{n}\n", left.error
+        found = run_prepared(pool, FIND)
+        assert found.status == "ok" and found.value == [] and found.stdout == "", found
+
+
+def test_each_instance_serves_one_run_and_the_pool_refills_in_the_background(pool):
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    assert pool.take(runtime, limits.memory_bytes) is None     # nothing ready yet
+    pool.retire(_pool.Fresh.new(runtime, limits.memory_bytes))  # that run's Store
+    wait_for(lambda: prepared_ready(pool, runtime, limits.memory_bytes))
+    first = pool.take(runtime, limits.memory_bytes)
+    assert first is not None and first.prepared and pool.ready(runtime, limits.memory_bytes) == 0
+    assert asked(pool, runtime, limits.memory_bytes) is None   # handed out once only
+    pool.retire(first)
+    wait_for(lambda: closed(first.store))                     # closed in the background
+    wait_for(lambda: prepared_ready(pool, runtime, limits.memory_bytes))
+    second = pool.take(runtime, limits.memory_bytes)
+    assert second is not None and second.store is not first.store
+    assert pool.ready(runtime, limits.memory_bytes) == 0      # never more than `size`
+    pool.retire(second)
+
+
+def test_the_pool_keeps_to_its_bounds_and_size_zero_turns_it_off(pool):
+    runtime = runtime_for(SandboxLimits())
+    few = _pool.InstancePool(_wasm._in_background, size=1, max_keys=2)
+    for mib in (32, 48, 64):
+        assert asked(few, runtime, mib << 20) is None
+    wait_for(lambda: few.ready(runtime, 64 << 20) == 1 and few.ready(runtime, 48 << 20) == 1)
+    assert few.ready(runtime, 32 << 20) == 0                    # the oldest key was dropped
+    few.clear()
+    small = _pool.InstancePool(_wasm._in_background, size=4,
+                               max_bytes=2 * _pool.INSTANCE_BYTES)
+    asked(small, runtime, 64 << 20)
+    wait_for(lambda: small.ready(runtime, 64 << 20) == 2)
+    time.sleep(0.05)
+    assert small.ready(runtime, 64 << 20) == 2                 # the memory bound holds
+    small.clear()
+    off = _pool.InstancePool(_wasm._in_background, size=0)
+    assert off.take(runtime, 64 << 20) is None
+    assert off.ready(runtime, 64 << 20) == 0
+    with pytest.raises(ValueError, match="max_keys >= 1"):
+        _pool.InstancePool(_wasm._in_background, size=-1)
+
+
+def test_a_made_ahead_instance_runs_under_the_runs_own_fuel_and_deadline(pool):
+    fuel = SandboxLimits(fuel=50_000_000)
+    for _ in range(2):
+        out = run_prepared(pool, "while True:\n    pass", fuel)
+        assert out.status == "limit" and out.error.kind == "fuel", out
+        assert out.fuel_used == 50_000_000
+    timed = SandboxLimits(wall_clock_s=0.5)
+    out = run_prepared(pool, "print('started')\nwhile True:\n    pass", timed)
+    assert out.status == "limit" and out.error.kind == "timeout", out
+    assert out.stdout == "started\n"
