@@ -6,7 +6,15 @@ import time
 
 import pytest
 
-from codemode.sandbox import RunRequest, SandboxLimits, WasmSandbox, _component, _pool, _wasm
+from codemode.sandbox import (
+    RunRequest,
+    SandboxLimits,
+    Tape,
+    WasmSandbox,
+    _component,
+    _pool,
+    _wasm,
+)
 
 # What one run leaves behind everywhere a program can write: its globals, a module's
 # attributes, builtins, sys, sys.modules; the next run reports what it finds.
@@ -55,7 +63,8 @@ def closed(store):
 def runtime_for(limits):
     config = _component.EngineConfig(fuel=limits.fuel is not None,
                                      stack_bytes=limits.stack_bytes)
-    return _component.runtime_for(config, _wasm._host_dispatch, _wasm._host_sleep)
+    return _component.runtime_for(config, _wasm._host_dispatch, _wasm._host_sleep,
+                                  _wasm._SHADOWS)
 
 
 def prepared_ready(pool, runtime, memory_bytes):
@@ -152,3 +161,18 @@ def test_a_made_ahead_instance_runs_under_the_runs_own_fuel_and_deadline(pool):
     out = run_prepared(pool, "print('started')\nwhile True:\n    pass", timed)
     assert out.status == "limit" and out.error.kind == "timeout", out
     assert out.stdout == "started\n"
+
+
+def test_a_recorded_run_never_takes_a_made_ahead_instance():
+    """A prepared instance already read clocks and randomness in its warm-up, unrecorded;
+    a run with a tape is instantiated on its path so that every read is on its tape."""
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    WasmSandbox().run(RunRequest(code="0", limits=limits), lambda batch: '{"results": []}')
+    wait_for(lambda: _wasm.POOL.ready(runtime, limits.memory_bytes) == 1)
+    outcome = WasmSandbox().run(RunRequest(code="import random\nrandom.random()", limits=limits,
+                                           tape=Tape()), lambda batch: '{"results": []}')
+    assert outcome.status == "ok"
+    assert outcome.tape is not None
+    assert sum(len(getattr(e, "data", b"")) for e in outcome.tape.entries) >= 2496  # the seed
+    assert _wasm.POOL.ready(runtime, limits.memory_bytes) == 1
