@@ -90,9 +90,14 @@ TapeEntry = WallClockRead | MonotonicRead | RandomBytes | RandomU64
 class Tape(msgspec.Struct, frozen=True):
     """Every clock and random read of a run, in the order the program made them
     (docs/sandbox.md, "Recording and replaying"). JSON- and msgpack-encodable with msgspec
-    (`RandomBytes.data` is base64 in JSON); each entry is tagged by `kind`."""
+    (`RandomBytes.data` is base64 in JSON); each entry is tagged by `kind`.
+
+    `complete` is False when the run read more than a recording keeps (`_tape.MAX_ENTRIES`
+    reads, `_tape.MAX_TAPE_BYTES` random bytes): the entries are then the reads up to that
+    point, and a replay reads live past them."""
 
     entries: tuple[TapeEntry, ...] = ()
+    complete: bool = True
 
 
 class RunRequest(msgspec.Struct, frozen=True, kw_only=True):

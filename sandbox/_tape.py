@@ -26,10 +26,17 @@ from ._protocol import (
 )
 
 MAX_ENTRIES = 100_000
-"""The most reads a recorded run may make; the next one ends it (`OutputLimitExceeded`)."""
+"""The most reads a recording keeps. The run goes on past it, unrecorded from there on
+(`Tape.complete` is False): a program that polls the clock in a loop is not a failure."""
 
-MAX_RANDOM_BYTES = 1 << 20
-"""The most bytes one random read may ask for (the guest's libc asks for 256 at most)."""
+MAX_TAPE_BYTES = 1 << 20
+"""The most random bytes a recording keeps (bytes, all reads together); past it the run
+goes on unrecorded, as past `MAX_ENTRIES`."""
+
+MAX_READ_BYTES = 1 << 20
+"""The most random bytes one read of a recorded run may ask for (`os.urandom(n)` is one
+read). The host lowers the answer as a list of 32-byte component values, so a larger read
+would cost the host 32 times its size in memory; it ends the run (`OutputLimitExceeded`)."""
 
 
 _U64 = 1 << 64
@@ -79,6 +86,9 @@ class TapeRecorder:
         self._live: list[TapeEntry] = []
         self._origin_ns = time.monotonic_ns()
         self._last_monotonic: int | None = None      # the last replayed monotonic value
+        self._stopped = not tape.complete            # a bound stopped the recording
+        self._random_bytes = sum(len(e.data) for e in tape.entries
+                                 if isinstance(e, RandomBytes))
         self._monotonic_offset: int | None = None    # set at the first live monotonic read
 
     @property
@@ -87,8 +97,10 @@ class TapeRecorder:
         return self.replayed < len(self._replay)
 
     def tape(self) -> Tape:
-        """Everything read so far: the replayed entries, then the live ones."""
-        return Tape(entries=self._replay[:self.replayed] + tuple(self._live))
+        """Everything recorded so far: the replayed entries, then the live ones
+        (`complete` False once a bound stopped the recording)."""
+        return Tape(entries=self._replay[:self.replayed] + tuple(self._live),
+                    complete=not self._stopped)
 
     def _next(self, read: str, kind: type[TapeEntry], nbytes: int = 0) -> TapeEntry | None:
         """The replayed entry answering a read of `kind` (`read` says what it is, for
@@ -117,15 +129,17 @@ class TapeRecorder:
         return entry
 
     def _keep(self, entry: TapeEntry) -> None:
-        """Record a live read.
-
-        Raises:
-            HostStop: `OutputLimitExceeded` past `MAX_ENTRIES` reads.
-        """
-        if self.replayed + len(self._live) >= MAX_ENTRIES:
-            raise HostStop(OutputLimitExceeded(
-                message=f"the run read clocks or randomness more than {MAX_ENTRIES} times, "
-                        "the most a recorded run (RunRequest.tape) may"))
+        """Record a live read, unless a bound stopped the recording (`MAX_ENTRIES`,
+        `MAX_TAPE_BYTES`): from the first read past one, nothing more is kept, so the
+        entries stay the run's reads in order, up to that point."""
+        if self._stopped:
+            return
+        size = len(entry.data) if isinstance(entry, RandomBytes) else 0
+        if self.replayed + len(self._live) >= MAX_ENTRIES \
+                or self._random_bytes + size > MAX_TAPE_BYTES:
+            self._stopped = True
+            return
+        self._random_bytes += size
         self._live.append(entry)
 
     def wall_clock(self) -> tuple[int, int]:
@@ -156,13 +170,14 @@ class TapeRecorder:
         """`wasi:random/random.get-random-bytes`: `nbytes` random bytes.
 
         Raises:
-            HostStop: `ReplayDiverged`, `OutputLimitExceeded` (see `_next`, `_keep`), or
-                `OutputLimitExceeded` for a read over `MAX_RANDOM_BYTES`.
+            HostStop: `ReplayDiverged` (see `_next`), or `OutputLimitExceeded` for a read
+                over `MAX_READ_BYTES`.
         """
-        if nbytes > MAX_RANDOM_BYTES:
+        if nbytes > MAX_READ_BYTES:
             raise HostStop(OutputLimitExceeded(
-                message=f"the program asked for {nbytes} random bytes at once, over the "
-                        f"{MAX_RANDOM_BYTES} a recorded run may read in one call"))
+                message=f"the program asked for {nbytes} random bytes at once; a run that "
+                        f"records its reads for a replay may ask for {MAX_READ_BYTES} at most "
+                        "(read them in smaller pieces)"))
         entry = self._next(f"{nbytes} random bytes", RandomBytes, nbytes)
         if isinstance(entry, RandomBytes):
             return entry.data

@@ -160,12 +160,35 @@ def test_a_run_without_a_tape_uses_the_plain_linker():
     assert runtime.shadowed_calls > before
 
 
-def test_a_recorded_run_past_the_entry_bound_ends_at_the_output_limit():
-    outcome = run("import time\nwhile True:\n    time.time()", Tape())
-    assert outcome.status == "limit"
-    assert isinstance(outcome.error, OutputLimitExceeded)
-    assert str(_tape.MAX_ENTRIES) in outcome.error.message
+def test_a_recorded_run_past_the_entry_bound_goes_on_unrecorded():
+    program = (f"import time\nfor _ in range({_tape.MAX_ENTRIES + 10}):\n    time.time()\n"
+               "print('done')")
+    outcome = run(program, Tape())
+    assert outcome.status == "ok" and outcome.stdout == "done\n"
+    assert outcome.tape is not None and not outcome.tape.complete
     assert len(outcome.tape.entries) == _tape.MAX_ENTRIES
+    # replaying an incomplete tape reads live past it and records nothing more
+    again = run(program, outcome.tape)
+    assert again.status == "ok" and again.tape == outcome.tape
+
+
+def test_random_bytes_past_the_byte_bound_stop_the_recording():
+    outcome = run("import os\nfor _ in range(5):\n    os.urandom(300_000)\nprint('ok')", Tape())
+    assert outcome.stdout == "ok\n"
+    assert outcome.tape is not None and not outcome.tape.complete
+    kept = sum(len(getattr(e, "data", b"")) for e in outcome.tape.entries)
+    assert kept <= _tape.MAX_TAPE_BYTES
+
+
+def test_one_read_past_the_read_bound_ends_the_run():
+    # The guest's libc reads 256 bytes at a time; a runtime a program tampered with could
+    # ask for more in one read, which the host would hold as 32-byte values.
+    recorder = _tape.TapeRecorder(Tape())
+    assert len(recorder.random_bytes(_tape.MAX_READ_BYTES)) == _tape.MAX_READ_BYTES
+    with pytest.raises(HostStop) as stopped:
+        recorder.random_bytes(_tape.MAX_READ_BYTES + 1)
+    assert isinstance(stopped.value.error, OutputLimitExceeded)
+    assert "read them in smaller pieces" in stopped.value.error.message
 
 
 # ---- the recorder alone ----------------------------------------------------------------
