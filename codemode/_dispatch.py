@@ -69,7 +69,7 @@ from codemode.pipeline import (
 from codemode.sandbox import PauseRun, SandboxLimits, Tape, _wire
 
 from ._rejections import rejection_code
-from ._replay import Exchange, RecordedCall, ReplayDiverged, RunRecord, divergence
+from ._replay import Exchange, RecordedCall, ReplayDiverged, RunRecord, describe, divergence
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -139,10 +139,13 @@ class Replay:
     Attributes:
         record: what the paused run recorded.
         decisions: by request id (`"<run id>:<n>"`), each used once.
+        requests: what each request showed the person (the tool and its arguments): a
+            decision applies only to the call it was shown for.
     """
 
     record: RunRecord
     decisions: dict[str, ApprovalDecision]
+    requests: dict[str, PendingApproval]
 
 
 class _RunApprovals:
@@ -157,6 +160,10 @@ class _RunApprovals:
         self._run_id = run_id
         self._slots = slots
         self._decisions = decisions
+
+    def decision_for(self, request_id: str) -> ApprovalDecision | None:
+        """The decision given for `request_id`, if any (not used up by looking)."""
+        return self._decisions.get(request_id)
 
     async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
         slot = self._slots.get(request.call_id)
@@ -213,7 +220,12 @@ class SubCallDispatcher:
         self._replay = replay
         self._answers = replay.record.answers() if replay is not None else {}
         self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
-        self._cancelled: set[int] = set()       # calls the program cancelled (its ids)
+        self.went_live = replay is None         # a resumed run: past the paused exchange
+        # A denial given to the resumption holds even if no rule asks about the call any
+        # more: a guard refuses the denied sub-calls by id (registered while the run lasts).
+        self._denied: dict[str, str] = {}
+        self._dispose_guard = session.guard(lambda execution: self._denied.get(
+            execution.call_id)) if replay is not None else (lambda: None)
         self._approvals = _RunApprovals(session, self.run_id, self._by_sub_call_id,
                                         dict(replay.decisions) if replay else {})
         self.exchanges: list[Exchange] = []     # this run's record so far
@@ -248,20 +260,23 @@ class SubCallDispatcher:
             self._check_replay(request, recorded)
             if len(self.exchanges) + 1 < len(record.exchanges):
                 return self._replay_exchange(request, recorded)
-            replies = self._go_live(request, recorded)     # the exchange the run paused in
+            refused = self._go_live(request, recorded)     # the exchange the run paused in
         else:
-            replies = self._accept(request.calls)
+            refused = self._accept(request.calls)
         for guest_id in request.cancel:
-            self._cancelled.add(guest_id)
             slot = self._by_guest_id.get(guest_id)
             if slot is not None:
                 slot.sub.signal.abort("cancelled by the program")
-        await self._wait(request)
+                if slot.deferred:        # it never ran and never will: answered at once
+                    slot.deferred = False
+                    slot.reply = _wire.SubCallResult(id=guest_id, ok=False, code="ABORTED",
+                                                     message="cancelled by the program")
+        await self._wait(request, refused)
         answered = [s for s in self._unreported if s.done.done() and not s.deferred]
         self._unreported = [s for s in self._unreported if s not in answered]
-        replies.extend(self._reply(s) for s in answered)
-        self.exchanges.append(self._exchange(request, replies))
-        return _wire.encoder.encode(_wire.BatchReply(results=replies)).decode()
+        exchange = self._exchange(request, refused, [self._reply(s) for s in answered])
+        self.exchanges.append(exchange)
+        return _wire.encoder.encode(_wire.BatchReply(results=exchange.answer())).decode()
 
     def _accept(self, calls: list[_wire.SubCall]) -> list[_wire.SubCallResult]:
         """Number and start the calls of a live exchange; the refused ones' replies."""
@@ -282,7 +297,8 @@ class SubCallDispatcher:
     def _next_n(self) -> int:
         return len(self._by_guest_id) + len(self._held) + 1
 
-    async def _wait(self, request: _wire.BatchRequest) -> None:
+    async def _wait(self, request: _wire.BatchRequest,
+                    refused: list[_wire.SubCallResult]) -> None:
         """Until a call the program waits for is answerable, `wait_s` passes, or the run
         must pause: the program has no timer of its own (`indefinite`), every call it waits
         for is deferred, and no other call is still running (its outcome is recorded
@@ -297,7 +313,7 @@ class SubCallDispatcher:
             running = [s.done for s in targets if not s.done.done()] or \
                 [s.done for s in self._unreported if not s.done.done()]
             if not running and request.indefinite:
-                self._pause(request)
+                self._pause(request, refused)
             if not running:
                 running = [self._loop.create_future()]    # nothing can settle: wait_s out
             remaining = deadline - self._loop.time()
@@ -305,25 +321,25 @@ class SubCallDispatcher:
                 return
             await asyncio.wait(running, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
 
-    def _pause(self, request: _wire.BatchRequest) -> None:
+    def _pause(self, request: _wire.BatchRequest, refused: list[_wire.SubCallResult]) -> None:
         """Stop the run here: record this exchange (unanswered) and the calls waiting.
 
         Raises:
             PauseRun: always.
         """
-        self.paused = [s for s in self._unreported
-                       if s.deferred and s.sub.guest_id not in self._cancelled]
-        self.exchanges.append(self._exchange(request, []))
+        self.paused = [s for s in self._unreported if s.deferred]
+        self.exchanges.append(self._exchange(request, refused, []))
         self._settled_at_pause = [self._reply(s) for s in self._unreported
                                   if s.done.done() and not s.deferred]
         raise PauseRun(f"waiting for approval of {len(self.paused)} tool call"
                        f"{'s' if len(self.paused) != 1 else ''}")
 
-    def _exchange(self, request: _wire.BatchRequest,
+    def _exchange(self, request: _wire.BatchRequest, refused: list[_wire.SubCallResult],
                   replies: list[_wire.SubCallResult]) -> Exchange:
         calls = tuple(RecordedCall(id=c.id, name=c.name, args=bytes(c.args).decode(),
                                    invalid=c.invalid) for c in request.calls)
-        return Exchange(calls=calls, cancel=tuple(request.cancel), replies=tuple(replies))
+        return Exchange(calls=calls, cancel=tuple(request.cancel), refused=tuple(refused),
+                        replies=tuple(replies))
 
     def record(self, code: str, limits: SandboxLimits, tape: Tape | None) -> RunRecord:
         """The record of a run that paused (after `PauseRun`)."""
@@ -350,29 +366,37 @@ class SubCallDispatcher:
         why = divergence(len(self.exchanges) + 1, request.calls, request.cancel, recorded,
                          self._next_n())
         if why is not None:
-            self.diverged = why
-            raise ReplayDiverged(f"replay diverged at {why}; no tool ran")
+            self._diverge(why)
+
+    def _diverge(self, why: str) -> None:
+        """Raises:
+            ReplayDiverged: always, after noting `why` for the run's result."""
+        self.diverged = why
+        raise ReplayDiverged(f"replay diverged at {why}; no tool ran")
 
     def _replay_exchange(self, request: _wire.BatchRequest, recorded: Exchange) -> str:
         """Answer an exchange the paused run completed, from its record."""
         for wire_call in request.calls:
             self._take_recorded(wire_call)
-        self._cancelled.update(request.cancel)
         for reply in recorded.replies:
             slot = self._by_guest_id.get(reply.id)
             if slot is not None and slot in self._unreported:
                 self._unreported.remove(slot)
         self.exchanges.append(recorded)
-        return _wire.encoder.encode(_wire.BatchReply(results=list(recorded.replies))).decode()
+        return _wire.encoder.encode(_wire.BatchReply(results=recorded.answer())).decode()
 
-    def _take_recorded(self, wire_call: _wire.SubCall) -> None:
+    def _take_recorded(self, wire_call: _wire.SubCall) -> _wire.SubCallResult | None:
         """A replayed call: answered from the record if it settled, else held until the
-        replay reaches the exchange the run paused in (a call waiting for approval)."""
+        replay reaches the exchange the run paused in (a call waiting for approval). A
+        reused id is refused unnumbered, as the first run refused it: its refusal."""
+        if wire_call.id in self._by_guest_id or any(h.id == wire_call.id for h, _ in self._held):
+            return _wire.SubCallResult(id=wire_call.id, ok=False, code="TOOL_ERROR",
+                                       message=f"sub-call id {wire_call.id} was already used")
         n = self._next_n()
         answer = self._answers.get(wire_call.id)
         if answer is None:
             self._held.append((wire_call, n))
-            return
+            return None
         sub = self._sub_call(wire_call, n)
         done: asyncio.Future[None] = self._loop.create_future()
         done.set_result(None)
@@ -388,34 +412,45 @@ class SubCallDispatcher:
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
                 sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
                 replayed_from=replayed_from or sub.sub_call_id))
+        return None
 
     def _go_live(self, request: _wire.BatchRequest,
                  recorded: Exchange) -> list[_wire.SubCallResult]:
         """The exchange the paused run stopped in: its settled calls are answered from the
-        record; the held calls and this exchange's others run live, in call order (the
-        approved ones with their decision). Returns no refusals (the check saw the ids)."""
-        for wire_call in request.calls:
-            self._take_recorded(wire_call)
+        record; the held calls run live, in call order, once each is checked against the
+        request the person decided on (the same tool and arguments). Returns the refusals
+        of reused ids.
+
+        Raises:
+            ReplayDiverged: a held call is not the one a request showed, or a request has
+                no call here.
+        """
+        assert self._replay is not None
+        refused = [r for r in map(self._take_recorded, request.calls) if r is not None]
+        requests = dict(self._replay.requests)
+        for wire_call, n in self._held:
+            shown = requests.pop(f"{self.run_id}:{n}", None)
+            if shown is None or shown.tool_name != wire_call.name or \
+                    msgspec.json.encode(msgspec.json.decode(bytes(wire_call.args))) != \
+                    msgspec.json.encode(shown.arguments):
+                self._diverge(f"sub-call {n}: the program called {describe(wire_call)}, "
+                              + ("which no request of the paused run showed" if shown is None
+                                 else f"where the request {shown.id} showed "
+                                      f"{shown.tool_name}({msgspec.json.encode(shown.arguments).decode()})"))
+        if requests:
+            self._diverge(f"the paused run's request {next(iter(requests))} has no call "
+                          "where the run paused")
         held, self._held = self._held, []
         self._replay = None
-        self._cancelled.update(request.cancel)
+        self.went_live = True
         for wire_call, n in held:
-            if wire_call.id in self._cancelled:       # the program gave up on it: never run
-                self._settle_unrun(wire_call, n)
-            else:
-                self._start_live(wire_call, n)
-        return []
-
-    def _settle_unrun(self, wire_call: _wire.SubCall, n: int) -> None:
-        """A call waiting for approval that the program cancelled before the pause: it
-        is answered `ABORTED` and never runs (its `tool/code-dispatch` is the first run's)."""
-        done: asyncio.Future[None] = self._loop.create_future()
-        done.set_result(None)
-        reply = _wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
-                                    message="cancelled by the program")
-        slot = _Slot(sub=self._sub_call(wire_call, n), done=done, reply=reply)
-        self._by_guest_id[wire_call.id] = slot
-        self._unreported.append(slot)
+            decision = self._approvals.decision_for(f"{self.run_id}:{n}")
+            if decision is not None and not decision.approved:
+                because = f": {decision.reason}" if isinstance(decision.reason, str) else ""
+                self._denied[f"{self._outer.execution.call_id}:code:{n}"] = (
+                    f'the user rejected tool "{wire_call.name}"{because}')
+            self._start_live(wire_call, n)
+        return refused
 
     # ---- live calls --------------------------------------------------------------------
 
@@ -528,6 +563,7 @@ class SubCallDispatcher:
         pipeline (the finalizer and `tools/result` run for it, as after crash repair) and
         logged; its body is left to finish on its own, its result discarded."""
         self._run_signal.abort("settled")
+        self._dispose_guard()
         hanging = await self._scheduler.drain(
             abandon_after_s=ABANDON_AFTER_S,
             abandon_error=lambda: OutcomeUnknownError(ABANDONED_MESSAGE))

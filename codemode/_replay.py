@@ -18,7 +18,7 @@ from codemode.pipeline import HarnessError
 from codemode.sandbox import SandboxLimits, Tape, _wire
 
 
-class RecordedCall(msgspec.Struct, frozen=True, kw_only=True):
+class RecordedCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One sub-call as the program sent it.
 
     Attributes:
@@ -34,12 +34,19 @@ class RecordedCall(msgspec.Struct, frozen=True, kw_only=True):
     invalid: str | None = None
 
 
-class Exchange(msgspec.Struct, frozen=True, kw_only=True):
-    """One `dispatch` from the program: what it sent and what it was answered."""
+class Exchange(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One `dispatch` from the program: what it sent and what it was answered: `refused`
+    (calls refused unnumbered: a reused id, a run already over), then `replies` (outcomes
+    of calls). Empty fields are left out of the JSON (a program may poll many times)."""
 
     calls: tuple[RecordedCall, ...] = ()
     cancel: tuple[int, ...] = ()
+    refused: tuple[_wire.SubCallResult, ...] = ()
     replies: tuple[_wire.SubCallResult, ...] = ()
+
+    def answer(self) -> list[_wire.SubCallResult]:
+        """The reply the program got, in order."""
+        return [*self.refused, *self.replies]
 
 
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,11 +99,11 @@ def describe(call: RecordedCall | _wire.SubCall) -> str:
 def divergence(position: int, sent: list[_wire.SubCall], cancel: list[int],
                recorded: Exchange, first_n: int) -> str | None:
     """Why the program's exchange number `position` (from 1) differs from `recorded`, or
-    None when it asks for the same calls, in the same order, with the same arguments
-    (compared as JSON values) and cancels the same ones. `first_n` numbers its first call."""
+    None when it asks for the same calls, in the same order, with the same arguments (the
+    same JSON text: `1` and `true` differ) and cancels the same ones. `first_n` numbers
+    its first call."""
     for offset, (call, want) in enumerate(zip(sent, recorded.calls, strict=False)):
-        same_args = bytes(call.args) == want.args.encode() or _same_json(bytes(call.args),
-                                                                         want.args)
+        same_args = bytes(call.args) == want.args.encode()
         if call.id != want.id or call.name != want.name or not same_args \
                 or (call.invalid or None) != (want.invalid or None):
             return (f"sub-call {first_n + offset}: the program called {describe(call)} where "
@@ -114,10 +121,3 @@ def divergence(position: int, sent: list[_wire.SubCall], cancel: list[int],
         return (f"exchange {position}: the program cancelled calls {sorted(cancel)} where the "
                 f"log holds {sorted(recorded.cancel)}")
     return None
-
-
-def _same_json(raw: bytes, text: str) -> bool:
-    try:
-        return bool(msgspec.json.decode(raw) == msgspec.json.decode(text))
-    except msgspec.DecodeError:
-        return False

@@ -293,11 +293,10 @@ class CodeMode:
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
-        replay, run_id = _replay_of(ctx.resumption), ctx.execution.call_id
+        replay, run_id = _replay_of(ctx.resumption, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
-            run_id, code, limits = ctx.resumption.run_id, replay.record.code, replay.record.limits
-            tape = replay.record.tape
+            run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay)
@@ -320,10 +319,19 @@ class CodeMode:
         finally:
             dispose()
             await dispatcher.drain()
+        if not dispatcher.went_live and outcome.status != "paused":
+            # The resumed program ended (or diverged) before it reached the calls it paused
+            # on: nothing ran, so the run stays paused and may be resumed again.
+            self._suspend_again(args, ctx)
+            raise ReplayDiverged(
+                "code run failed (replay-diverged): the resumed program did not repeat the "
+                f"paused run ({_why_diverged(dispatcher, outcome)}); no tool ran, and the run "
+                "is still paused: resume it again once the program's tools are the same")
         if dispatcher.diverged is not None or _diverged(outcome):
-            why = dispatcher.diverged or (outcome.error.message if outcome.error else "")
-            raise ReplayDiverged(f"code run failed (replay-diverged): the resumed program did "
-                                 f"not repeat the paused run: {why}; no tool ran past that point")
+            raise ReplayDiverged(
+                "code run failed (replay-diverged): the resumed program did not repeat the "
+                f"paused run ({_why_diverged(dispatcher, outcome)}) after the approved calls "
+                "ran")
         if outcome.status == "paused":
             return self._suspend(args, ctx, run_id, dispatcher, outcome, request)
         return self._value(outcome, dispatcher)
@@ -334,6 +342,16 @@ class CodeMode:
         if self.resumable is not None:
             return self.resumable
         return not self.session.has_approver(agent)
+
+    def _suspend_again(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """Log the resumption's suspension again, unchanged, so that it can be resumed."""
+        resumption = ctx.resumption
+        assert resumption is not None
+        agent = ctx.execution.agent
+        self.session.log.append(events.ToolSuspended(
+            run_id=resumption.run_id, call_id=ctx.execution.call_id, name=RUN_CODE,
+            arguments=dict(args), requests=resumption.requests, state=resumption.state,
+            agent=agent if agent is not None else UNSET))
 
     def _suspend(self, args: dict[str, Any], ctx: RunContext, run_id: str,
                  dispatcher: SubCallDispatcher, outcome: RunOutcome,
@@ -367,15 +385,29 @@ class CodeMode:
         return value
 
 
-def _replay_of(resumption: Resumption | None) -> Replay | None:
-    """The replay a resumption asks for, its state checked (a corrupt state is refused)."""
+def _replay_of(resumption: Resumption | None, code: str) -> Replay | None:
+    """The replay a resumption asks for, its state checked: a state that does not decode,
+    or holds another program than the call's `code`, is refused."""
     if resumption is None:
         return None
     try:
         record = msgspec.convert(resumption.state, RunRecord)
     except msgspec.ValidationError as exc:
         raise ReplayDiverged(f"the paused run's record cannot be read: {exc}") from None
-    return Replay(record=record, decisions={d.id: d for d in resumption.decisions})
+    if record.code != code:
+        raise ReplayDiverged("the paused run's record holds another program than its call")
+    return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
+                  requests={r.id: r for r in resumption.requests})
+
+
+def _why_diverged(dispatcher: SubCallDispatcher, outcome: RunOutcome) -> str:
+    """What the resumed program did differently, in a few words."""
+    if dispatcher.diverged is not None:
+        return dispatcher.diverged
+    error = outcome.error
+    if error is None:
+        return "it ended before it reached the calls it paused on"
+    return f"{getattr(error, 'type', error.kind)}: {error.message}"
 
 
 def _diverged(outcome: RunOutcome) -> bool:

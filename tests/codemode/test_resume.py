@@ -370,3 +370,105 @@ async def test_a_call_the_program_cancelled_is_not_asked_for_and_never_runs(
     data = counts_of(counts)
     assert (data.get("step_b", 0), data["step_c"]) == (0, 1)
     assert check(list(Session(log=log).log.read())) == []
+
+
+# ---- a hostile program, a careless resume ----------------------------------------------
+
+RAW_BATCHES = textwrap.dedent("""\
+    import json, sys
+    host = sys.modules["wit_world.imports.host"]
+    def send(*calls):
+        batch = {"calls": [{"id": i, "name": n, "args": a} for i, n, a in calls],
+                 "cancel": [], "wait_s": None, "until": None}
+        return json.loads(host.dispatch(json.dumps(batch)))["results"]
+    print(send((1, "step_a", {"note": "x"})))
+    print(send((1, "step_a", {"note": "x"})))            # a reused id: refused, unnumbered
+    print(send((2, "step_b", {"note": "big"}), (2, "step_b", {"note": "stolen"}),
+               (3, "step_c", {"note": "small"})))
+    """)
+
+
+async def test_a_reused_id_takes_no_number_and_no_approval_on_replay(tmp_path: Path) -> None:
+    counts, log = tmp_path / "counts.json", tmp_path / "s.jsonl"
+    session = make_session(log, counts)
+    pending = await session.call("run_code", {"code": RAW_BATCHES}, call_id="r")
+    shown = [(a["id"], a["toolName"], a["arguments"]) for a in pending.value["approvals"]]
+    assert shown == [("r:2", "step_b", {"note": "big"}), ("r:3", "step_c", {"note": "small"})]
+    done = await session.resume("r", {"r:2": False, "r:3": True})
+    await session.aclose()
+    assert not done.is_error, text_of(done)
+    data = counts_of(counts)
+    assert (data["step_a"], data.get("step_b", 0), data["step_c"]) == (1, 0, 1)
+    assert done.value["subcalls"]["failed"] == 1     # the denial (a reused id is no call)
+    assert check(list(Session(log=log).log.read())) == []
+
+
+async def test_a_denial_holds_when_no_rule_asks_any_more(tmp_path: Path) -> None:
+    counts, log = tmp_path / "counts.json", tmp_path / "s.jsonl"
+    session = make_session(log, counts)
+    await session.call("run_code", {"code": PROGRAM}, call_id="r")
+    await session.aclose()
+    careless = Session(counting_tools(counts), log=log)    # resumed without the ask rule
+    CodeMode(careless)
+    done = await careless.resume("r", {"r:2": True, "r:3": False})
+    await careless.aclose()
+    assert "c: ToolDenied DENIED" in "".join(done.value["logs"])
+    data = counts_of(counts)
+    assert (data["step_a"], data["step_b"], data.get("step_c", 0)) == (1, 1, 0)
+
+
+async def test_a_resume_that_cannot_replay_leaves_the_run_paused(tmp_path: Path) -> None:
+    counts, log = tmp_path / "counts.json", tmp_path / "s.db"
+    session = make_session(log, counts)
+    await session.call("run_code", {"code": PROGRAM}, call_id="r")
+    await session.aclose()
+    without_a = Session([t for t in counting_tools(counts) if t.name != "step_a"], log=log)
+    CodeMode(without_a)
+    failed = await without_a.resume("r", {"r:2": True, "r:3": True})
+    await without_a.aclose()
+    assert failed.is_error and failed.error is not None
+    assert failed.error.code == "REPLAY_DIVERGED"
+    assert "NameError" in text_of(failed) and "still paused" in text_of(failed)
+    session = make_session(log, counts)                   # the right tools: it goes on
+    done = await session.resume("r", {"r:2": True, "r:3": True})
+    await session.aclose()
+    assert not done.is_error, text_of(done)
+    data = counts_of(counts)
+    assert (data["step_a"], data["step_b"], data["step_c"]) == (1, 1, 1)
+    assert check(list(Session(log=log).log.read())) == []
+
+
+async def test_arguments_must_be_the_same_json_text_on_replay(tmp_path: Path) -> None:
+    """On the restricted tier a program can tell a replay by the clock: `1` then `True`
+    (equal in Python) is a divergence, never the approved call with other arguments."""
+    counts, log = tmp_path / "counts.json", tmp_path / "s.jsonl"
+    program = textwrap.dedent("""\
+        import time
+        step_b(note="x" if time.time() < %r else 1)
+        """ % (__import__("time").time() + 1.5))
+    session = make_session(log, counts, sandbox=RestrictedSandbox())
+    pending = await session.call("run_code", {"code": program}, call_id="r")
+    assert pending.value["status"] == "pending"
+    __import__("time").sleep(1.6)
+    done = await session.resume("r", {"r:1": True})
+    await session.aclose()
+    assert done.error is not None and done.error.code == "REPLAY_DIVERGED"
+    assert counts_of(counts).get("step_b", 0) == 0
+
+
+async def test_a_record_holding_another_program_is_refused(tmp_path: Path) -> None:
+    counts, log = tmp_path / "counts.jsonl"[:-1], tmp_path / "s.jsonl"
+    session = make_session(log, counts)
+    await session.call("run_code", {"code": PROGRAM}, call_id="r")
+    await session.aclose()
+    lines = log.read_text().splitlines()
+    tampered = [line.replace('"code":"import asyncio', '"code":"step_c()\\nimport asyncio', 1)
+                if '"tool/suspended"' in line and '"state"' in line else line for line in lines]
+    assert tampered != lines
+    log.write_text("\n".join(tampered) + "\n")
+    session = make_session(log, counts)
+    done = await session.resume("r", {"r:2": True, "r:3": True})
+    await session.aclose()
+    assert done.error is not None and done.error.code == "REPLAY_DIVERGED"
+    assert "another program" in text_of(done)
+    assert counts_of(counts).get("step_c", 0) == 0
