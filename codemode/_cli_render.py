@@ -69,12 +69,14 @@ def failure_text(report: RunReport) -> str:
     return text
 
 
-def _arguments_text(arguments: Any) -> str:
+def _arguments_text(arguments: Any, *, whole: bool = False) -> str:
+    """`k=<JSON>, ...` on one line, cut to a table cell unless `whole`."""
     if isinstance(arguments, dict):
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
     else:
         text = json.dumps(arguments, ensure_ascii=False)
-    return _cut(" ".join(text.split()))
+    text = " ".join(text.split())
+    return text if whole else _cut(text)
 
 
 def pending_text(report: RunReport, resume: str | None) -> str:
@@ -96,8 +98,8 @@ def pending_text(report: RunReport, resume: str | None) -> str:
     count = len(report.approvals)
     lines = [f"codemode: paused: waiting for approval of {count} tool call"
              f"{'s' if count != 1 else ''} (run {report.run_id})"]
-    for request in report.approvals:
-        line = f"  {request.id}  {request.tool}({_arguments_text(request.arguments)})"
+    for request in report.approvals:    # whole: the person approves every argument
+        line = f"  {request.id}  {request.tool}({_arguments_text(request.arguments, whole=True)})"
         if request.reason:
             line += f"  reason: {request.reason}"
         lines.append(line)

@@ -158,7 +158,7 @@ def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
     """A paused run: what it waits on, and that it goes on by itself once decided."""
     approvals = value.get("approvals", [])
     lines = [f"The program is paused (run {value.get('run_id')}): {len(approvals)} tool call"
-             f"{'s' if len(approvals) != 1 else ''} need a person's approval:"]
+             f"{'s need' if len(approvals) != 1 else ' needs'} a person's approval:"]
     for request in approvals:
         arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
         reason = f" ({request['reason']})" if request.get("reason") else ""

@@ -76,7 +76,7 @@ def _options(
 
 
 def _usage_error(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
