@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from ._errors import ResumeError
-from .events import ApprovalDecision, PendingApproval, ToolResumed, ToolSuspended
+from .events import ApprovalDecision, PendingApproval, ToolResult, ToolResumed, ToolSuspended
 
 __all__ = ["Resumption", "find_suspension", "normalize_decisions"]
 
@@ -70,8 +70,17 @@ def normalize_decisions(
     return tuple(by_id[r.id] for r in requests)
 
 
+CRASHED = "TOOL_OUTCOME_UNKNOWN"
+"""The code crash repair gives a call that never got its result: a resumption whose call
+ended so did not use its suspension up (`find_suspension`)."""
+
+
 def find_suspension(events: Iterable[Any], run_id: str) -> tuple[ToolSuspended, int]:
     """The latest ``tool/suspended`` of ``run_id`` and how many times the run was resumed.
+
+    A resumption whose call crashed (crash repair answered it ``TOOL_OUTCOME_UNKNOWN``)
+    does not use the suspension: it may be resumed again (the approved calls that ran
+    before the crash may run again, with the same idempotency keys).
 
     Raises:
         ResumeError: the log has no suspension of ``run_id``, or its latest one was
@@ -80,14 +89,22 @@ def find_suspension(events: Iterable[Any], run_id: str) -> tuple[ToolSuspended, 
     latest: ToolSuspended | None = None
     resumed = 0
     consumed = False
+    resuming: str | None = None         # the call id of the latest resumption
     for event in events:
         if isinstance(event, ToolSuspended) and event.run_id == run_id:
             latest, consumed = event, False
         elif isinstance(event, ToolResumed) and event.run_id == run_id:
             resumed += 1
-            consumed = True
+            consumed, resuming = True, event.call_id
+        elif isinstance(event, ToolResult) and resuming is not None \
+                and event.call_id == resuming and _crashed(event):
+            consumed = False
     if latest is None:
         raise ResumeError(f"the log holds no suspended run {run_id!r}")
     if consumed:
         raise ResumeError(f"run {run_id!r} was already resumed; an approval is used once")
     return latest, resumed
+
+
+def _crashed(result: ToolResult) -> bool:
+    return result.error is not msgspec.UNSET and result.error.code == CRASHED

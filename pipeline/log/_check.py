@@ -28,7 +28,8 @@ The invariants:
 - a ``tool/code-replayed`` sits inside an open turn (``DISPATCH_OUTSIDE_TURN``) with
   non-empty ids (``EMPTY_ID``);
 - a ``tool/resumed`` consumes the latest ``tool/suspended`` of its run id, once
-  (``RESUME_WITHOUT_SUSPEND``: none, or that suspension was already resumed);
+  (``RESUME_WITHOUT_SUSPEND``: none, or that suspension was already resumed); a resuming
+  call that crash repair answered ``TOOL_OUTCOME_UNKNOWN`` gives it back;
 - a complete log (``complete=True``, the default) ends with no turn open
   (``UNCLOSED_TURN``, and the calls and sub-calls still open are reported too). A log
   that is still being written, or that crashed and was not reopened, is checked with
@@ -121,6 +122,7 @@ class LogChecker:
         self._running: dict[str, CodeDispatchStart] = {}  # started, not settled
         self._turn_starts: list[str] = []  # sub-calls started in the open turn
         self._suspended: set[str] = set()  # run ids whose latest suspension awaits resume
+        self._resuming: dict[str, str] = {}  # resuming call id -> its run id
 
     def feed(self, event: Event) -> list[Violation]:
         found = self.violations(event)
@@ -308,6 +310,10 @@ class LogChecker:
         elif isinstance(event, ToolResult):
             waiting = self._open_step(event.turn, event.step)
             call_id = _result_call_id(event)
+            run_id = self._resuming.pop(call_id, None)
+            if run_id is not None and event.error is not msgspec.UNSET \
+                    and event.error.code == "TOOL_OUTCOME_UNKNOWN":
+                self._suspended.add(run_id)     # a crashed resumption gives it back
             if waiting is not None:
                 if waiting[call_id] > 1:
                     waiting[call_id] -= 1
@@ -325,6 +331,7 @@ class LogChecker:
             self._suspended.add(event.run_id)
         elif isinstance(event, ToolResumed):
             self._suspended.discard(event.run_id)
+            self._resuming[event.call_id] = event.run_id
 
     def finish(self) -> list[Violation]:
         """What a complete log must not leave open: the open turn (``UNCLOSED_TURN``, at its

@@ -177,3 +177,26 @@ async def test_only_a_resumable_tool_is_resumed(tmp_path: Any) -> None:
         requests=(PendingApproval(id="r:1", tool_name="plain", arguments={}),)))
     with pytest.raises(ResumeError, match="not resumable"):
         await session.resume("r", {"r:1": True})
+
+
+async def test_a_resumption_that_crashed_gives_the_suspension_back(tmp_path: Any) -> None:
+    path = tmp_path / "s.jsonl"
+    seen: list[Any] = []
+    session = Session(log=path)
+    session.register(resumable_tool(session, seen))
+    await session.call("job", {}, call_id="r")
+    # a resumption that dies mid-call: its tool/call is logged, its result never is
+    session.log.append(events.ToolResumed(run_id="r", call_id="r:resume:1", decisions=()))
+    session.begin_turn()
+    session.log.append(events.StepStart(turn=2, step=9))
+    session.log.append(events.ToolCall(turn=2, step=9, call_id="r:resume:1", name="job",
+                                       arguments="{}"))
+    session.log.close()                                   # the process is gone
+
+    reopened = Session(log=path)                          # crash repair answers the call
+    reopened.register(resumable_tool(reopened, seen))
+    done = await reopened.resume("r", {"r:1": True})
+    assert done.value == {"status": "done", "approved": [True]}
+    assert seen[-1][0] == "r:resume:2"
+    reopened.close()
+    assert check(list(Session(log=path).log.read())) == []
