@@ -219,7 +219,8 @@ class CodeMode:
         expose: names of the tools exposed to programs (default: every visible tool).
         resumable: whether runs record what they read from clocks and randomness, so that a
             run paused for approval replays exactly (about 0.2 ms more per run on the wasm
-            tier). Default (None): when the session has no approver, since then every `ask`
+            tier, and no prepared instance from the pool). Default (None): when the session has a `tools/pre-execute` listener (what
+            may answer `ask`: a policy's rules) and no approver, since then every `ask`
             pauses the run; set True when an approver is mounted but rules may say
             `defer = true`. A run that pauses unrecorded still resumes: its calls replay,
             and a program whose calls depend on the time or randomness may then stop with
@@ -338,10 +339,11 @@ class CodeMode:
 
     def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
-        (`resumable`, default: when the session has no approver, so every `ask` defers)."""
+        (`resumable`; default: when something may ask for approval and nobody can answer,
+        so that every `ask` defers)."""
         if self.resumable is not None:
             return self.resumable
-        return not self.session.has_approver(agent)
+        return self.session.may_ask(agent) and not self.session.has_approver(agent)
 
     def _suspend_again(self, args: dict[str, Any], ctx: RunContext) -> None:
         """Log the resumption's suspension again, unchanged, so that it can be resumed."""

@@ -332,6 +332,11 @@ class Session:
     def approval(self, channel: ApprovalChannel | None) -> None:
         self._approval = channel
 
+    def may_ask(self, agent: str | None = None) -> bool:
+        """Whether a call by ``agent`` can need an approval now: a ``tools/pre-execute``
+        listener (the only source of ``Ask``) is registered in the agent's scope chain."""
+        return bool(self._registry.pre_execute.listeners(self.scope_chain(agent)))
+
     def has_approver(self, agent: str | None = None) -> bool:
         """Whether an ``Ask`` for ``agent`` reaches a decider now: a channel of the caller's
         own is mounted, or the default service with policy ``"never"``, or with at least

@@ -472,3 +472,21 @@ async def test_a_record_holding_another_program_is_refused(tmp_path: Path) -> No
     assert done.error is not None and done.error.code == "REPLAY_DIVERGED"
     assert "another program" in text_of(done)
     assert counts_of(counts).get("step_c", 0) == 0
+
+
+async def test_runs_record_only_when_they_can_pause(tmp_path: Path) -> None:
+    recorded: list[bool] = []
+
+    class Watched(WasmSandbox):
+        def run(self, request: Any, dispatch: Any, cancel: Any = None) -> Any:
+            recorded.append(request.tape is not None)
+            return super().run(request, dispatch, cancel)
+
+    session = Session(counting_tools(tmp_path / "counts.json"))
+    CodeMode(session, sandbox=Watched())
+    await session.call("run_code", {"code": "1"})          # nothing may ask: cannot pause
+    session.on("tools/pre-execute", ask_for("step_b"))
+    await session.call("run_code", {"code": "1"})          # may ask, nobody answers
+    session.mount_approval("never")
+    await session.call("run_code", {"code": "1"})          # an approver decides at once
+    assert recorded == [False, True, False]
