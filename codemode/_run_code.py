@@ -219,12 +219,12 @@ class CodeMode:
         expose: names of the tools exposed to programs (default: every visible tool).
         resumable: whether runs record what they read from clocks and randomness, so that a
             run paused for approval replays exactly (about 0.2 ms more per run on the wasm
-            tier, and no prepared instance from the pool). Default (None): when the session has a `tools/pre-execute` listener (what
-            may answer `ask`: a policy's rules) and no approver, since then every `ask`
-            pauses the run; set True when an approver is mounted but rules may say
-            `defer = true`. A run that pauses unrecorded still resumes: its calls replay,
-            and a program whose calls depend on the time or randomness may then stop with
-            `REPLAY_DIVERGED`.
+            tier, and no prepared instance from the pool). Default (None): when the session
+            has a `tools/pre-execute` listener (what may answer `ask`: a policy's rules) and
+            no approver, since then every `ask` pauses the run; set True when an approver
+            is mounted but rules may say `defer = true`. A run that pauses unrecorded still
+            resumes: its calls replay, and a program whose calls depend on the time or
+            randomness may then stop with `REPLAY_DIVERGED`.
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
