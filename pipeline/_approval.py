@@ -95,19 +95,7 @@ class ApprovalService:
         self._ids = itertools.count(1)
 
     async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
-        if not self._turn_open():
-            raise ApprovalError(
-                f'approval for tool "{request.tool_name}" was requested outside an open turn'
-            )
-        approval_id = f"approval_{next(self._ids)}"
-        self._append(
-            ApprovalAsked(
-                id=approval_id,
-                tool_name=request.tool_name,
-                call_id=request.call_id,
-                reason=request.reason if request.reason is not None else msgspec.UNSET,
-            )
-        )
+        approval_id = self._asked(request)
         outcome = await self._decide(request)
         self._append(ApprovalDecided(
             id=approval_id,
@@ -124,6 +112,18 @@ class ApprovalService:
         Raises:
             ApprovalError: no turn is open.
         """
+        approval_id = self._asked(request)
+        if self.policy == "never":
+            outcome = "rejected"
+        self._append(ApprovalDecided(id=approval_id, outcome=outcome))
+        return outcome
+
+    def _asked(self, request: ApprovalRequest) -> str:
+        """Log ``approval/asked`` for ``request``; its approval id.
+
+        Raises:
+            ApprovalError: no turn is open.
+        """
         if not self._turn_open():
             raise ApprovalError(
                 f'approval for tool "{request.tool_name}" was requested outside an open turn'
@@ -137,10 +137,7 @@ class ApprovalService:
                 reason=request.reason if request.reason is not None else msgspec.UNSET,
             )
         )
-        if self.policy == "never":
-            outcome = "rejected"
-        self._append(ApprovalDecided(id=approval_id, outcome=outcome))
-        return outcome
+        return approval_id
 
     async def _decide(self, request: ApprovalRequest) -> str | ApprovalAnswer:
         if self.policy == "never":
