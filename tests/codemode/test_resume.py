@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from codemode import CodeMode, Session, events, tool
@@ -438,22 +439,19 @@ async def test_a_resume_that_cannot_replay_leaves_the_run_paused(tmp_path: Path)
     assert check(list(Session(log=log).log.read())) == []
 
 
-async def test_arguments_must_be_the_same_json_text_on_replay(tmp_path: Path) -> None:
-    """On the restricted tier a program can tell a replay by the clock: `1` then `True`
-    (equal in Python) is a divergence, never the approved call with other arguments."""
-    counts, log = tmp_path / "counts.json", tmp_path / "s.jsonl"
-    program = textwrap.dedent("""\
-        import time
-        step_b(note="x" if time.time() < %r else 1)
-        """ % (__import__("time").time() + 1.5))
-    session = make_session(log, counts, sandbox=RestrictedSandbox())
-    pending = await session.call("run_code", {"code": program}, call_id="r")
-    assert pending.value["status"] == "pending"
-    __import__("time").sleep(1.6)
-    done = await session.resume("r", {"r:1": True})
-    await session.aclose()
-    assert done.error is not None and done.error.code == "REPLAY_DIVERGED"
-    assert counts_of(counts).get("step_b", 0) == 0
+def test_arguments_must_be_the_same_json_text_on_replay() -> None:
+    """`1` and `true` are equal in Python, not in JSON: a replayed call sending the other
+    is a divergence, never the recorded call with other arguments."""
+    from codemode._replay import Exchange, RecordedCall, divergence
+    from codemode.sandbox import _wire
+
+    recorded = Exchange(calls=(RecordedCall(id=1, name="step_b", args='{"note":1}'),))
+    same = _wire.SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":1}'))
+    other = _wire.SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":true}'))
+    assert divergence(1, [same], [], recorded, 1) is None
+    why = divergence(1, [other], [], recorded, 1)
+    assert why == ('sub-call 1: the program called step_b({"note":true}) where the log holds '
+                   'step_b({"note":1})')
 
 
 async def test_a_record_holding_another_program_is_refused(tmp_path: Path) -> None:
