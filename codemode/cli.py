@@ -75,6 +75,39 @@ def _options(
     """Options of `codemode` itself (the group's help is the Typer's)."""
 
 
+_JSON_REPORT = typer.Option(
+    False, "--json",
+    help="Print a JSON report on stdout (with the program's output) and nothing else.")
+_TABLE = typer.Option(
+    None, "--table/--no-table",
+    help="Draw the card and sub-call table on stderr (default: when it is a terminal).")
+_LOG = typer.Option(
+    None, "--log", metavar="FILE",
+    help="Append the session's events to this file (.db or .jsonl) in an existing directory.")
+
+
+def _check_log_directory(log: Path | None) -> None:
+    """Raises:
+        typer.BadParameter: `--log` names a file in a directory that does not exist."""
+    if log is not None and not log.parent.is_dir():
+        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
+                                 param_hint="'--log'")
+
+
+def _load_policy(policy: Path | None) -> Policy | None:
+    """The policy file loaded, or None without one.
+
+    Raises:
+        typer.Exit: 2, after printing why the file is not a valid policy."""
+    if policy is None:
+        return None
+    try:
+        return Policy.load(policy)
+    except PolicyError as exc:
+        err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+
+
 def _usage_error(message: str) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
@@ -241,42 +274,19 @@ def run(
     fuel: int | None = typer.Option(
         None, "--fuel", metavar="N",
         help="Fuel budget of the run in wasm fuel units (default none, or the policy's)."),
-    log: Path | None = typer.Option(
-        None, "--log", metavar="FILE",
-        help="Append the session's events to this file (.db or .jsonl) in an existing "
-             "directory."),
-    as_json: bool = typer.Option(
-        False, "--json",
-        help="Print a JSON report on stdout (with the program's output) and nothing else."),
-    table: bool | None = typer.Option(
-        None, "--table/--no-table",
-        help="Draw the card and sub-call table on stderr (default: when it is a terminal)."),
+    log: Path | None = _LOG,
+    as_json: bool = _JSON_REPORT,
+    table: bool | None = _TABLE,
 ) -> None:
     """`codemode run` (its help is `_RUN_HELP`)."""
-    loaded = None
-    if policy is not None:
-        try:
-            loaded = Policy.load(policy)
-        except PolicyError as exc:
-            err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(2) from None
+    loaded = _load_policy(policy)
     limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
-    if log is not None and not log.parent.is_dir():
-        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
-                                 param_hint="'--log'")
+    _check_log_directory(log)
     source, title = _read_program(program)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
              as_json=as_json, table=table, policy_path=policy)
 
 
-def _load_policy(policy: Path | None) -> Policy | None:
-    if policy is None:
-        return None
-    try:
-        return Policy.load(policy)
-    except PolicyError as exc:
-        err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from None
 
 
 @app.command(cls=_Command, help=_RESUME_HELP,
@@ -307,12 +317,8 @@ def resume(
         None, "--policy", metavar="FILE",
         help="Apply this policy file (TOML), as the run did: its rules decide the resumed "
              "program's new calls (its limits are the paused run's)."),
-    as_json: bool = typer.Option(
-        False, "--json",
-        help="Print a JSON report on stdout (with the program's output) and nothing else."),
-    table: bool | None = typer.Option(
-        None, "--table/--no-table",
-        help="Draw the card and sub-call table on stderr (default: when it is a terminal)."),
+    as_json: bool = _JSON_REPORT,
+    table: bool | None = _TABLE,
 ) -> None:
     """`codemode resume` (its help is `_RESUME_HELP`)."""
     if approve_all and deny_all:
@@ -332,15 +338,10 @@ def resume(
              short_help="Run a bundled example program on the built-in toolset (no network, "
                         "no server).")
 def demo(
-    log: Path | None = typer.Option(
-        None, "--log", metavar="FILE",
-        help="Append the session's events to this file (.db or .jsonl) in an existing "
-             "directory."),
+    log: Path | None = _LOG,
 ) -> None:
     """`codemode demo` (its help is `_DEMO_HELP`)."""
-    if log is not None and not log.parent.is_dir():
-        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
-                                 param_hint="'--log'")
+    _check_log_directory(log)
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
     err_console.print(Panel(escape(source.rstrip()), title="program", title_align="left",
                             border_style="dim"))
@@ -424,16 +425,8 @@ def serve_command(
         raise typer.BadParameter("--transport must be stdio or http")
     if approvals not in ("elicit", "auto", "defer"):
         raise typer.BadParameter("--approvals must be elicit, auto or defer")
-    if log is not None and not log.parent.is_dir():
-        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
-                                 param_hint="'--log'")
-    loaded = None
-    if policy is not None:
-        try:
-            loaded = Policy.load(policy)
-        except PolicyError as exc:
-            err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}")
-            raise typer.Exit(2) from None
+    _check_log_directory(log)
+    loaded = _load_policy(policy)
     try:
         serve(transport="http" if transport == "http" else "stdio", host=host, port=port,
               mcp=mcp, mcp_urls=mcp_url, builtin=builtin, policy=loaded, log=log, mode=mode,
