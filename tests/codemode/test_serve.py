@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from codemode.fixtures.git_repo import MAIN_COMMITS
 from codemode.pipeline import events
 from codemode.pipeline.log import open_log
+from tests.codemode.test_cli_resume import ASK_POLICY
 from tests.conftest import TIME_SERVER, git_server
 
 pytestmark = [pytest.mark.mcp, pytest.mark.slow]
@@ -434,18 +435,6 @@ def test_a_bad_upstream_command_exits_2_with_the_reason():
 
 
 # ---- pausing for approval and resume_run ----------------------------------------------------
-
-ASK_POLICY = '''
-[[rules]]
-tool = "step_b"
-action = "ask"
-
-[[rules]]
-tool = "step_c"
-action = "ask"
-reason = "C changes things"
-'''
-
 
 def _counter(counts: Path) -> str:
     return _command([sys.executable, "-m", "codemode.fixtures.mcp_counter_server", str(counts)])
