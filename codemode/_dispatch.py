@@ -235,7 +235,7 @@ class SubCallDispatcher:
         # Dispatch events belong inside a turn (docs/pipeline-spec.md §10). A run with none open
         # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
         # but writes no dispatch events.
-        self._record = session.turn_open
+        self._logging = session.turn_open
         self.summary = SubCallSummary()
 
     # ---- called on the sandbox's thread ------------------------------------------------
@@ -341,14 +341,14 @@ class SubCallDispatcher:
         return Exchange(calls=calls, cancel=tuple(request.cancel), refused=tuple(refused),
                         replies=tuple(replies))
 
-    def record(self, code: str, limits: SandboxLimits, tape: Tape | None) -> RunRecord:
+    def run_record(self, code: str, limits: SandboxLimits, tape: Tape | None) -> RunRecord:
         """The record of a run that paused (after `PauseRun`)."""
         settled_by = {str(guest_id): slot.answered_by
                       for guest_id, slot in self._by_guest_id.items()
                       if not slot.deferred and slot.done.done()}
         return RunRecord(code=code, limits=limits, exchanges=tuple(self.exchanges),
                          settled=tuple(self._settled_at_pause), settled_by=settled_by,
-                         pending=tuple(s.sub.guest_id for s in self.paused), tape=tape)
+                         tape=tape)
 
     def requests(self) -> tuple[PendingApproval, ...]:
         """The approvals a paused run waits on, in call order; ids `"<run id>:<n>"`."""
@@ -406,7 +406,7 @@ class SubCallDispatcher:
         self._by_guest_id[sub.guest_id] = slot
         self._unreported.append(slot)
         self._count(sub.name, None if answer.ok else answer.code)
-        if self._record:
+        if self._logging:
             outer = self._outer.execution
             self._session.log.append(events.CodeReplayed(
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
@@ -429,14 +429,9 @@ class SubCallDispatcher:
         refused = [r for r in map(self._take_recorded, request.calls) if r is not None]
         requests = dict(self._replay.requests)
         for wire_call, n in self._held:
-            shown = requests.pop(f"{self.run_id}:{n}", None)
-            if shown is None or shown.tool_name != wire_call.name or \
-                    msgspec.json.encode(msgspec.json.decode(bytes(wire_call.args))) != \
-                    msgspec.json.encode(shown.arguments):
-                self._diverge(f"sub-call {n}: the program called {describe(wire_call)}, "
-                              + ("which no request of the paused run showed" if shown is None
-                                 else f"where the request {shown.id} showed "
-                                      f"{shown.tool_name}({msgspec.json.encode(shown.arguments).decode()})"))
+            why = _not_as_shown(wire_call, requests.pop(f"{self.run_id}:{n}", None))
+            if why is not None:
+                self._diverge(f"sub-call {n}: the program called {describe(wire_call)}, {why}")
         if requests:
             self._diverge(f"the paused run's request {next(iter(requests))} has no call "
                           "where the run paused")
@@ -487,7 +482,7 @@ class SubCallDispatcher:
     # ---- the sub-call's own events -----------------------------------------------------
 
     def _log_start(self, call: Scheduled) -> None:
-        if not self._record:
+        if not self._logging:
             return
         sub: _SubCall = call.data
         outer = self._outer.execution
@@ -527,7 +522,7 @@ class SubCallDispatcher:
                 self.summary.denied += 1
 
     def _log_settle(self, call: Scheduled, result: CallResult, content: tuple[Any, ...]) -> None:
-        if not self._record:
+        if not self._logging:
             return
         sub: _SubCall = call.data
         outer = self._outer.execution
@@ -572,6 +567,18 @@ class SubCallDispatcher:
                 result = call.result or CallResult.failure(
                     ABANDONED_MESSAGE, code="TOOL_OUTCOME_UNKNOWN", name="ToolOutcomeUnknown")
                 self._log_settle(call, result, tuple(result.content))
+
+
+def _not_as_shown(call: _wire.SubCall, shown: PendingApproval | None) -> str | None:
+    """How `call` differs from the request a person decided on (tool, arguments as JSON),
+    or None when it is that call."""
+    if shown is None:
+        return "which no request of the paused run showed"
+    arguments = msgspec.json.encode(shown.arguments)
+    if shown.tool_name != call.name or msgspec.json.encode(msgspec.json.decode(
+            bytes(call.args))) != arguments:
+        return f"where the request {shown.id} showed {shown.tool_name}({arguments.decode()})"
+    return None
 
 
 def _reserved_reason(raw_args: bytes) -> str | None:

@@ -61,7 +61,6 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
         settled_by: for each settled call (by the program's id, as text: JSON object keys
             are strings), the sub-call whose `tool/code-dispatch` holds its result (the
             first run's, for a replayed call).
-        pending: the program's ids of the calls waiting for approval, in call order.
         tape: what the program read from clocks and randomness (None: not recorded).
     """
 
@@ -70,7 +69,6 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     exchanges: tuple[Exchange, ...]
     settled: tuple[_wire.SubCallResult, ...] = ()
     settled_by: dict[str, str] = {}
-    pending: tuple[int, ...] = ()
     tape: Tape | None = None
 
     def answers(self) -> dict[int, _wire.SubCallResult]:

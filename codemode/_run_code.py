@@ -360,7 +360,7 @@ class CodeMode:
                  request: RunRequest) -> dict[str, Any]:
         """Log `tool/suspended` with the run's record; the pending value lists the requests."""
         requests = dispatcher.requests()
-        record = dispatcher.record(request.code, request.limits, outcome.tape)
+        record = dispatcher.run_record(request.code, request.limits, outcome.tape)
         agent = ctx.execution.agent
         self.session.log.append(events.ToolSuspended(
             run_id=run_id, call_id=ctx.execution.call_id, name=RUN_CODE, arguments=dict(args),
