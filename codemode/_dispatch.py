@@ -118,7 +118,7 @@ class _SubCall:
         return msgspec.json.decode(self.raw_args)
 
 
-@dataclass
+@dataclass(eq=False)         # compared by identity: a slot is one call
 class _Slot:
     """One call the program sent, until it is answered: run live (`scheduled`), or
     answered from the record of a paused run (`reply` set from the start)."""
@@ -272,8 +272,11 @@ class SubCallDispatcher:
                     slot.reply = _wire.SubCallResult(id=guest_id, ok=False, code="ABORTED",
                                                      message="cancelled by the program")
         await self._wait(request, refused)
-        answered = [s for s in self._unreported if s.done.done() and not s.deferred]
-        self._unreported = [s for s in self._unreported if s not in answered]
+        answered: list[_Slot] = []
+        waiting: list[_Slot] = []
+        for slot in self._unreported:
+            (answered if slot.done.done() and not slot.deferred else waiting).append(slot)
+        self._unreported = waiting
         exchange = self._exchange(request, refused, [self._reply(s) for s in answered])
         self.exchanges.append(exchange)
         return _wire.encoder.encode(_wire.BatchReply(results=exchange.answer())).decode()
