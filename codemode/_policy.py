@@ -3,7 +3,8 @@ pipeline decides for each of its calls (docs/design.md §7).
 
 A policy file is TOML::
 
-    tier = "wasm"                       # or "restricted" (in-process; trusted code only)
+    tier = "wasm"                       # or "restricted" (a supervised worker process), or
+                                        # "restricted-in-process" (trusted code only)
     expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
 
     [limits]                            # sandbox.SandboxLimits fields, with their units
@@ -58,7 +59,7 @@ from codemode.sandbox import Sandbox, SandboxLimits
 
 from ._run_code import RUN_CODE, CodeMode
 
-Tier = Literal["wasm", "restricted"]
+Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
 
 _MISSING = object()
@@ -198,8 +199,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """A sandbox policy (see the module docstring for the file format).
 
     Attributes:
-        tier: "wasm" (`sandbox.WasmSandbox`, the secure default) or "restricted"
-            (`sandbox.RestrictedSandbox`, in-process, for trusted code only).
+        tier: "wasm" (`sandbox.WasmSandbox`, the secure default), "restricted"
+            (`sandbox.RestrictedProcessSandbox`: RestrictedPython in a supervised worker
+            process) or "restricted-in-process" (`sandbox.RestrictedSandbox`, in this
+            process, for trusted code only).
         limits: the limits of every run (`sandbox.SandboxLimits`, units in field names;
             `max_subcalls` and `max_concurrent_subcalls` bound the sub-calls).
         expose: fnmatch globs (case-sensitive) over the names of the session's tools;
@@ -264,11 +267,13 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             from codemode.sandbox import WasmSandbox
             return WasmSandbox()
         try:
-            from codemode.sandbox import RestrictedSandbox
+            from codemode.sandbox import RestrictedProcessSandbox, RestrictedSandbox
         except ImportError as exc:
             raise PolicyError(f"the restricted tier is not available: {exc}",
                               key="tier") from None
-        return RestrictedSandbox()
+        if self.tier == "restricted-in-process":
+            return RestrictedSandbox()
+        return RestrictedProcessSandbox()
 
     def exposed_names(self, session: Session, agent: str | None = None) -> list[str]:
         """Names of the session's visible tools matching `expose`, in registration order."""

@@ -357,8 +357,9 @@ def eval_corpus(
         help="Corpus files or directories; every *.py under a directory is a case."),
     policy: Path = typer.Option(..., "--policy", metavar="FILE",
                                 help="Run the cases under this policy file (TOML)."),
-    tier: str | None = typer.Option(None, "--tier", metavar="wasm|restricted",
-                                       help="Run in this tier instead of the policy's."),
+    tier: str | None = typer.Option(
+        None, "--tier", metavar="wasm|restricted|restricted-in-process",
+        help="Run in this tier instead of the policy's."),
     jobs: int = typer.Option(1, "--jobs", min=1, metavar="N",
                              help="Run this many cases at once, in worker processes."),
     ray: str | None = typer.Option(
