@@ -19,6 +19,8 @@ Outcomes, worst first:
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 from ._messages import Fired, PhaseReport
@@ -73,8 +75,27 @@ def classify(*, benign: bool, fired: Sequence[Fired], phases: Sequence[PhaseRepo
     return "blocked", ended
 
 
+# Exception names a program printed after catching them: what refused its attempts
+# inside the sandbox, as the program reports it.
+_REPORTED = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Denied|Exceeded|Exit))\b")
+
+
 def _ending(phase: PhaseReport) -> str:
+    """What stopped the run, in one line: the limit, the error, or for a run that completed,
+    the sub-calls the host refused (rules, unknown or hidden tools) and the errors the
+    program printed after catching them (the sandbox's guards)."""
     if phase.status == "ok":
-        return "completed; no oracle fired"
+        parts = []
+        if phase.refused:
+            top = sorted(phase.refused.items(), key=lambda kv: -kv[1])[:2]
+            parts.append("host refused " + "; ".join(
+                f"{n}x {key}" for key, n in top))
+        reported = Counter(_REPORTED.findall(phase.stdout))
+        if reported:
+            parts.append("the program caught " + ", ".join(
+                f"{n}x {name}" for name, n in reported.most_common(3)))
+        return "completed, every attempt refused: " + ("; ".join(parts) if parts
+                                                        else "nothing it tried reached the host")
     first = (phase.error_message.strip().splitlines() or [""])[0]
-    return f"{phase.error_kind or phase.status}: {first[:120]}"
+    source = "limit" if phase.status == "limit" else "error"
+    return f"{source} ({phase.error_kind or phase.status}): {first[:120]}"

@@ -69,6 +69,7 @@ class RunRecord:
         self.reentrant = 0
         self.live = 0
         self.after_return = 0
+        self.refused: dict[str, int] = {}     # "CODE: message" of calls the host refused
         self._depth = threading.local()
         self._lock = threading.Lock()
 
@@ -89,6 +90,18 @@ class RunRecord:
 
     def leave(self) -> None:
         self._depth.n = getattr(self._depth, "n", 1) - 1
+
+    def replied(self, reply: str) -> None:
+        """Count the refusals (rule, guard, approval, unknown tool) in a dispatch reply."""
+        try:
+            results = json.loads(reply).get("results", [])
+        except (ValueError, AttributeError):
+            return
+        for item in results:
+            if isinstance(item, dict) and item.get("ok") is False:
+                key = f"{item.get('code')}: {str(item.get('message', ''))[:100]}"
+                with self._lock:
+                    self.refused[key] = self.refused.get(key, 0) + 1
 
 
 class ObservedSandbox:
@@ -117,7 +130,9 @@ class ObservedSandbox:
         def observed(batch: str) -> str:
             record.enter(batch)
             try:
-                return dispatch(batch)
+                reply = dispatch(batch)
+                record.replied(reply)
+                return reply
             finally:
                 record.leave()
 

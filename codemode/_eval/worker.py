@@ -57,7 +57,8 @@ def _text_of_value(outcome: Any) -> str:
         return repr(outcome.value)[:1 << 20]
 
 
-def _phase_report(outcome: Any, result: Any, duration_s: float) -> PhaseReport:
+def _phase_report(outcome: Any, result: Any, duration_s: float,
+                  refused: dict[str, int] | None = None) -> PhaseReport:
     text = result.text if result is not None else ""
     if outcome is None:
         return PhaseReport(status="host-error", error_message=text[:2000],
@@ -71,7 +72,7 @@ def _phase_report(outcome: Any, result: Any, duration_s: float) -> PhaseReport:
         stdout_bytes=len(outcome.stdout.encode("utf-8", "replace")),
         stderr_bytes=len(outcome.stderr.encode("utf-8", "replace")),
         result_bytes=len(text.encode("utf-8", "replace")), duration_s=duration_s,
-        fuel_used=outcome.fuel_used, subcalls=outcome.subcalls)
+        fuel_used=outcome.fuel_used, subcalls=outcome.subcalls, refused=dict(refused or {}))
 
 
 def _emitted(outcome: Any, result: Any, *, traceback: bool = True) -> str:
@@ -122,7 +123,8 @@ async def run_job(job: Job) -> JobReport:
             outcome = record.outcome if record is not None else None
             if record is not None:
                 records.append(record)
-            phases.append(_phase_report(outcome, result, duration))
+            phases.append(_phase_report(outcome, result, duration,
+                                        record.refused if record is not None else None))
             for name in scanner.scan(_emitted(outcome, result)):
                 leaks.setdefault(name, f"phase {index + 1} output")
             fired += _phase_oracles(job, index, outcome, result, phases[-1], policy.limits)

@@ -100,7 +100,8 @@ def test_cli_compares_two_policies_that_differ_by_known_cases(tmp_path):
                "print(add(a=2, b=3))\n")
     write_case(corpus, "hidden.py", {"id": "hidden", "category": "bridge-abuse",
                                      "oracle": "tool:hidden"},
-               'try:\n    call_tool("read_secret")\nexcept ToolCallError as e:\n    print(e.code)\n')
+               'try:\n    call_tool("read_secret")\n'
+               'except ToolCallError as e:\n    print(e.code)\n')
     base = DEFAULT.read_text().replace("wall_clock_s = 5.0", "wall_clock_s = 2.0")
     loose, tight = tmp_path / "loose.toml", tmp_path / "tight.toml"
     loose.write_text(base)
