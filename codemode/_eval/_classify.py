@@ -68,7 +68,9 @@ def classify(*, benign: bool, fired: Sequence[Fired], phases: Sequence[PhaseRepo
             return "wrong-output", f"did not complete: {ended}"
         if not stdout_matches:
             return "wrong-output", "stdout differs from native CPython's"
-        return "ran-ok", ended
+        if expect_error is not None:
+            return "ran-ok", "ended with the expected error; stdout matches native CPython's"
+        return "ran-ok", "completed; stdout matches native CPython's"
     limited = [p for p in phases if p.status == "limit"]
     if limited:
         return "limit", _ending(limited[0])

@@ -129,6 +129,10 @@ def counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o))
 
 
+def _count_badges(counts: dict[str, int]) -> str:
+    return " ".join(f"{counts[o]}&nbsp;{outcome_badge(o)}" for o in OUTCOMES if counts.get(o))
+
+
 def _fuel_text(fuel: int | None) -> str:
     return "not metered" if fuel is None else f"{fuel:,}"
 
@@ -197,7 +201,7 @@ def comparison_html(comparison: Comparison) -> str:
         + "</tr>" for row in comparison.cases)
     category_rows = "".join(
         f"<tr><td>{esc(category)}</td>"
-        + "".join(f"<td>{esc(counts_text(c))}</td>" for c in counts) + "</tr>"
+        + "".join(f"<td>{_count_badges(c)}</td>" for c in counts) + "</tr>"
         for category, counts in comparison.categories.items())
     cost_rows = "".join(
         f"<tr><td>{esc(c.label)}</td><td>{esc(c.tier)}</td><td class=n>{c.duration_s:.1f}</td>"

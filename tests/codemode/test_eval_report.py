@@ -24,6 +24,12 @@ def test_a_completed_hostile_case_says_what_refused_it():
         "blocked", "completed, every attempt refused: nothing it tried reached the host")
 
 
+def test_a_benign_case_that_ran_says_so():
+    ok = PhaseReport(status="ok", stdout="PermissionError handled\n")
+    assert classify(benign=True, fired=[], phases=[ok], stdout_matches=True) == (
+        "ran-ok", "completed; stdout matches native CPython's")
+
+
 def test_a_case_ended_by_a_limit_or_an_error_names_it():
     limit = PhaseReport(status="limit", error_kind="timeout", error_message="over 5 s\nmore")
     error = PhaseReport(status="error", error_kind="exception",
