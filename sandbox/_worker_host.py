@@ -305,7 +305,11 @@ class _Supervised:
                             f"memory limit of {self.limits.memory_bytes} bytes; it was killed"))
 
     def _death(self) -> AnyRunError:
-        code = self.worker.proc.wait()
+        try:
+            code = self.worker.proc.wait(1.0)    # its pipe closed: it ends, or is ended
+        except subprocess.TimeoutExpired:
+            self.worker.kill()
+            code = self.worker.proc.wait()
         self.worker.kill()
         if code == -signal.SIGXCPU:
             return TimeLimitExceeded(message="the run's worker process used up its CPU time "

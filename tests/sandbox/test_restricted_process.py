@@ -5,6 +5,7 @@ environment. The contract it shares with the other tiers is in test_sandbox_cont
 test_pause.py and test_async_routes.py."""
 
 import os
+import signal
 import threading
 
 import pytest
@@ -76,6 +77,21 @@ def test_cancel_stops_a_run_held_in_a_c_call(pool):
     outcome = run(RestrictedProcessSandbox(pool), C_LEVEL["catastrophic-regex"], cancel,
                   wall_clock_s=60.0)
     assert outcome.error.kind == "abort"
+
+
+def test_a_worker_that_dies_mid_run_ends_the_run_as_a_crash_and_is_replaced():
+    pool = WorkerPool()
+    try:
+        worker = pool.take()
+        pool.give(worker, reuse=True)                 # idle: the next run takes it
+        threading.Timer(0.5, os.kill, (worker.pid, signal.SIGKILL)).start()
+        outcome = run(RestrictedProcessSandbox(pool), C_LEVEL["catastrophic-regex"],
+                      wall_clock_s=60.0)
+        assert (outcome.status, outcome.error.kind, outcome.error.message) == (
+            "error", "trap", "the run's worker process died (exit status -9)")
+        assert run(RestrictedProcessSandbox(pool), "print('after')").stdout == "after\n"
+    finally:
+        pool.close()
 
 
 def test_sub_calls_reach_the_hosts_dispatch_and_are_counted_there(pool):
