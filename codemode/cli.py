@@ -360,8 +360,9 @@ def eval_corpus(
         ..., "--policy", metavar="FILE",
         help="Run the cases under this policy file (TOML); repeat it to compare policies."),
     tier: str | None = typer.Option(
-        None, "--tier", metavar="wasm|restricted|restricted-in-process",
-        help="Run in this tier instead of the policy's."),
+        None, "--tier", metavar="TIER",
+        help="Run in this tier instead of the policy's: wasm, restricted or "
+             "restricted-in-process."),
     jobs: int = typer.Option(1, "--jobs", min=1, metavar="N",
                              help="Run this many cases at once, in worker processes."),
     ray: str | None = typer.Option(
