@@ -139,20 +139,25 @@ def _fuel_text(fuel: int | None) -> str:
 
 # ---- terminal ----------------------------------------------------------------------------
 
-def print_comparison(comparison: Comparison, console: Console, *, all_cases: bool = False) -> None:
-    """The cases that differ (all cases with `all_cases`), per category side by side,
-    false positives, cost per policy, and one verdict line per policy."""
+def print_comparison(comparison: Comparison, console: Console, *,
+                     all_cases: bool = True) -> None:
+    """Every case (only those that differ with `all_cases=False`), the differing ones first
+    and marked, per category side by side, false positives, cost per policy, and the
+    verdict."""
     labels = [escape(printable(label)) for label in comparison.labels]
     shown = comparison.cases if all_cases else [r for r in comparison.cases if r.differs]
-    table = Table(title=f"cases whose outcome differs ({comparison.differing} of "
-                        f"{len(comparison.cases)})", title_justify="left")
+    table = Table(title=f"cases: {comparison.differing} of {len(comparison.cases)} end "
+                        "differently (marked \u2260, listed first)", title_justify="left")
+    table.add_column("", width=1)
     table.add_column("case")
     table.add_column("category")
     for label in labels:
         table.add_column(label)
     for row in shown:
-        table.add_row(escape(printable(row.id)), escape(printable(row.category)),
-                      *[outcome_markup(o) for o in row.outcomes])
+        table.add_row("\u2260" if row.differs else "", escape(printable(row.id)),
+                      escape(printable(row.category)),
+                      *[outcome_markup(o) for o in row.outcomes],
+                      style="bold" if row.differs else None)
     console.print(table)
 
     per_category = Table(title="per category", title_justify="left")

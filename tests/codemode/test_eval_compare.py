@@ -66,7 +66,10 @@ def test_terminal_comparison_shows_the_differing_cases_and_the_cost():
     console = Console(record=True, width=200)
     print_comparison(Comparison.build([A, B]), console)
     text = console.export_text()
-    assert "cases whose outcome differs (2 of 4)" in text
+    assert "cases: 2 of 4 end differently (marked ≠, listed first)" in text
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert [row.split("│")[2].strip() for row in rows[:4]] == ["b", "c", "a", "d"]
+    assert rows[0].split("│")[1].strip() == "≠" and rows[2].split("│")[1].strip() == ""
     assert "✔ ran-ok" in text and "≠ wrong-output" in text
     assert "not metered" in text and "400" in text
     assert "benign programs tight refused: b" in text
