@@ -1012,7 +1012,9 @@ class RestrictedSandbox:
 
     WEAKER than `WasmSandbox` (see this module's docstring and docs/security.md, "The
     restricted tier"): it shares the host process, memory is not isolated, and CPU limits
-    are best-effort. For trusted code and for comparing policies only.
+    are best-effort. For trusted code only; `RestrictedProcessSandbox` (`_worker_host.py`)
+    runs this tier in a supervised worker process, where C-level work cannot hold or grow
+    the host.
     """
 
     #: The guest's list minus `REFUSED_MODULES`.
