@@ -165,6 +165,12 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
 
+    @property
+    def idle(self) -> int:
+        """Idle workers now (a replacement started in the background counts once up)."""
+        with self._lock:
+            return len(self._idle)
+
     def take(self) -> _Worker:
         """An idle live worker, or a new one.
 

@@ -7,6 +7,7 @@ test_pause.py and test_async_routes.py."""
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -111,8 +112,12 @@ def test_workers_are_reused_then_recycled_after_max_runs():
         first = pool.take()
         pool.give(first, reuse=True)                  # its second run: recycled
         assert not first.alive()
+        for _ in range(2400):                         # its replacement, started meanwhile
+            if pool.idle:
+                break
+            time.sleep(0.05)
         again = pool.take()
-        assert again.pid != first.pid and again.alive()
+        assert again.pid != first.pid and again.alive() and pool.idle == 0
         pool.give(again, reuse=True)
         assert pool.take() is again                   # one run done: reused
     finally:
