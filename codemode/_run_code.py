@@ -43,6 +43,7 @@ from codemode.sandbox import (
 
 from ._dispatch import Replay, SubCallDispatcher
 from ._replay import ReplayDiverged, RunRecord
+from ._seal import SealKey
 from ._stubs import ToolStub, build_stubs, describe_tools
 
 RUN_CODE = "run_code"
@@ -225,13 +226,19 @@ class CodeMode:
             is mounted but rules may say `defer = true`. A run that pauses unrecorded still
             resumes: its calls replay, and a program whose calls depend on the time or
             randomness may then stop with `REPLAY_DIVERGED`.
+        seal_key: the key that seals the record of a paused run and checks it when the run
+            is resumed (`RESUME_TAMPERED` when it does not match): a `SealKey`, or the key's
+            bytes (at least 32). Default: `SealKey()` (the environment, else a key file
+            made on first use; see `SealKey`).
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
                  limits: SandboxLimits | None = None,
                  expose: Sequence[str] | None = None,
-                 resumable: bool | None = None) -> None:
+                 resumable: bool | None = None,
+                 seal_key: SealKey | bytes | str | None = None) -> None:
         self.session = session
+        self.seal_key = seal_key if isinstance(seal_key, SealKey) else SealKey(seal_key)
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
         self.resumable = resumable
@@ -294,6 +301,8 @@ class CodeMode:
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
+        if ctx.resumption is not None:       # before anything of the record is used
+            self._check_seal(args, ctx)
         replay, run_id = _replay_of(ctx.resumption, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
@@ -345,6 +354,15 @@ class CodeMode:
             return self.resumable
         return self.session.may_ask(agent) and not self.session.has_approver(agent)
 
+    def _check_seal(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """Raises:
+            ResumeTampered: the paused run's record is not the one `run_code` sealed."""
+        resumption = ctx.resumption
+        assert resumption is not None
+        self.seal_key.check(run_id=resumption.run_id, name=RUN_CODE, arguments=dict(args),
+                            requests=resumption.requests, state=resumption.state,
+                            agent=ctx.execution.agent)
+
     def _suspend_again(self, args: dict[str, Any], ctx: RunContext) -> None:
         """Log the resumption's suspension again, unchanged, so that it can be resumed."""
         resumption = ctx.resumption
@@ -362,10 +380,12 @@ class CodeMode:
         requests = dispatcher.requests()
         record = dispatcher.run_record(request.code, request.limits, outcome.tape)
         agent = ctx.execution.agent
+        state = self.seal_key.sealed(run_id=run_id, name=RUN_CODE, arguments=dict(args),
+                                     requests=requests, state=msgspec.to_builtins(record),
+                                     agent=agent)
         self.session.log.append(events.ToolSuspended(
             run_id=run_id, call_id=ctx.execution.call_id, name=RUN_CODE, arguments=dict(args),
-            requests=requests, state=msgspec.to_builtins(record),
-            agent=agent if agent is not None else UNSET))
+            requests=requests, state=state, agent=agent if agent is not None else UNSET))
         value: dict[str, Any] = {
             "status": "pending", "run_id": run_id,
             "approvals": [msgspec.to_builtins(r) for r in requests],

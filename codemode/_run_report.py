@@ -28,6 +28,7 @@ name not exposed to the run (`UNKNOWN_TOOL`) and a call the run's end cut off (`
     RunAborted            aborted         abort       null
     RunPaused             pending         paused      null
     ReplayDiverged        replay_diverged replay-diverged null
+    (RESUME_TAMPERED)     resume_tampered resume-tampered null
     GuestCrashed          sandbox_error   trap        null
     HostDispatchFailed    sandbox_error   dispatch    null
     (no outcome)          sandbox_error   runtime     null
@@ -60,7 +61,7 @@ from codemode.sandbox import (
 )
 
 Kind = Literal["ok", "program_error", "limit", "aborted", "sandbox_error", "pending",
-               "replay_diverged"]
+               "replay_diverged", "resume_tampered"]
 Limit = Literal["time", "fuel", "memory", "output", "subcalls"]
 
 _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
@@ -147,7 +148,8 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         ok: the program completed (false for a paused run too).
         kind: "ok", "program_error", "limit", "aborted", "sandbox_error", "pending" (paused,
             waiting for approval) or "replay_diverged" (a resumed program did not repeat the
-            paused run).
+            paused run) or "resume_tampered" (the paused run's record was changed after it
+            paused: nothing ran).
         code: the stable name of the ending, null when ok.
         limit: the limit that ended the run, null unless kind is "limit".
         stdout, stderr: what the program printed, each cut at the output limit with a
@@ -218,6 +220,11 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         return RunReport(ok=False, kind="replay_diverged", code="replay-diverged", limit=None,
                          stdout=stdout, stderr=stderr, value=None,
                          error=ErrorReport(type="ReplayDiverged", message=detail.message),
+                         **common)
+    if detail is not None and detail.code == "RESUME_TAMPERED":     # refused before any run
+        return RunReport(ok=False, kind="resume_tampered", code="resume-tampered", limit=None,
+                         stdout="", stderr="", value=None,
+                         error=ErrorReport(type="ResumeTampered", message=detail.message),
                          **common)
     if outcome is None:
         error = ErrorReport(type=type(failure).__name__ if failure else "RuntimeError",
