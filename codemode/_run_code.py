@@ -42,6 +42,7 @@ from codemode.sandbox import (
 )
 
 from ._dispatch import Replay, SubCallDispatcher
+from ._labels import LabelRule, RunFlow, RunFlows, labeller
 from ._replay import ReplayDiverged, RunRecord
 from ._seal import SealKey
 from ._stubs import ToolStub, build_stubs, describe_tools
@@ -226,6 +227,10 @@ class CodeMode:
             is mounted but rules may say `defer = true`. A run that pauses unrecorded still
             resumes: its calls replay, and a program whose calls depend on the time or
             randomness may then stop with `REPLAY_DIVERGED`.
+        labels: `LabelRule`s: the labels the results of matching tools carry, on top of
+            each definition's own `labels` (a policy's `[[labels]]`). A run's labels (the
+            union of those of every result it received) are in its value (`"labels"`)
+            and, while it runs, `flow_of(execution)` of its sub-calls.
         seal_key: the key that seals the record of a paused run and checks it when the run
             is resumed (`RESUME_TAMPERED` when it does not match): a `SealKey`, or the key's
             bytes (at least 32). Default: `SealKey()` (the environment, else a key file
@@ -236,8 +241,11 @@ class CodeMode:
                  limits: SandboxLimits | None = None,
                  expose: Sequence[str] | None = None,
                  resumable: bool | None = None,
+                 labels: Sequence[LabelRule] = (),
                  seal_key: SealKey | bytes | str | None = None) -> None:
         self.session = session
+        self.label_rules = tuple(labels)
+        self.flows = RunFlows()
         self.seal_key = seal_key if isinstance(seal_key, SealKey) else SealKey(seal_key)
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
@@ -292,6 +300,17 @@ class CodeMode:
         return (_PREAMBLE + _modules_text(modules) + _limits_text(self.limits) + rule
                 + _LISTING_HEADING + listing)
 
+    def flow_of(self, execution: Any) -> RunFlow | None:
+        """The labels of the run `execution` is a sub-call of, while it runs; None for a
+        direct call (or a sub-call of another `CodeMode`'s run)."""
+        return self.flows.of(execution)
+
+    def _labeller(self, agent: str | None) -> Any:
+        def definition_labels(name: str) -> frozenset[str]:
+            definition = self.session.resolve(name, agent)
+            return definition.labels if definition is not None else frozenset()
+        return labeller(self.label_rules, definition_labels)
+
     # ---- the body ------------------------------------------------------------------------
 
     async def _execute(self, args: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -310,6 +329,10 @@ class CodeMode:
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay)
+        outer_id = ctx.execution.call_id
+        flow = RunFlow(self._labeller(agent), lambda: dispatcher.exchanges,
+                       lambda n: f"{outer_id}:code:{n}")
+        close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
@@ -329,6 +352,7 @@ class CodeMode:
         finally:
             dispose()
             await dispatcher.drain()
+            close_flow()
         if not dispatcher.went_live and outcome.status != "paused":
             # The resumed program ended (or diverged) before it reached the calls it paused
             # on: nothing ran, so the run stays paused and may be resumed again.
@@ -343,8 +367,9 @@ class CodeMode:
                 f"paused run ({_why_diverged(dispatcher, outcome)}) after the approved calls "
                 "ran")
         if outcome.status == "paused":
-            return self._suspend(args, ctx, run_id, dispatcher, outcome, request)
-        return self._value(outcome, dispatcher)
+            return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
+                             flow)
+        return _labelled(self._value(outcome, dispatcher), flow)
 
     def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
@@ -405,6 +430,14 @@ class CodeMode:
             value["stderr"] = outcome.stderr
         value["subcalls"] = dispatcher.summary.to_json()
         return value
+
+
+def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:
+    """`value` with the run's labels, `"labels": {label: [sub-call ids]}`, when it holds any."""
+    labels = flow.by_label()
+    if labels:
+        value["labels"] = labels
+    return value
 
 
 def _replay_of(resumption: Resumption | None, code: str) -> Replay | None:

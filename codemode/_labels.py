@@ -1,0 +1,259 @@
+"""Labels on tool results, and what a run holds (docs/codemode.md "Labels").
+
+A tool's results carry labels ("private", "untrusted"): its definition's own
+(`ToolDefinition.labels`) and those of the policy's `[[labels]]` entries whose glob matches
+its name (how an MCP server's tools get labels). A run holds the union of the labels of
+every result its program received: an answer to a call of a labelled tool that ran (it
+succeeded, or failed in its own body, `TOOL_ERROR`: its message may carry its data).
+A refused call (denied, unknown, invalid, pending approval) brought nothing.
+
+This is deliberately coarse: a program may combine anything it has seen, so no value is
+tracked through the program. What a run received is read from its exchanges with the
+sandbox (`_replay.Exchange`: the calls the program sent and the answers it got, in order),
+the same record a paused run keeps, so a resumed run that replays them holds the same
+labels at the same points.
+
+Evidence: when an argument of a later call holds a verbatim piece of a labelled result
+(`EVIDENCE_CHARS` characters or more of one of its strings), `RunFlow.evidence` says which
+argument and which earlier call, for the person approving it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from ._replay import Exchange
+
+EVIDENCE_CHARS = 16
+"""Shortest verbatim piece of a labelled result that counts as evidence, in characters."""
+
+EXCERPT_CHARS = 60
+"""Characters of the verbatim piece quoted in a reason (past it: cut, with "...")."""
+
+CARRIES_LABELS = frozenset({"TOOL_ERROR"})
+"""Codes of failed calls whose answer came from the tool itself (so carries its labels)."""
+
+
+class LabelRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A `[[labels]]` entry of a policy: results of the tools matching `tool` carry `label`.
+
+    Attributes:
+        tool: an fnmatch glob over tool names, case-sensitive (`"read_email"`, `"db_*"`).
+        label: a label, or a list of labels (non-empty strings).
+    """
+
+    tool: str
+    label: str | tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.labels or not all(self.labels):
+            raise ValueError("`label`: a label is a non-empty string (or a list of them)")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return (self.label,) if isinstance(self.label, str) else self.label
+
+
+class Source(msgspec.Struct, frozen=True):
+    """A result a run received that carried labels.
+
+    Attributes:
+        n: the sub-call's number in the run (1, 2, ...).
+        name: the tool called.
+        labels: the labels it carried, sorted.
+    """
+
+    n: int
+    name: str
+    labels: tuple[str, ...]
+
+
+class Evidence(msgspec.Struct, frozen=True):
+    """A verbatim piece of a labelled result found in an argument.
+
+    Attributes:
+        argument: the top-level argument holding it.
+        source: the call whose result it came from.
+        chars: its length in characters (at least `EVIDENCE_CHARS`).
+        excerpt: its start, cut at `EXCERPT_CHARS`.
+    """
+
+    argument: str
+    source: Source
+    chars: int
+    excerpt: str
+
+
+class RunFlow:
+    """The labels one run holds, read from its exchanges when asked.
+
+    Args:
+        labels_of: the labels of a tool's results, by tool name.
+        exchanges: the run's exchanges so far (read again at every question: the list grows
+            as the run goes on).
+        sub_call_id: the sub-call id of the run's n-th call, to name it.
+    """
+
+    def __init__(self, labels_of: Callable[[str], frozenset[str]],
+                 exchanges: Callable[[], Sequence[Exchange]],
+                 sub_call_id: Callable[[int], str]) -> None:
+        self._labels_of = labels_of
+        self._exchanges = exchanges
+        self.sub_call_id = sub_call_id
+        self._read = 0                              # exchanges read so far
+        self._calls: dict[int, tuple[int, str]] = {}   # the program's id -> (n, name)
+        self._sources: list[Source] = []
+        self._values: list[tuple[Source, Any]] = []
+
+    def _catch_up(self) -> None:
+        exchanges = self._exchanges()
+        for exchange in exchanges[self._read:]:
+            for call in exchange.calls:             # a reused id is refused, not numbered
+                if call.id not in self._calls:
+                    self._calls[call.id] = (len(self._calls) + 1, call.name)
+            for reply in exchange.replies:
+                if not (reply.ok or reply.code in CARRIES_LABELS) or reply.id not in self._calls:
+                    continue
+                n, name = self._calls[reply.id]
+                labels = self._labels_of(name)
+                if labels:
+                    source = Source(n=n, name=name, labels=tuple(sorted(labels)))
+                    self._sources.append(source)
+                    self._values.append((source, reply.value if reply.ok else reply.message))
+        self._read = len(exchanges)
+
+    def sources(self) -> list[Source]:
+        """The labelled results the run received so far, in the order it received them."""
+        self._catch_up()
+        return list(self._sources)
+
+    def labels(self) -> frozenset[str]:
+        """Every label the run holds now."""
+        return frozenset(label for source in self.sources() for label in source.labels)
+
+    def by_label(self) -> dict[str, list[str]]:
+        """`{label: [sub-call ids that brought it, in order]}`, labels sorted."""
+        found: dict[str, list[str]] = {}
+        for source in self.sources():
+            for label in source.labels:
+                found.setdefault(label, []).append(self.sub_call_id(source.n))
+        return dict(sorted(found.items()))
+
+    def evidence(self, arguments: Any, labels: frozenset[str]) -> list[Evidence]:
+        """Verbatim pieces of results carrying any of `labels` in `arguments` (a call's
+        argument object): at most one per argument and source, longest first within an
+        argument, arguments in their order."""
+        self._catch_up()
+        if not isinstance(arguments, dict):
+            return []
+        texts = [(source, [t for t in _strings(value) if len(t) >= EVIDENCE_CHARS])
+                 for source, value in self._values if labels.intersection(source.labels)]
+        found: list[Evidence] = []
+        for argument, value in arguments.items():
+            pieces = [s for s in _strings(value) if len(s) >= EVIDENCE_CHARS]
+            hits = []
+            for source, results in texts:
+                best = max((_common(piece, text) for piece in pieces for text in results),
+                           key=len, default="")
+                if len(best) >= EVIDENCE_CHARS:
+                    hits.append(Evidence(argument=str(argument), source=source,
+                                         chars=len(best), excerpt=_excerpt(best)))
+            found.extend(sorted(hits, key=lambda e: -e.chars))
+        return found
+
+
+class RunFlows:
+    """The flows of the runs in progress, by the `run_code` execution's token (a sub-call's
+    `Execution.parent`)."""
+
+    def __init__(self) -> None:
+        self._by_token: dict[Any, RunFlow] = {}
+
+    def open(self, token: Any, flow: RunFlow) -> Callable[[], None]:
+        """Register `flow` for the run of `token`; returns its disposer."""
+        self._by_token[token] = flow
+
+        def close() -> None:
+            if self._by_token.get(token) is flow:
+                del self._by_token[token]
+        return close
+
+    def of(self, execution: Any) -> RunFlow | None:
+        """The flow of the run `execution` is a sub-call of; None for a direct call."""
+        parent = getattr(execution, "parent", None)
+        return self._by_token.get(parent) if parent is not None else None
+
+
+def labeller(rules: Sequence[LabelRule],
+             definition_labels: Callable[[str], frozenset[str]]) -> Callable[[str], frozenset[str]]:
+    """`labels_of(name)`: the definition's labels and the matching rules' (cached by name)."""
+    cache: dict[str, frozenset[str]] = {}
+
+    def labels_of(name: str) -> frozenset[str]:
+        found = cache.get(name)
+        if found is None:
+            found = definition_labels(name).union(
+                label for rule in rules if fnmatch.fnmatchcase(name, rule.tool)
+                for label in rule.labels)
+            cache[name] = found
+        return found
+    return labels_of
+
+
+def describe_sources(sources: Sequence[Source], labels: frozenset[str],
+                     sub_call_id: Callable[[int], str]) -> str:
+    """`"private" from read_email (<id>), get_contact (<id>)` for each of `labels`."""
+    parts = []
+    for label in sorted(labels):
+        calls = [f"{s.name} ({sub_call_id(s.n)})" for s in sources if label in s.labels]
+        if calls:
+            parts.append(f'"{label}" from {", ".join(calls)}')
+    return "; ".join(parts)
+
+
+def describe_evidence(evidence: Sequence[Evidence], sub_call_id: Callable[[int], str]) -> str:
+    """`argument "body" holds 42 characters of the result of read_email (<id>): "..."`."""
+    return "; ".join(
+        f'argument "{e.argument}" holds {e.chars} characters of the result of '
+        f'{e.source.name} ({sub_call_id(e.source.n)}): "{e.excerpt}"' for e in evidence)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value (object keys too), depth first."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
+def _common(piece: str, text: str) -> str:
+    """The longest substring of `piece` that `text` holds, found from its first
+    `EVIDENCE_CHARS`-character window `text` holds ("" when none does)."""
+    best = ""
+    i, end = 0, len(piece) - EVIDENCE_CHARS
+    while i <= end:
+        if piece[i:i + EVIDENCE_CHARS] in text:
+            j = i + EVIDENCE_CHARS
+            while j < len(piece) and piece[i:j + 1] in text:
+                j += 1
+            if j - i > len(best):
+                best = piece[i:j]
+            i = j                       # the next piece starts past this one
+        else:
+            i += 1
+    return best
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS] + "..."
