@@ -237,23 +237,28 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _common(piece: str, text: str) -> str:
-    """The longest substring of `piece` that `text` holds, found from its first
-    `EVIDENCE_CHARS`-character window `text` holds ("" when none does)."""
+    """The longest substring of `piece` that `text` holds, if it has at least
+    `EVIDENCE_CHARS` characters ("" otherwise). Each start is tried once; inside a piece
+    already found, only an extension past its end is tried."""
     best = ""
-    i, end = 0, len(piece) - EVIDENCE_CHARS
-    while i <= end:
-        if piece[i:i + EVIDENCE_CHARS] in text:
+    reach = 0                           # the end of the latest piece found
+    for i in range(len(piece) - EVIDENCE_CHARS + 1):
+        if reach > i:
+            if reach == len(piece) or piece[i:reach + 1] not in text:
+                continue
+            j = reach + 1
+        elif piece[i:i + EVIDENCE_CHARS] in text:
             j = i + EVIDENCE_CHARS
-            while j < len(piece) and piece[i:j + 1] in text:
-                j += 1
-            if j - i > len(best):
-                best = piece[i:j]
-            i = j                       # the next piece starts past this one
         else:
-            i += 1
+            continue
+        while j < len(piece) and piece[i:j + 1] in text:
+            j += 1
+        reach = j
+        if j - i > len(best):
+            best = piece[i:j]
     return best
 
 
 def _excerpt(text: str) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS] + "..."
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rstrip() + "..."
