@@ -166,6 +166,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             `codemode resume LOG RUN_ID` goes on with a paused run.
         approvals: what a paused run waits on (`ApprovalReport`s, in call order); empty
             unless kind is "pending".
+        labels: the labels the run holds (docs/codemode.md "Labels"): for each label, the
+            sub-call ids whose results brought it; empty when it holds none (and when the
+            run failed: a failed `run_code` result carries no value).
     """
 
     ok: bool
@@ -181,6 +184,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     limits: SandboxLimits
     run_id: str
     approvals: tuple[ApprovalReport, ...]
+    labels: dict[str, list[str]] = {}
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -210,7 +214,8 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
     """
     subcalls = _subcalls(log_events, rejections, exposed)
     common: dict[str, Any] = {"subcalls": subcalls, "duration_s": duration_s,
-                              "limits": limits, "run_id": run_id, "approvals": ()}
+                              "limits": limits, "run_id": run_id, "approvals": (),
+                              "labels": _labels(result)}
     detail = result.error if result.is_error else None
     if detail is not None and detail.code == "REPLAY_DIVERGED":
         # Found by the dispatcher (another call) or by the tape (another clock read): either
@@ -251,6 +256,15 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                          **common)
     return RunReport(ok=True, kind="ok", code=None, limit=None, value=value,
                      error=None, **common)
+
+
+def _labels(result: CallResult) -> dict[str, list[str]]:
+    """The labels a `run_code` value holds (`{"labels": {label: [sub-call ids]}}`)."""
+    value = result.value if not result.is_error else None
+    labels = value.get("labels") if isinstance(value, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return {}
+    return {str(label): [str(i) for i in ids] for label, ids in labels.items()}
 
 
 def _approvals(result: CallResult) -> tuple[ApprovalReport, ...]:

@@ -5,7 +5,11 @@ call that brought them, and the verbatim evidence; a resumed run holds the same 
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -245,3 +249,52 @@ def test_the_longest_common_piece() -> None:
     assert _common("xx0123456789abcdefyy", text) == "0123456789abcdef"
     assert _common("0123456789abcde", text) == ""          # 15 characters: too short
     assert EVIDENCE_CHARS == 16
+
+
+# ---- over MCP, from the command line ---------------------------------------------------
+
+MAILBOX_POLICY = Path(__file__).resolve().parents[2] / "fixtures" / "policies" / "mailbox.toml"
+
+
+def mailbox_server(outbox: Path) -> str:
+    return f"{shlex.quote(sys.executable)} -m codemode.fixtures.mcp_mailbox_server {outbox}"
+
+
+def sent(outbox: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in outbox.read_text().splitlines()] \
+        if outbox.exists() else []
+
+
+@pytest.mark.mcp
+@pytest.mark.slow
+def test_codemode_run_pauses_an_mcp_send_after_a_private_read(tmp_path: Path) -> None:
+    from tests.codemode.test_cli import codemode, report
+
+    program, outbox, log = tmp_path / "fwd.py", tmp_path / "outbox.jsonl", tmp_path / "s.db"
+    program.write_text(textwrap.dedent(PROGRAMS["helper"]), encoding="utf-8")
+    tools = ["--mcp", mailbox_server(outbox), "--policy", str(MAILBOX_POLICY)]
+    paused = codemode("run", str(program), *tools, "--log", str(log), "--json")
+    assert paused.returncode == 3, paused.stderr.decode()
+    first = report(paused)
+    run_id = first["run_id"]
+    assert first["labels"] == {"private": [f"{run_id}:code:1"]}
+    [request] = first["approvals"]
+    assert request["reason"] == (
+        f'this run has read private mail (the run holds "private" from read_email '
+        f'({run_id}:code:1); argument "body" holds {len(BODY)} characters of the result of '
+        f'read_email ({run_id}:code:1): "{BODY[:60]}...")')
+    assert sent(outbox) == []
+
+    resumed = codemode("resume", str(log), run_id, *tools, "--approve-all", "--json")
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert report(resumed)["labels"] == {"private": [f"{run_id}:resume:1:code:1"]}
+    assert [m["to"] for m in sent(outbox)] == ["eve@example.net"]
+
+    # labels without the rule: the same program runs, and the report says what it held
+    labels_only = tmp_path / "labels.toml"
+    labels_only.write_text('[[labels]]\ntool = "read_email"\nlabel = "private"\n')
+    ran = codemode("run", str(program), "--mcp", mailbox_server(outbox), "--policy",
+                   str(labels_only), "--json")
+    assert ran.returncode == 0, ran.stderr.decode()
+    assert list(report(ran)["labels"]) == ["private"]
+    assert len(sent(outbox)) == 2
