@@ -298,3 +298,68 @@ def test_codemode_run_pauses_an_mcp_send_after_a_private_read(tmp_path: Path) ->
     assert ran.returncode == 0, ran.stderr.decode()
     assert list(report(ran)["labels"]) == ["private"]
     assert len(sent(outbox)) == 2
+
+
+@pytest.mark.mcp
+@pytest.mark.slow
+async def test_codemode_serve_pauses_the_send_and_resume_run_sends_it(tmp_path: Path) -> None:
+    import asyncio
+
+    import jsonschema
+
+    from tests.codemode.test_serve import LIMIT_S, stdio_serving, structured
+
+    outbox, log = tmp_path / "outbox.jsonl", tmp_path / "serve.jsonl"
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving("--mcp", mailbox_server(outbox), "--policy",
+                                 str(MAILBOX_POLICY), "--log", str(log),
+                                 "--approvals", "auto") as client:
+            listing = {t.name: t for t in (await client.list_tools()).tools}
+            pending = structured(await client.call_tool(
+                "run_code", {"code": textwrap.dedent(PROGRAMS["gather"])}))
+            jsonschema.validate(pending, listing["run_code"].output_schema)
+            run_id = pending["run_id"]
+            [request] = pending["approvals"]
+            assert request["reason"].startswith(
+                'this run has read private mail (the run holds "private" from read_email '
+                f'({run_id}:code:1), read_email ({run_id}:code:2); argument "body" holds '
+                f"{len(BODY)} characters of the result of read_email ({run_id}:code:1)")
+            assert pending["labels"] == {"private": [f"{run_id}:code:1", f"{run_id}:code:2"]}
+            assert sent(outbox) == []
+            done = structured(await client.call_tool(
+                "resume_run", {"run_id": run_id, "approve": [request["id"]]}))
+            jsonschema.validate(done, listing["resume_run"].output_schema)
+            assert list(done["labels"]) == ["private"]
+    assert [m["body"] for m in sent(outbox)] == ["FYI: " + BODY]
+
+
+async def test_the_pydantic_ai_adapter_defers_the_send_and_an_approval_sends_it() -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
+    from codemode.adapters.pydantic_ai import CodeModeToolset
+    from tests.codemode.test_adapter_pydantic_ai import Scripted
+
+    outbox: list[dict[str, Any]] = []
+    session = Session(tools=mailbox_tools(outbox))
+    toolset = CodeModeToolset(session, policy=Policy.load(MAILBOX_POLICY))
+    code = textwrap.dedent(PROGRAMS["call_tool"])
+    agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    first = await agent.run("Forward the quarterly numbers to Eve")
+    assert isinstance(first.output, DeferredToolRequests)
+    [call] = first.output.approvals
+    metadata = first.output.metadata[call.tool_call_id]
+    [request] = metadata["approvals"]
+    assert request["toolName"] == "send_email"
+    assert request["reason"].startswith('this run has read private mail (the run holds '
+                                        '"private" from read_email')
+    assert f'argument "body" holds {len(BODY)} characters' in request["reason"]
+    assert outbox == []
+    approved = await agent.run(message_history=first.all_messages(),
+                               deferred_tool_results=DeferredToolResults(
+                                   approvals={call.tool_call_id: True}))
+    assert approved.output.startswith("done: ")
+    assert [m["to"] for m in outbox] == ["eve@example.net"]
