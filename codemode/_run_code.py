@@ -305,7 +305,12 @@ class CodeMode:
         direct call (or a sub-call of another `CodeMode`'s run)."""
         return self.flows.of(execution)
 
-    def _labeller(self, agent: str | None) -> Any:
+    def labels_of(self, name: str, agent: str | None = None) -> frozenset[str]:
+        """The labels results of the tool `name` carry: its definition's (as `agent` sees
+        it) and those of the matching `labels` rules."""
+        return self._labeller(agent)(name)
+
+    def _labeller(self, agent: str | None) -> Callable[[str], frozenset[str]]:
         def definition_labels(name: str) -> frozenset[str]:
             definition = self.session.resolve(name, agent)
             return definition.labels if definition is not None else frozenset()
