@@ -88,11 +88,17 @@ class Evidence(msgspec.Struct, frozen=True):
     excerpt: str
 
 
+def no_labels(name: str) -> frozenset[str]:
+    """The `labels_of` of a run whose tools carry no labels at all (reads nothing)."""
+    return frozenset()
+
+
 class RunFlow:
     """The labels one run holds, read from its exchanges when asked.
 
     Args:
-        labels_of: the labels of a tool's results, by tool name.
+        labels_of: the labels of a tool's results, by tool name (`no_labels`: none of the
+            run's tools has any, so its exchanges are never read).
         exchanges: the run's exchanges so far (read again at every question: the list grows
             as the run goes on).
         sub_call_id: the sub-call id of the run's n-th call, to name it.
@@ -110,6 +116,8 @@ class RunFlow:
         self._values: list[tuple[Source, Any]] = []
 
     def _catch_up(self) -> None:
+        if self._labels_of is no_labels:
+            return
         exchanges = self._exchanges()
         for exchange in exchanges[self._read:]:
             for call in exchange.calls:             # a reused id is refused, not numbered

@@ -42,12 +42,15 @@ from codemode.sandbox import (
 )
 
 from ._dispatch import Replay, SubCallDispatcher
-from ._labels import LabelRule, RunFlow, RunFlows, labeller
+from ._labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from ._replay import ReplayDiverged, RunRecord
 from ._seal import SealKey
 from ._stubs import ToolStub, build_stubs, describe_tools
 
 RUN_CODE = "run_code"
+
+REMEMBERED_RUNS = 1024
+"""Finished runs whose labels `CodeMode.labels` still knows (per `CodeMode`)."""
 
 RUN_CODE_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -168,6 +171,8 @@ def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
                      f"[request {request.get('id')}]")
     lines.append("When they are decided the program resumes where it stopped and its result "
                  "arrives; do not run it again.")
+    if value.get("labels"):
+        lines.append(_labels_line(value["labels"]))
     logs = "".join(value.get("logs", ()))
     if logs:
         lines.append("Output so far:\n" + _bounded(logs.rstrip("\n")))
@@ -202,7 +207,16 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
         if summary.get("failed"):
             line += f", {summary['failed']} failed ({summary.get('denied', 0)} denied)"
         parts.append(line + "]")
+    if value.get("labels"):
+        parts.append(_labels_line(value["labels"]))
     return [{"type": "text", "text": "\n".join(parts)}]
+
+
+def _labels_line(labels: Any) -> str:
+    """`[labels: private from r1:code:1; untrusted from r1:code:2, r1:code:3]`: what the run
+    holds, in the text the model reads and the log keeps."""
+    return "[labels: " + "; ".join(f"{label} from {', '.join(ids)}"
+                                   for label, ids in labels.items()) + "]"
 
 
 def _present_call(args: Any) -> dict[str, Any]:
@@ -246,6 +260,7 @@ class CodeMode:
         self.session = session
         self.label_rules = tuple(labels)
         self.flows = RunFlows()
+        self._finished: dict[str, dict[str, list[str]]] = {}   # call id -> labels, oldest first
         self.seal_key = seal_key if isinstance(seal_key, SealKey) else SealKey(seal_key)
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
@@ -305,6 +320,19 @@ class CodeMode:
         direct call (or a sub-call of another `CodeMode`'s run)."""
         return self.flows.of(execution)
 
+    def labels(self, call_id: str) -> dict[str, list[str]]:
+        """The labels a finished run of this `CodeMode` held, by its `run_code` call id (a
+        resumption's own id, `"<run id>:resume:<k>"`, for a resumed run), also when it
+        failed: `{label: [sub-call ids whose results brought it]}`; `{}` when it held none
+        or is not known (the latest `REMEMBERED_RUNS` runs of this process are kept)."""
+        found = self._finished.get(call_id)
+        return {label: list(ids) for label, ids in found.items()} if found else {}
+
+    def _remember(self, call_id: str, flow: RunFlow) -> None:
+        self._finished[call_id] = flow.by_label()
+        while len(self._finished) > REMEMBERED_RUNS:
+            self._finished.pop(next(iter(self._finished)))
+
     def labels_of(self, name: str, agent: str | None = None) -> frozenset[str]:
         """The labels results of the tool `name` carry: its definition's (as `agent` sees
         it) and those of the matching `labels` rules."""
@@ -335,8 +363,9 @@ class CodeMode:
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay)
         outer_id = ctx.execution.call_id
-        flow = RunFlow(self._labeller(agent), lambda: dispatcher.exchanges,
-                       lambda n: f"{outer_id}:code:{n}")
+        labelled = bool(self.label_rules) or any(d.labels for d in self.exposed_tools(agent))
+        flow = RunFlow(self._labeller(agent) if labelled else no_labels,
+                       lambda: dispatcher.exchanges, lambda n: f"{outer_id}:code:{n}")
         close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
@@ -358,6 +387,7 @@ class CodeMode:
             dispose()
             await dispatcher.drain()
             close_flow()
+            self._remember(ctx.execution.call_id, flow)
         if not dispatcher.went_live and outcome.status != "paused":
             # The resumed program ended (or diverged) before it reached the calls it paused
             # on: nothing ran, so the run stays paused and may be resumed again.
@@ -374,7 +404,7 @@ class CodeMode:
         if outcome.status == "paused":
             return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
                              flow)
-        return _labelled(self._value(outcome, dispatcher), flow)
+        return _labelled(self._value(outcome, dispatcher, flow), flow)
 
     def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
@@ -425,9 +455,14 @@ class CodeMode:
         value["subcalls"] = dispatcher.summary.to_json()
         return value
 
-    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher) -> dict[str, Any]:
+    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher,
+               flow: RunFlow) -> dict[str, Any]:
         if outcome.status != "ok":
-            raise CodeRunFailed(_failure_message(outcome), outcome=outcome)
+            message = _failure_message(outcome)
+            labels = flow.by_label()
+            if labels:                       # what it printed may hold labelled data
+                message += "\n\n" + _labels_line(labels)
+            raise CodeRunFailed(message, outcome=outcome)
         value: dict[str, Any] = {"logs": outcome.stdout.splitlines(keepends=True)}
         if outcome.value is not UNSET:
             value["result"] = outcome.value

@@ -167,8 +167,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         approvals: what a paused run waits on (`ApprovalReport`s, in call order); empty
             unless kind is "pending".
         labels: the labels the run holds (docs/codemode.md "Labels"): for each label, the
-            sub-call ids whose results brought it; empty when it holds none (and when the
-            run failed: a failed `run_code` result carries no value).
+            sub-call ids whose results brought it; empty when it holds none.
     """
 
     ok: bool
@@ -197,7 +196,8 @@ class Rejection(msgspec.Struct, frozen=True):
 def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                  result: CallResult, log_events: Sequence[events.Event],
                  rejections: Mapping[str, Rejection], exposed: Collection[str],
-                 duration_s: float, limits: SandboxLimits, run_id: str) -> RunReport:
+                 duration_s: float, limits: SandboxLimits, run_id: str,
+                 labels: Mapping[str, Sequence[str]] | None = None) -> RunReport:
     """The report of the last `run_code` call in `log_events` (a run, or a resumption).
 
     Args:
@@ -211,11 +211,14 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         duration_s: seconds the `run_code` call took.
         limits: the limits the run had.
         run_id: the run's id (the first call's id, the same for its resumptions).
+        labels: the labels the run held (`CodeMode.labels`; a failed run's too); None: those
+            of the result's value.
     """
     subcalls = _subcalls(log_events, rejections, exposed)
     common: dict[str, Any] = {"subcalls": subcalls, "duration_s": duration_s,
                               "limits": limits, "run_id": run_id, "approvals": (),
-                              "labels": _labels(result)}
+                              "labels": _labels(result) if labels is None else
+                              {str(k): [str(i) for i in v] for k, v in labels.items()}}
     detail = result.error if result.is_error else None
     if detail is not None and detail.code == "REPLAY_DIVERGED":
         # Found by the dispatcher (another call) or by the tape (another clock read): either

@@ -180,6 +180,23 @@ async def test_labels_come_back_with_the_value_of_a_run_without_rules() -> None:
                                                "by_tool": {"read_email": 1}}}
 
 
+async def test_a_failed_run_says_what_it_held_and_the_code_mode_remembers_it() -> None:
+    outbox: list[dict[str, Any]] = []
+    session = Session(tools=mailbox_tools(outbox))
+    mode = Policy.from_data({"labels": LABELS}).apply(session)
+    failed = await session.call("run_code", {"code": 'print(read_email(id="m1")["body"])\n'
+                                                     "1 / 0\n"}, call_id="f")
+    assert failed.error is not None and failed.error.code == "CODE_RUN_FAILED"
+    assert failed.text.endswith("\n\n[labels: private from f:code:1]")
+    assert mode.labels("f") == {"private": ["f:code:1"]}
+    done = await session.call("run_code", {"code": 'read_email(id="m2")["subject"]'},
+                              call_id="g")
+    assert done.text == "Lunch?\n[1 tool call]\n[labels: private from g:code:1]"
+    assert mode.labels("g") == {"private": ["g:code:1"]} and mode.labels("nope") == {}
+    assert mode.labels_of("read_email") == frozenset({"private"})
+    assert mode.labels_of("send_email") == frozenset()
+
+
 @pytest.mark.parametrize("suffix", [".db", ".jsonl"])
 async def test_a_resumed_run_holds_the_same_labels_and_the_approval_sends(
         tmp_path: Any, suffix: str) -> None:
