@@ -158,15 +158,14 @@ class RunFlow:
         self._catch_up()
         if not isinstance(arguments, dict):
             return []
-        texts = [(source, [t for t in _strings(value) if len(t) >= EVIDENCE_CHARS])
+        texts = [(source, [t for t in strings_in(value) if len(t) >= EVIDENCE_CHARS])
                  for source, value in self._values if labels.intersection(source.labels)]
         found: list[Evidence] = []
         for argument, value in arguments.items():
-            pieces = [s for s in _strings(value) if len(s) >= EVIDENCE_CHARS]
+            pieces = [s for s in strings_in(value) if len(s) >= EVIDENCE_CHARS]
             hits = []
             for source, results in texts:
-                best = max((_common(piece, text) for piece in pieces for text in results),
-                           key=len, default="")
+                best = longest_shared(pieces, results)
                 if len(best) >= EVIDENCE_CHARS:
                     hits.append(Evidence(argument=str(argument), source=source,
                                          chars=len(best), excerpt=_excerpt(best)))
@@ -230,7 +229,7 @@ def describe_evidence(evidence: Sequence[Evidence], sub_call_id: Callable[[int],
         f'{e.source.name} ({sub_call_id(e.source.n)}): "{e.excerpt}"' for e in evidence)
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings_in(value: Any) -> Iterator[str]:
     """Every string in a JSON value (object keys too), depth first."""
     stack = [value]
     while stack:
@@ -244,7 +243,14 @@ def _strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
-def _common(piece: str, text: str) -> str:
+def longest_shared(pieces: Sequence[str], texts: Sequence[str]) -> str:
+    """The longest verbatim piece of any of `pieces` that any of `texts` holds, if it has at
+    least `EVIDENCE_CHARS` characters ("" otherwise)."""
+    return max((longest_common_piece(p, t) for p in pieces for t in texts), key=len,
+               default="")
+
+
+def longest_common_piece(piece: str, text: str) -> str:
     """The longest substring of `piece` that `text` holds, if it has at least
     `EVIDENCE_CHARS` characters ("" otherwise). Each start is tried once; inside a piece
     already found, only an extension past its end is tried."""

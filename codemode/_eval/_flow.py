@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._labels import EVIDENCE_CHARS, _common, _strings
+from .._labels import EVIDENCE_CHARS, longest_shared, strings_in
 from .._run_code import RUN_CODE
 from ._messages import Fired
 
@@ -57,14 +57,14 @@ class FlowWatch:
             self._check(name, execution.arguments)
         result = await next()
         if labelled and not result.is_error:
-            self._results.append((name, [s for s in _strings(result.value)
+            self._results.append((name, [s for s in strings_in(result.value)
                                          if len(s) >= EVIDENCE_CHARS]))
         return result
 
     def _check(self, sink: str, arguments: Any) -> None:
-        pieces = [s for s in _strings(arguments) if len(s) >= EVIDENCE_CHARS]
+        pieces = [s for s in strings_in(arguments) if len(s) >= EVIDENCE_CHARS]
         for source, texts in self._results:
-            best = max((_common(p, t) for p in pieces for t in texts), key=len, default="")
+            best = longest_shared(pieces, texts)
             if len(best) >= EVIDENCE_CHARS:
                 self.reached.append(f"{sink} received {len(best)} characters of a "
                                     f"{source} result")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from codemode import CodeMode, Policy, PolicyError, Session, ToolDefinition, tool
-from codemode._labels import EVIDENCE_CHARS, RunFlow, Source, _common
+from codemode._labels import EVIDENCE_CHARS, RunFlow, Source, longest_common_piece
 from codemode._replay import Exchange, RecordedCall
 from codemode.fixtures.mailbox import INBOX, mailbox_tools
 from codemode.pipeline import thaw
@@ -263,8 +263,8 @@ def test_the_flow_reads_what_the_program_received() -> None:
 
 def test_the_longest_common_piece() -> None:
     text = "a" * 5 + "0123456789abcdefghij" + "b" * 5
-    assert _common("xx0123456789abcdefyy", text) == "0123456789abcdef"
-    assert _common("0123456789abcde", text) == ""          # 15 characters: too short
+    assert longest_common_piece("xx0123456789abcdefyy", text) == "0123456789abcdef"
+    assert longest_common_piece("0123456789abcde", text) == ""          # 15 characters: too short
     assert EVIDENCE_CHARS == 16
 
 
