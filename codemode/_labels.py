@@ -114,6 +114,7 @@ class RunFlow:
         self._calls: dict[int, tuple[int, str]] = {}   # the program's id -> (n, name)
         self._sources: list[Source] = []
         self._values: list[tuple[Source, Any]] = []
+        self._held: frozenset[str] = frozenset()       # the union of the sources' labels
 
     def _catch_up(self) -> None:
         if self._labels_of is no_labels:
@@ -132,6 +133,8 @@ class RunFlow:
                     source = Source(n=n, name=name, labels=tuple(sorted(labels)))
                     self._sources.append(source)
                     self._values.append((source, reply.value if reply.ok else reply.message))
+                    if not labels <= self._held:
+                        self._held = self._held | labels
         self._read = len(exchanges)
 
     def sources(self) -> list[Source]:
@@ -141,7 +144,8 @@ class RunFlow:
 
     def labels(self) -> frozenset[str]:
         """Every label the run holds now."""
-        return frozenset(label for source in self.sources() for label in source.labels)
+        self._catch_up()
+        return self._held
 
     def by_label(self) -> dict[str, list[str]]:
         """`{label: [sub-call ids that brought it, in order]}`, labels sorted."""
