@@ -215,22 +215,34 @@ def labeller(rules: Sequence[LabelRule],
     return labels_of
 
 
+LISTED = 5
+"""Calls named per label, and pieces of evidence, in a reason (past it: "and N more")."""
+
+
 def describe_sources(sources: Sequence[Source], labels: frozenset[str],
                      sub_call_id: Callable[[int], str]) -> str:
-    """`"private" from read_email (<id>), get_contact (<id>)` for each of `labels`."""
+    """`"private" from read_email (<id>), get_contact (<id>)` for each of `labels`, at most
+    `LISTED` calls each."""
     parts = []
     for label in sorted(labels):
         calls = [f"{s.name} ({sub_call_id(s.n)})" for s in sources if label in s.labels]
         if calls:
-            parts.append(f'"{label}" from {", ".join(calls)}')
+            parts.append(f'"{label}" from {_listed(calls, ", ")}')
     return "; ".join(parts)
 
 
 def describe_evidence(evidence: Sequence[Evidence], sub_call_id: Callable[[int], str]) -> str:
-    """`argument "body" holds 42 characters of the result of read_email (<id>): "..."`."""
-    return "; ".join(
-        f'argument "{e.argument}" holds {e.chars} characters of the result of '
-        f'{e.source.name} ({sub_call_id(e.source.n)}): "{e.excerpt}"' for e in evidence)
+    """`argument "body" holds 42 characters of the result of read_email (<id>): "..."`, at
+    most `LISTED` of them."""
+    return _listed([f'argument "{e.argument}" holds {e.chars} characters of the result of '
+                    f'{e.source.name} ({sub_call_id(e.source.n)}): "{e.excerpt}"'
+                    for e in evidence], "; ")
+
+
+def _listed(items: Sequence[str], separator: str) -> str:
+    """`items` joined by `separator`, the first `LISTED` of them, then "and N more"."""
+    shown = separator.join(items[:LISTED])
+    return shown if len(items) <= LISTED else f"{shown}{separator}and {len(items) - LISTED} more"
 
 
 def strings_in(value: Any) -> Iterator[str]:

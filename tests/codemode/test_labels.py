@@ -261,6 +261,20 @@ def test_the_flow_reads_what_the_program_received() -> None:
     assert (found.argument, found.chars) == ("x", len("no message 'x' no"))
 
 
+def test_a_reason_names_at_most_five_calls_per_label() -> None:
+    exchanges = [Exchange(calls=(RecordedCall(id=i, name="read_email", args="{}"),),
+                          replies=(_wire.SubCallResult(id=i, ok=True, value="x"),))
+                 for i in range(1, 8)]
+    flow = RunFlow(lambda name: frozenset({"private"}), lambda: exchanges,
+                   lambda n: f"r:code:{n}")
+    rule = policy("deny").rules[0]
+    decision = rule.decision("send_email", {}, flow)
+    assert decision.reason == (
+        'policy denies tool "send_email" (the run holds "private" from read_email (r:code:1), '
+        "read_email (r:code:2), read_email (r:code:3), read_email (r:code:4), read_email "
+        "(r:code:5), and 2 more)")
+
+
 def test_the_longest_common_piece() -> None:
     text = "a" * 5 + "0123456789abcdefghij" + "b" * 5
     assert longest_common_piece("xx0123456789abcdefyy", text) == "0123456789abcdef"
