@@ -31,6 +31,16 @@ from ._replay import Exchange
 EVIDENCE_CHARS = 16
 """Shortest verbatim piece of a labelled result that counts as evidence, in characters."""
 
+EVIDENCE_ARGUMENT_CHARS = 16_384
+"""Characters of each argument searched for evidence (its strings, in order): a bound on
+the work of one decision, whatever size the program sends."""
+
+EVIDENCE_RESULT_CHARS = 262_144
+"""Characters of the labelled results one decision searches (their strings, in the order
+the run received them); past it, older results are not searched."""
+
+_ANCHOR = EVIDENCE_CHARS // 2     # every piece of EVIDENCE_CHARS holds one aligned anchor
+
 EXCERPT_CHARS = 60
 """Characters of the verbatim piece quoted in a reason (past it: cut, with "...")."""
 
@@ -162,11 +172,16 @@ class RunFlow:
         self._catch_up()
         if not isinstance(arguments, dict):
             return []
-        texts = [(source, [t for t in strings_in(value) if len(t) >= EVIDENCE_CHARS])
-                 for source, value in self._values if labels.intersection(source.labels)]
+        budget = EVIDENCE_RESULT_CHARS
+        texts = []
+        for source, value in self._values:
+            if labels.intersection(source.labels) and budget > 0:
+                strings = bounded_strings(value, budget)
+                budget -= sum(len(t) for t in strings)
+                texts.append((source, strings))
         found: list[Evidence] = []
         for argument, value in arguments.items():
-            pieces = [s for s in strings_in(value) if len(s) >= EVIDENCE_CHARS]
+            pieces = bounded_strings(value, EVIDENCE_ARGUMENT_CHARS)
             hits = []
             for source, results in texts:
                 best = longest_shared(pieces, results)
@@ -246,17 +261,16 @@ def _listed(items: Sequence[str], separator: str) -> str:
 
 
 def strings_in(value: Any) -> Iterator[str]:
-    """Every string in a JSON value (object keys too), depth first."""
+    """Every string in a JSON value (object keys too), in document order."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             yield item
         elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            stack.extend(reversed([x for pair in item.items() for x in pair]))
         elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+            stack.extend(reversed(item))
 
 
 def longest_shared(pieces: Sequence[str], texts: Sequence[str]) -> str:
@@ -267,26 +281,49 @@ def longest_shared(pieces: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def longest_common_piece(piece: str, text: str) -> str:
-    """The longest substring of `piece` that `text` holds, if it has at least
-    `EVIDENCE_CHARS` characters ("" otherwise). Each start is tried once; inside a piece
-    already found, only an extension past its end is tried."""
-    best = ""
-    reach = 0                           # the end of the latest piece found
-    for i in range(len(piece) - EVIDENCE_CHARS + 1):
-        if reach > i:
-            if reach == len(piece) or piece[i:reach + 1] not in text:
-                continue
-            j = reach + 1
-        elif piece[i:i + EVIDENCE_CHARS] in text:
-            j = i + EVIDENCE_CHARS
-        else:
+    """A longest verbatim piece of `piece` that `text` holds, if it has at least
+    `EVIDENCE_CHARS` characters ("" otherwise), found greedily from the left: each piece
+    found is extended as far as it goes (a binary search), and the search goes on past it.
+
+    Only starts whose aligned `_ANCHOR`-character block `text` holds are tried (a piece of
+    `EVIDENCE_CHARS` characters always holds one), so a piece with nothing in common costs
+    `len(piece) / _ANCHOR` substring searches.
+    """
+    n = len(piece)
+    if n < EVIDENCE_CHARS or len(text) < EVIDENCE_CHARS:
+        return ""
+    anchors = {m for m in range(0, n - _ANCHOR + 1, _ANCHOR) if piece[m:m + _ANCHOR] in text}
+    best_start, best_len = 0, 0
+    i = 0
+    while anchors and i <= n - EVIDENCE_CHARS:
+        aligned = -(-i // _ANCHOR) * _ANCHOR     # the first anchor at or after i
+        if aligned not in anchors or piece[i:i + EVIDENCE_CHARS] not in text:
+            i += 1
             continue
-        while j < len(piece) and piece[i:j + 1] in text:
-            j += 1
-        reach = j
-        if j - i > len(best):
-            best = piece[i:j]
-    return best
+        low, high = EVIDENCE_CHARS, n - i         # piece[i:i + low] is in text
+        while low < high:
+            middle = (low + high + 1) // 2
+            if piece[i:i + middle] in text:
+                low = middle
+            else:
+                high = middle - 1
+        if low > best_len:
+            best_start, best_len = i, low
+        i += low                                  # the next piece starts past this one
+    return piece[best_start:best_start + best_len]
+
+
+def bounded_strings(value: Any, limit: int) -> list[str]:
+    """The strings of `value` with at least `EVIDENCE_CHARS` characters, in order, cut so
+    that together they hold at most `limit` characters."""
+    found: list[str] = []
+    for text in strings_in(value):
+        if limit < EVIDENCE_CHARS:
+            break
+        if len(text) >= EVIDENCE_CHARS:
+            found.append(text[:limit])
+            limit -= len(found[-1])
+    return found
 
 
 def _excerpt(text: str) -> str:

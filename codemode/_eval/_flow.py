@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._labels import EVIDENCE_CHARS, longest_shared, strings_in
+from .._labels import (
+    EVIDENCE_ARGUMENT_CHARS,
+    EVIDENCE_CHARS,
+    EVIDENCE_RESULT_CHARS,
+    bounded_strings,
+    longest_shared,
+)
 from .._run_code import RUN_CODE
 from ._messages import Fired
 
@@ -57,12 +63,11 @@ class FlowWatch:
             self._check(name, execution.arguments)
         result = await next()
         if labelled and not result.is_error:
-            self._results.append((name, [s for s in strings_in(result.value)
-                                         if len(s) >= EVIDENCE_CHARS]))
+            self._results.append((name, bounded_strings(result.value, EVIDENCE_RESULT_CHARS)))
         return result
 
     def _check(self, sink: str, arguments: Any) -> None:
-        pieces = [s for s in strings_in(arguments) if len(s) >= EVIDENCE_CHARS]
+        pieces = bounded_strings(arguments, EVIDENCE_ARGUMENT_CHARS)
         for source, texts in self._results:
             best = longest_shared(pieces, texts)
             if len(best) >= EVIDENCE_CHARS:

@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from codemode import CodeMode, Policy, PolicyError, Session, ToolDefinition, tool
-from codemode._labels import EVIDENCE_CHARS, RunFlow, Source, longest_common_piece
+from codemode._labels import (
+    EVIDENCE_ARGUMENT_CHARS,
+    EVIDENCE_CHARS,
+    RunFlow,
+    Source,
+    longest_common_piece,
+)
 from codemode._replay import Exchange, RecordedCall
 from codemode.fixtures.mailbox import INBOX, mailbox_tools
 from codemode.pipeline import thaw
@@ -258,7 +264,7 @@ def test_the_flow_reads_what_the_program_received() -> None:
     assert flow.sources() == [Source(n=1, name="read_email", labels=("private",))]
     assert flow.by_label() == {"private": ["r:code:1"]}
     [found] = flow.evidence({"x": ["pre no message 'x' no"]}, frozenset({"private"}))
-    assert (found.argument, found.chars) == ("x", len("no message 'x' no"))
+    assert (found.argument, found.chars) == ("x", len(" no message 'x' "))
 
 
 def test_a_reason_names_at_most_five_calls_per_label() -> None:
@@ -278,8 +284,24 @@ def test_a_reason_names_at_most_five_calls_per_label() -> None:
 def test_the_longest_common_piece() -> None:
     text = "a" * 5 + "0123456789abcdefghij" + "b" * 5
     assert longest_common_piece("xx0123456789abcdefyy", text) == "0123456789abcdef"
-    assert longest_common_piece("0123456789abcde", text) == ""          # 15 characters: too short
+    assert longest_common_piece("0123456789abcde", text) == ""      # 15 characters: too short
+    assert longest_common_piece("Z" * 7 + "0123456789abcdefghij!", text) == \
+        "0123456789abcdefghij"                   # found from an unaligned start
+    body = "".join(f"{i:05d}" for i in range(20_000))          # 100,000 characters
+    copied = "FYI " + body[50_000:90_000] + " end"
+    assert longest_common_piece(copied, body) == body[50_000:90_000]
     assert EVIDENCE_CHARS == 16
+
+
+def test_evidence_searches_a_bounded_prefix_of_each_argument() -> None:
+    secret = "the launch code is 0000-1111-2222"
+    seen = [Exchange(calls=(RecordedCall(id=1, name="read_email", args="{}"),),
+                     replies=(_wire.SubCallResult(id=1, ok=True, value={"b": secret}),))]
+    flow = RunFlow(lambda name: frozenset({"private"}), lambda: seen, lambda n: f"r:{n}")
+    private = frozenset({"private"})
+    assert [e.chars for e in flow.evidence({"a": ["x" * 100, secret]}, private)] == [33]
+    late = "x" * EVIDENCE_ARGUMENT_CHARS + secret          # past the searched prefix
+    assert flow.evidence({"a": late}, private) == []
 
 
 # ---- over MCP, from the command line ---------------------------------------------------
