@@ -203,6 +203,30 @@ async def test_a_failed_run_says_what_it_held_and_the_code_mode_remembers_it() -
     assert mode.labels_of("send_email") == frozenset()
 
 
+@pytest.mark.parametrize("defer", [False, True])
+async def test_an_approver_is_asked_with_the_labels_unless_the_rule_defers(defer: bool) -> None:
+    outbox: list[dict[str, Any]] = []
+    asked: list[str] = []
+
+    def answer(request: Any, next: Any) -> str:
+        asked.append(request.reason)
+        return "allowed-once"
+
+    session = Session(tools=mailbox_tools(outbox), approval="ask")
+    session.on("approval/answer", answer)
+    policy("ask", defer=defer).apply(session)
+    result = await session.call("run_code", {"code": textwrap.dedent(PROGRAMS["direct"])},
+                                agent="main", call_id="r")
+    if defer:                     # the rule defers: the run pauses, nobody is asked yet
+        assert thaw(result.value)["status"] == "pending" and asked == [] and outbox == []
+        done = await session.resume("r", {"r:2": True})
+        assert not done.is_error, done.text
+    else:
+        assert not result.is_error, result.text
+        assert asked == [expected_reason()]
+    assert len(outbox) == 1
+
+
 @pytest.mark.parametrize("suffix", [".db", ".jsonl"])
 async def test_a_resumed_run_holds_the_same_labels_and_the_approval_sends(
         tmp_path: Any, suffix: str) -> None:
