@@ -31,10 +31,11 @@ Strings holding a placeholder (`@@NAME@@`) are never encoded or split: the evalu
 substitutes placeholders in the program text. New names have no leading underscore (the
 restricted tier refuses those at compile time, which would hide the technique).
 
-A variant keeps its parent's category and oracles, and its id is `PARENT--REWRITE`; its
-header names the rewrite and the seed. `generate` is deterministic: the same cases, number
-and seed give the same variants (each case draws from `random.Random(f"{seed}:{id}")`). A
-rewrite that finds nothing to change, or whose result does not compile, gives no variant.
+A variant keeps its parent's category, oracles, expected error and labels; its id is
+`PARENT--REWRITE` and its header names the rewrite and the seed. `generate` is
+deterministic: the same cases, number and seed give the same variants (each case draws
+from `random.Random(f"{seed}:{id}")`). A rewrite that finds nothing to change, or whose
+result does not compile, gives no variant.
 """
 
 from __future__ import annotations
@@ -455,6 +456,8 @@ def _header(parent: Case, rewrite: str, seed: int) -> str:
              f"# oracle: {', '.join(parent.oracles)}"]
     if parent.expect_error is not None:
         lines.append(f"# expect_error: {parent.expect_error}")
+    if parent.labels:
+        lines.append(f"# labels: {', '.join(parent.labels)}")
     lines.append(f"# variant: {rewrite} of {parent.id}, seed {seed}")
     return "\n".join(lines) + "\n"
 
@@ -472,7 +475,7 @@ def variant(parent: Case, rewrite: str, seed: int) -> Case | None:
     return Case(id=f"{parent.id}--{rewrite}", category=parent.category,
                 expect=parent.expect, origin=f"{parent.origin} (variant: {rewrite})",
                 oracles=parent.oracles, expect_error=parent.expect_error,
-                path=f"{parent.path}::{rewrite}", source=source)
+                labels=parent.labels, path=f"{parent.path}::{rewrite}", source=source)
 
 
 def variants_of(parent: Case, *, per_case: int, seed: int = 0) -> list[Case]:

@@ -114,16 +114,17 @@ def test_generator_is_deterministic_for_a_seed_and_variants_keep_their_parents_o
         parent_id, rewrite = made.id.split("--")
         parent = parents[parent_id]
         assert rewrite in REWRITES
-        assert (made.category, made.oracles, made.expect_error) == (
-            parent.category, parent.oracles, parent.expect_error)
+        assert (made.category, made.oracles, made.expect_error, made.labels) == (
+            parent.category, parent.oracles, parent.expect_error, parent.labels)
         assert made.placeholders() == parent.placeholders()
         assert len(made.phases) == len(parent.phases)
         assert f"# variant: {rewrite} of {parent_id}, seed 11" in made.source
         file = tmp_path / f"{made.id}.py"
         file.write_text(made.source)
         reread = parse_case(file)                  # a standalone case file as it stands
-        assert (reread.id, reread.category, reread.oracles) == (
-            made.id, made.category, made.oracles)
+        assert (reread.id, reread.category, reread.oracles, reread.labels) == (
+            made.id, made.category, made.oracles, made.labels)
+    assert any(made.labels for made in first)           # the data-flow cases' variants
 
 
 def test_an_escaped_variant_is_written_as_a_standalone_case(tmp_path):
