@@ -11,7 +11,13 @@ import time
 
 import pytest
 
-from codemode.sandbox import RestrictedProcessSandbox, RunRequest, SandboxLimits, WorkerPool
+from codemode.sandbox import (
+    RestrictedProcessSandbox,
+    RestrictedSandbox,
+    RunRequest,
+    SandboxLimits,
+    WorkerPool,
+)
 
 from .conftest import EchoHost, echo_tool
 
@@ -102,6 +108,23 @@ def test_sub_calls_reach_the_hosts_dispatch_and_are_counted_there(pool):
     outcome = RestrictedProcessSandbox(pool).run(request, host)
     assert [c["name"] for c in host.calls] == ["echo", "echo"]
     assert (outcome.status, outcome.error.kind, outcome.subcalls) == ("limit", "subcalls", 2)
+
+
+def test_the_host_sees_each_batch_as_the_in_process_tier_sends_it(pool):
+    """The worker's tier bounds a batch's wait before sending it; the host bounds it again
+    and must still see a batch sent with no wait as `indefinite` (only those may pause)."""
+    code = ("import asyncio\nprint(echo(value=1))\n"
+            "async def main():\n    return await asyncio.gather(echo(value=2), echo(value=3))\n"
+            "asyncio.run(main())")
+    seen = []
+    for sandbox in (RestrictedSandbox(), RestrictedProcessSandbox(pool)):
+        host = EchoHost()
+        request = RunRequest(code=code, tools=(echo_tool(),),
+                             limits=SandboxLimits(wall_clock_s=30.0))
+        assert sandbox.run(request, host).status == "ok"
+        seen.append([(b["indefinite"], b["until"], [c["name"] for c in b["calls"]])
+                     for b in host.batches])
+    assert seen[0] == seen[1] and any(indefinite for indefinite, _, _ in seen[0])
 
 
 def test_workers_are_reused_then_recycled_after_max_runs():
