@@ -384,8 +384,11 @@ RAW_BATCHES = textwrap.dedent("""\
         return json.loads(host.dispatch(json.dumps(batch)))["results"]
     print(send((1, "step_a", {"note": "x"})))
     print(send((1, "step_a", {"note": "x"})))            # a reused id: refused, unnumbered
-    print(send((2, "step_b", {"note": "big"}), (2, "step_b", {"note": "stolen"}),
-               (3, "step_c", {"note": "small"})))
+    got = send((2, "step_b", {"note": "big"}), (2, "step_b", {"note": "stolen"}),
+               (3, "step_c", {"note": "small"}))
+    while len(got) < 3:       # a reply holds what settled so far: wait for the rest
+        got += send()
+    print(sorted((r["id"], r["ok"], r.get("code")) for r in got))
     """)
 
 
@@ -401,6 +404,8 @@ async def test_a_reused_id_takes_no_number_and_no_approval_on_replay(tmp_path: P
     data = counts_of(counts)
     assert (data["step_a"], data.get("step_b", 0), data["step_c"]) == (1, 0, 1)
     assert done.value["subcalls"]["failed"] == 1     # the denial (a reused id is no call)
+    assert "".join(done.value["logs"]).splitlines()[-1] == \
+        "[(2, False, 'DENIED'), (2, False, 'TOOL_ERROR'), (3, True, None)]"
     assert check(list(Session(log=log).log.read())) == []
 
 

@@ -255,6 +255,8 @@ async def test_a_sub_call_abandoned_after_its_run_is_outcome_unknown_through_the
     import asyncio
 
     landed, finalized, published = [], [], []
+    released = asyncio.Event()  # set once the run has ended: the body outlives it, always
+    asyncio.get_running_loop().call_later(60, released.set)  # a run awaiting it fails, not hangs
 
     def finalize(execution, result):
         finalized.append((result.is_error, result.error.code if result.error else None))
@@ -262,8 +264,8 @@ async def test_a_sub_call_abandoned_after_its_run_is_outcome_unknown_through_the
 
     @tool(concurrency_safe=True, finalize_content=finalize)
     async def stubborn() -> str:
-        """Ignores the abort and writes after a while (a side effect that lands late)."""
-        await asyncio.sleep(1.5)
+        """Ignores the abort and writes once released (a side effect that lands late)."""
+        await released.wait()
         landed.append("written")
         return "done"
 
@@ -292,6 +294,8 @@ async def test_a_sub_call_abandoned_after_its_run_is_outcome_unknown_through_the
     )
     assert finalized == [(True, "TOOL_OUTCOME_UNKNOWN")]
     assert ("stubborn", "TOOL_OUTCOME_UNKNOWN") in published
+    assert landed == []
+    released.set()
     for _ in range(200):  # the body is left to finish on its own
         if landed:
             break
@@ -307,12 +311,14 @@ async def test_a_sub_call_stuck_in_policy_is_abandoned_through_the_pipeline_too(
     import asyncio
 
     published = []
+    released = asyncio.Event()  # set once the run has ended: the hook outlives it, always
+    asyncio.get_running_loop().call_later(60, released.set)  # a run awaiting it fails, not hangs
     s = Session(tools=[add], log=str(tmp_path / "s.jsonl"))
     CodeMode(s)
 
     async def stuck(execution, next):
         if execution.name == "add":
-            await asyncio.sleep(3)  # ignores the abort
+            await released.wait()  # ignores the abort
         return await next()
 
     s.on("tools/pre-execute", stuck)
@@ -329,6 +335,7 @@ async def test_a_sub_call_stuck_in_policy_is_abandoned_through_the_pipeline_too(
     [settle] = of(s, events.CodeDispatch)
     assert settle.code == "TOOL_OUTCOME_UNKNOWN"
     assert ("add", "TOOL_OUTCOME_UNKNOWN") in published
+    released.set()
     s.close()
 
 
