@@ -15,7 +15,7 @@ import msgspec
 from ._errors import InvalidArgumentsError
 from ._execution import Execution, RunContext
 from ._lossless import snapshot
-from ._schema import validate
+from ._schema import check_schema, validate
 
 __all__ = ["ToolDefinition", "tool"]
 
@@ -28,7 +28,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     Args:
         name: unique per scope; non-empty.
         description: model-facing description.
-        parameters: JSON Schema of the arguments object.
+        parameters: JSON Schema of the arguments object. The registry checks every call's
+            arguments against it before policy runs (``INVALID_ARGS``).
         execute: ``(args, ctx: RunContext) -> value`` (async or sync); the value must be
             lossless JSON matching ``output_schema``.
         output_schema: JSON Schema of the value; ``None`` accepts any JSON value.
@@ -45,6 +46,10 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
+
+    Raises:
+        ValueError: a bad name or timeout, or ``parameters``/``output_schema`` is not a JSON
+            Schema the validator (``jsonschema``) can read.
     """
 
     name: str
@@ -74,6 +79,10 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             not isinstance(self.timeout_ms, (int, float)) or self.timeout_ms <= 0
         ):
             raise ValueError(f"tool {self.name!r}: timeout_ms must be a positive number")
+        # A schema the validator cannot read fails here, at registration, not at call time.
+        check_schema(self.parameters, f"tool {self.name!r}: parameters")
+        if self.output_schema is not None:
+            check_schema(self.output_schema, f"tool {self.name!r}: output_schema")
 
     def model_schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}``: all the model ever sees."""
