@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from ._cli_help import _Command, _Group
 from ._cli_render import draw_card, failure_text, pending_text, write_output
 from ._cli_run import Decisions, Ran, resume_program, run_program
 from ._log_cli import log_app
-from ._policy import Policy, PolicyError
+from ._policy import Policy, PolicyError, PolicyWarning
 from ._run_report import RunReport
 from ._version import codemode_version
 
@@ -378,7 +379,20 @@ def eval_corpus(
 
 
 def main() -> None:
+    warnings.showwarning = _show_warning
     app()
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A policy's warning as one plain line on stderr; others as Python shows them."""
+    if issubclass(category, PolicyWarning):
+        sys.stderr.write(f"codemode: warning: {message}\n")
+        return
+    _python_showwarning(message, category, filename, lineno, file, line)
 
 
 @app.command("serve", cls=_Command,
