@@ -19,7 +19,8 @@ or error, sub-call table, summary) goes to stderr, drawn when stderr is a termin
 1 it failed or hit a limit, 2 bad usage (options, program file, policy, log, MCP server,
 a resumption that cannot be made), 3 the run paused, waiting for approval: stderr lists the
 requests and the `codemode resume` command that goes on (docs/codemode.md "Pausing for
-approval").
+approval"); 128 + signum when SIGTERM, SIGHUP or SIGINT stopped a command (cleanly, for
+`run`, `resume`, `serve` and `eval`: `_stop.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ._cli_run import Decisions, Ran, resume_program, run_program
 from ._log_cli import log_app
 from ._policy import Policy, PolicyError, PolicyWarning
 from ._run_report import RunReport
+from ._stop import Stopped, report_stop, stopping
 from ._version import codemode_version
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
@@ -193,6 +195,8 @@ def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: boo
     """Run `start`, print its report as `run` and `resume` do, and exit with the status."""
     try:
         ran = asyncio.run(_awaited(start))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session has closed its turn
+        raise _stopped_exit() from None
     except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
         raise _usage_error(f"{type(exc).__name__}: {exc}") from None
     report = ran.report
@@ -373,14 +377,29 @@ def eval_corpus(
 ) -> None:
     """`codemode eval` (its help is `_EVAL_HELP`)."""
     from ._eval import run_command
-    raise typer.Exit(run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
-                                 html_path=html, console=Console(), err_console=err_console,
-                                 ray_address=ray))
+    try:
+        status = run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
+                             html_path=html, console=Console(), err_console=err_console,
+                             ray_address=ray)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: every worker has been stopped
+        raise _stopped_exit() from None
+    raise typer.Exit(status)
 
 
 def main() -> None:
+    global _STOPPED
     warnings.showwarning = _show_warning
-    app()
+    with stopping() as _STOPPED:
+        app()
+
+
+# Which signal stopped the command, under `main` (SIGTERM and SIGHUP stop like Ctrl-C).
+_STOPPED = Stopped()
+
+
+def _stopped_exit() -> typer.Exit:
+    """The command was interrupted (and has unwound): exit 128 + the signal's number."""
+    return typer.Exit(report_stop(_STOPPED))
 
 
 _python_showwarning = warnings.showwarning
@@ -445,8 +464,8 @@ def serve_command(
         serve(transport="http" if transport == "http" else "stdio", host=host, port=port,
               mcp=mcp, mcp_urls=mcp_url, builtin=builtin, policy=loaded, log=log, mode=mode,
               call_timeout_s=mcp_timeout, approvals=approvals)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session and its log are closed
+        raise _stopped_exit() from None
     except Exception as exc:   # an upstream that did not start, a port in use, ...
         err_console.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
         raise typer.Exit(2) from None
