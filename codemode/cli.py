@@ -60,8 +60,8 @@ err_console = Console(stderr=True)
 DEMO_PROGRAM = Path(__file__).resolve().parent / "fixtures" / "demo_program.py"
 
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
-_BOUNDS = {"--timeout": "between 0 and 86400 seconds", "--memory-mb": "between 16 and 4096 MiB",
-           "--fuel": "a positive number"}
+_BOUNDS = {"--timeout": "more than 0 and at most 86400 seconds (a day)",
+           "--memory-mb": "between 16 and 4096 MiB", "--fuel": "a positive number"}
 
 
 def _version(value: bool) -> None:
@@ -390,7 +390,28 @@ def main() -> None:
     global _STOPPED
     warnings.showwarning = _show_warning
     with stopping() as _STOPPED:
-        app()
+        if sys.stderr.isatty():
+            app()
+        else:
+            sys.exit(_plain_errors())
+
+
+def _plain_errors() -> int:
+    """`app()`, with a usage error printed as click prints it (`Error: ...` on one line)
+    rather than in a panel rich wraps at 80 columns: stderr is a pipe or a file here, read by
+    a program or a log, where a message broken mid-sentence is harder to match."""
+    try:
+        status = app(standalone_mode=False)
+    except typer.Abort:
+        sys.stderr.write("Aborted!\n")
+        return 1
+    except typer.TyperException as exc:   # click's ClickException family (typer vendors it)
+        show = getattr(exc, "show", None)
+        if show is None:
+            raise
+        show()
+        return int(getattr(exc, "exit_code", 2))
+    return status if isinstance(status, int) else 0
 
 
 # Which signal stopped the command, under `main` (SIGTERM and SIGHUP stop like Ctrl-C).

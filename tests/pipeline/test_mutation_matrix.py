@@ -371,8 +371,8 @@ def code_world(tmp_path: Path, **kw: Any) -> World:
     return w
 
 
-# Every cell, `set_quota`'s unknown key on its closed root included: the guest sends a call
-# of the wrong shape to the host too (marked `invalid`), so policy judges it like any other.
+# Every cell: an unknown key is a call of the wrong shape for the Python signature (the guest's
+# TypeError), sent to the host marked `invalid`, logged and refused there before policy.
 CODE_CELLS = {family: [(family, cells[case]) for case in cells] for family, cells in MATRIX.items()}
 
 
@@ -389,10 +389,11 @@ async def test_invalid_sub_calls_are_denied_before_approval_and_sentinel_stays_i
     expected_outcomes, expected_content = [], []
     for _, kw in cells:
         own = own_schema_rejects(w, family, fill(kw))
-        shape = family == "set_quota" and set(kw) - {"user", "mode", "soft_limit", "hard_limit"}
-        if shape:   # a keyword the closed signature cannot take: the guest's own TypeError
-            own = None
-            message = "invalid arguments: set_quota() got an unexpected keyword argument 'burst'"
+        declared = w.definitions[family].parameters.get("properties", {})
+        shape = sorted(set(kw) - set(declared))
+        if shape:   # a keyword the signature does not have: the guest's own TypeError
+            message = (f"invalid arguments: {family}() got an unexpected keyword argument "
+                       f"'{shape[0]}'")
             expected_outcomes.append(["INVALID_ARGS", message])
             expected_content.append((True, text(message)))
         elif own is not None:
