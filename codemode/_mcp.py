@@ -80,7 +80,7 @@ from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT, Paginated
 
 from codemode.pipeline import HarnessError, RunContext, ToolDefinition, default_render
 
-from ._mcp_values import unwrap, wrapped_result
+from ._mcp_values import admit_markers, lossless, unwrap, wrapped_result
 
 
 class _OncePerMessage(logging.Filter):
@@ -481,6 +481,8 @@ class McpServer:
         if inner is not None:      # the framework's {"result": value} envelope: the value
             self._wrapped.add(tool_name)
             output_schema = inner
+        if output_schema is not None:     # a too-big int becomes {"$int": ...}: allowed there
+            output_schema = admit_markers(output_schema)
         return ToolDefinition(
             name=tool_name,
             description=mcp_tool.description or "",
@@ -592,9 +594,10 @@ class McpServer:
             extra = [b for b in blocks if b.get("type") != "text"]
             if extra and media is not None:
                 media(extra)
+            value = result.structured_content
             if tool_name in self._wrapped:
-                return unwrap(result.structured_content)
-            return result.structured_content
+                value = unwrap(value)
+            return lossless(value)
         if len(texts) == len(result.content):
             return "\n".join(texts)
         return blocks

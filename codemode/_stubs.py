@@ -50,6 +50,8 @@ from typing import Any
 
 import msgspec
 
+from ._mcp_values import MARKER_KEY as LOSSLESS_MARKER_KEY
+
 __all__ = [
     "MAX_LITERAL_VALUES",
     "NO_DEFAULT",
@@ -337,8 +339,12 @@ class _Converter:
                 parts = [
                     self.type_of(o, tag, f"{path}/{key}/{i}", base, depth + 1)
                     for i, o in enumerate(options)
+                    # the tag of a value JSON cannot carry (an MCP tool's output): not a type
+                    # the program should expect (codemode/_mcp_values.py)
+                    if not (isinstance(o, dict) and o.get(LOSSLESS_MARKER_KEY) is True)
                 ]
-                return _union([*parts, "None"] if nullable else parts)
+                if parts:
+                    return _union([*parts, "None"] if nullable else parts)
         all_of = schema.get("allOf")
         if isinstance(all_of, list) and len(all_of) == 1:
             return self.type_of(all_of[0], tag, f"{path}/allOf/0", base, depth + 1)
