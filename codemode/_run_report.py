@@ -164,6 +164,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             `codemode resume LOG RUN_ID` goes on with a paused run.
         approvals: what a paused run waits on (`ApprovalReport`s, in call order); empty
             unless kind is "pending".
+        warnings: what the host's dependencies or the policy warned about during the run
+            (an MCP server's notification the SDK could not validate, a rule's glob that
+            matches no tool), one line each; under `--json` instead of on stderr.
     """
 
     ok: bool
@@ -179,6 +182,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     limits: SandboxLimits
     run_id: str
     approvals: tuple[ApprovalReport, ...]
+    warnings: tuple[str, ...] = ()
 
 
 class Rejection(msgspec.Struct, frozen=True):

@@ -46,6 +46,7 @@ from ._cli_render import draw_card, failure_text, pending_text, write_output
 from ._cli_run import Decisions, Ran, resume_program, run_program
 from ._log_cli import log_app
 from ._policy import Policy, PolicyError, PolicyWarning
+from ._quiet import collected
 from ._run_report import RunReport
 from ._stop import Stopped, report_stop, stopping
 from ._version import codemode_version
@@ -193,13 +194,18 @@ def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
 def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: bool,
                 table: bool | None, resume: Callable[[RunReport], str | None]) -> None:
     """Run `start`, print its report as `run` and `resume` do, and exit with the status."""
-    try:
-        ran = asyncio.run(_awaited(start))
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session has closed its turn
-        raise _stopped_exit() from None
-    except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
-        raise _usage_error(f"{type(exc).__name__}: {exc}") from None
-    report = ran.report
+    with collected() as warned:   # dependencies' tracebacks: one line each, not on stderr
+        try:
+            ran = asyncio.run(_awaited(start))
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session has closed its turn
+            raise _stopped_exit() from None
+        except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
+            raise _usage_error(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            if not as_json:
+                for line in warned:
+                    sys.stderr.write(f"codemode: warning: {line}\n")
+    report = msgspec.structs.replace(ran.report, warnings=tuple(warned))
     draw = table if table is not None else (not as_json and sys.stderr.isatty())
     if as_json:
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2)
