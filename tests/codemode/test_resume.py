@@ -386,6 +386,9 @@ RAW_BATCHES = textwrap.dedent("""\
     print(send((1, "step_a", {"note": "x"})))            # a reused id: refused, unnumbered
     print(send((2, "step_b", {"note": "big"}), (2, "step_b", {"note": "stolen"}),
                (3, "step_c", {"note": "small"})))
+    # Resumed, step_c runs: wait for its answer, or the run could end (aborting it) first.
+    wait = {"calls": [], "cancel": [], "wait_s": 60, "until": [3]}
+    print(json.loads(host.dispatch(json.dumps(wait)))["results"])
     """)
 
 
