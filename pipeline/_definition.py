@@ -43,6 +43,9 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             this returns exactly ``True``.
         present_call: pure ``(args) -> JSON | None`` for the pending UI card.
         present_result: pure ``(args, {"content", "isError", "meta"}) -> JSON | None``.
+        arguments_fit: an optional fast ``(args) -> bool`` that is true only for arguments the
+            ``parameters`` schema accepts (``@tool`` sets msgspec's compiled check): the
+            registry's argument check runs the JSON Schema validator only when it is false.
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
@@ -65,6 +68,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     present_call: Callable[[Any], Any] | None = None
     present_result: Callable[[Any, Any], Any] | None = None
     resumable: bool = False
+    arguments_fit: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -366,6 +370,7 @@ def _build_tool(
         is_concurrency_safe=classifier,
         present_call=soft(present_call),
         present_result=soft(present_result),
+        arguments_fit=fits,
     )
 
 

@@ -389,7 +389,10 @@ class PendingCall:
             self._settle("final", failure_from(args_error))
             return
         if not collapsed and defn is not None:
-            problem = inp.argument_error or argument_problem(defn.parameters, arguments)
+            fits = defn.arguments_fit
+            problem = inp.argument_error or (
+                None if fits is not None and fits(arguments)
+                else argument_problem(defn.parameters, arguments))
             if problem is not None:  # malformed: policy is not asked about a call that cannot run
                 self._settle("final", failure_from(
                     InvalidArgumentsError(f"invalid arguments: {problem}")))
