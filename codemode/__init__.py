@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
     from ._mcp import connect_servers as connect_servers
     from ._policy import Policy as Policy
     from ._policy import PolicyError as PolicyError
+    from ._policy import PolicyWarning as PolicyWarning
     from ._rejections import rejection_code as rejection_code
     from ._run_code import RUN_CODE as RUN_CODE
     from ._run_code import CodeMode as CodeMode
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
 _LAZY = {
     **dict.fromkeys(("McpCallTimeout", "McpError", "McpServer", "McpServerDied",
                      "McpStartError", "McpToolError", "connect_servers"), "._mcp"),
-    **dict.fromkeys(("Policy", "PolicyError"), "._policy"),
+    **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy"),
     "rejection_code": "._rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
     **dict.fromkeys(("ResumeTampered", "SealKey", "SealKeyError"), "._seal"),

@@ -54,10 +54,14 @@ class LabelRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     Attributes:
         tool: an fnmatch glob over tool names, case-sensitive (`"read_email"`, `"db_*"`).
         label: a label, or a list of labels (non-empty strings).
+        optional: the session may lack the tools `tool` names; without it, `Policy.apply`
+            refuses an exact name that matches no tool and warns about a glob that matches
+            none (as for rules).
     """
 
     tool: str
     label: str | tuple[str, ...]
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if not self.labels or not all(self.labels):

@@ -25,8 +25,9 @@ with the decisions it was given; its sub-calls answered from the log show the st
 the sub-call they replay and `replayedFrom`.
 
 A denial is a failed call whose last approval was not granted, or a sub-call whose code
-is DENIED; sub-call events carry no error code, so a failed sub-call's code is derived
-from its approvals or left out.
+is DENIED. Sub-call events carry the code of the rejection the program got; in a log
+written before they did, a failed sub-call's code is derived from its approvals or left
+out.
 """
 
 from __future__ import annotations

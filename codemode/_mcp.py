@@ -14,7 +14,11 @@ may overlap). Nothing else enters or exits those contexts.
 
 What a program receives from a call:
 
-    structuredContent present (the result carried the field)   that JSON value, as is
+    structuredContent present (the result carried the field)   that JSON value, as is; the
+                                                               value inside the SDK's
+                                                               {"result": v} envelope for a
+                                                               tool whose outputSchema is one
+                                                               (`_mcp_values`)
     otherwise, only text blocks (or none)                      the text blocks joined with
                                                                "\\n" (a str; text that happens
                                                                to be JSON is NOT decoded:
@@ -75,6 +79,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT, PaginatedRequestParams
 
 from codemode.pipeline import HarnessError, RunContext, ToolDefinition, default_render
+
+from ._mcp_values import admit_markers, lossless, unwrap, wrapped_result
 
 
 class _OncePerMessage(logging.Filter):
@@ -232,6 +238,7 @@ class McpServer:
         self.command = tuple(command)
         self.call_timeout_s = call_timeout_s
         self.definitions: list[ToolDefinition] = []
+        self._wrapped: set[str] = set()     # tools whose structured value is an envelope
         self.tools: list[Any] = []
         self.server_info: Any = None
         self._stderr = stderr
@@ -468,13 +475,20 @@ class McpServer:
         annotations = mcp_tool.annotations
         read_only = bool(annotations is not None and annotations.read_only_hint is True)
         safe: Callable[[Any], bool] | None = (lambda _args: True) if read_only else None
+        output_schema = (dict(mcp_tool.output_schema)
+                         if mcp_tool.output_schema is not None else None)
+        inner = wrapped_result(tool_name, output_schema)
+        if inner is not None:      # the framework's {"result": value} envelope: the value
+            self._wrapped.add(tool_name)
+            output_schema = inner
+        if output_schema is not None:     # a too-big int becomes {"$int": ...}: allowed there
+            output_schema = admit_markers(output_schema)
         return ToolDefinition(
             name=tool_name,
             description=mcp_tool.description or "",
             parameters=dict(mcp_tool.input_schema),
             execute=execute,
-            output_schema=(dict(mcp_tool.output_schema)
-                           if mcp_tool.output_schema is not None else None),
+            output_schema=output_schema,
             render=_render,
             is_concurrency_safe=safe,
         )
@@ -580,7 +594,10 @@ class McpServer:
             extra = [b for b in blocks if b.get("type") != "text"]
             if extra and media is not None:
                 media(extra)
-            return result.structured_content
+            value = result.structured_content
+            if tool_name in self._wrapped:
+                value = unwrap(value)
+            return lossless(value)
         if len(texts) == len(result.content):
             return "\n".join(texts)
         return blocks

@@ -26,6 +26,12 @@ A policy file is TOML::
     tool = "read_file"
     action = "deny"
     when = { arg = "path", matches = "^/etc/" }   # or a list of conditions (all must hold)
+    optional = true                     # the session may lack read_file (no error, no warning)
+
+Rules are checked against the session's tools when the policy is applied: a rule whose exact
+name matches no tool is refused (`PolicyError`, "did you mean"), a glob that matches none is
+a `PolicyWarning`, unless the rule says `optional = true`: a misspelt rule would otherwise
+switch itself off without a word.
 
     [[labels]]                          # results of these tools carry these labels
     tool = "read_email"
@@ -57,14 +63,17 @@ programs), never to `run_code` itself.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+import msgspec.inspect
 from msgspec import UNSET, UnsetType
 
 from codemode.pipeline import Allow, Ask, Deny, Session
@@ -98,6 +107,11 @@ class PolicyError(ValueError):
         self.detail = detail
         where = ": ".join(p for p in (self.path, key) if p)
         super().__init__(f"{where}: {detail}" if where else detail)
+
+
+class PolicyWarning(UserWarning):
+    """A policy rule that governs no tool of the session: its glob matches none (the CLI
+    prints it on stderr as `codemode: warning: ...`)."""
 
 
 class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -202,6 +216,10 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
         defer: with `action = "ask"`: a program's call pauses its run for the answer even
             when an approver is mounted (`Ask(defer=True)`); the approval then comes with
             `Session.resume`, possibly from another process.
+        optional: the session may lack the tool `tool` names (one policy for sessions with
+            different toolsets). Without it, `Policy.apply` refuses a rule whose exact name
+            matches no tool and warns about a glob that matches none: a misspelt rule would
+            otherwise govern nothing, silently.
     """
 
     tool: str
@@ -209,6 +227,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     when: Condition | tuple[Condition, ...] | None = None
     reason: str = ""
     defer: bool = False
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if self.defer and self.action != "ask":
@@ -314,6 +333,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             return msgspec.convert(data, cls)
         except msgspec.ValidationError as exc:
             detail, key = _split_validation_message(str(exc))
+            if detail.startswith("Invalid enum value") and key is not None:
+                choices = _choices(cls, key)
+                if choices:
+                    detail += f"; expected one of {', '.join(repr(c) for c in choices)}"
             raise PolicyError(detail, path=path, key=key) from None
 
     # ---- applying -----------------------------------------------------------------------
@@ -371,16 +394,22 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         Returns:
             The `CodeMode` that reserved `run_code`.
         Raises:
-            PolicyError: the tier is not available, or the session has tools and `expose`
-                matches none of them (most likely a typo: `expose = []` says "none"). A
-                session with no tools is not checked, and names of tools the session lacks
-                are not errors: one policy serves sessions with different toolsets.
+            PolicyError: the tier is not available; or the session has tools and `expose`
+                matches none of them (most likely a typo: `expose = []` says "none"); or a
+                rule names a tool (an exact name, no glob) the session lacks and is not
+                `optional` (the message suggests the closest names). A session with no
+                tools is not checked.
+        Warns:
+            PolicyWarning: a rule's glob matches no tool of the session (not `optional`).
         """
         exposed = self.exposed_names(session)
         tools = [d.name for d in session.visible_tools() if d.name != RUN_CODE]
         if self.expose and tools and not exposed:
             raise PolicyError(f"{list(self.expose)} matches none of the session's tools "
                               f"({', '.join(tools)})", key="expose")
+        if tools:
+            for warning in self.check_rules(tools):
+                warnings.warn(warning, PolicyWarning, stacklevel=2)
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         resumable = True if any(r.defer for r in self.rules) else None
         mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
@@ -388,6 +417,34 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
         return mode
+
+    def check_rules(self, tools: list[str]) -> list[str]:
+        """Check each rule's and each `[[labels]]` entry's `tool` against the session's
+        tool names (a misspelt entry would otherwise govern, or label, nothing).
+
+        Returns:
+            One warning text per glob (of an entry that is not `optional`) that matches none
+            of `tools`.
+        Raises:
+            PolicyError: an entry that is not `optional` names an exact tool not in `tools`;
+                key `rules[i].tool` or `labels[i].tool`, with "did you mean" the closest
+                names.
+        """
+        entries = [(f"rules[{i}].tool", r.tool, r.optional) for i, r in enumerate(self.rules)]
+        entries += [(f"labels[{i}].tool", e.tool, e.optional) for i, e in enumerate(self.labels)]
+        found: list[str] = []
+        for key, pattern, optional in entries:
+            if optional or any(fnmatch.fnmatchcase(t, pattern) for t in tools):
+                continue
+            if not _GLOB.search(pattern):
+                close = difflib.get_close_matches(pattern, tools, n=3, cutoff=0.6)
+                hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close
+                        else f" ({', '.join(tools)})")
+                raise PolicyError(
+                    f"{pattern!r} is not a tool of this session{hint} (an entry for a tool "
+                    "the session may lack says `optional = true`)", key=key)
+            found.append(f"policy {key}: {pattern!r} matches no tool of this session")
+        return found
 
     def _listener(self, mode: CodeMode) -> Any:
         async def enforce_policy_rules(execution: Any, next: Any) -> Any:
@@ -401,9 +458,34 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return enforce_policy_rules
 
 
+_GLOB = re.compile(r"[*?\[]")
 _AT = re.compile(r"^(?P<detail>.*) - at `\$(?P<key>[^`]*)`$", re.S)
 _FIELD = re.compile(r"^Object (?:contains unknown|missing required) field `(?P<name>[^`]+)`")
 _OWN_FIELD = re.compile(r"^`(?P<name>\w+)`: ")      # our __post_init__ errors name a field
+
+
+def _choices(kind: Any, key: str) -> tuple[Any, ...]:
+    """The values a Literal field at `key` (such as `rules[0].action`) allows; () if none."""
+    info: Any = msgspec.inspect.type_info(kind)
+    for part in re.findall(r"[^.\[\]]+", key):
+        while isinstance(info, msgspec.inspect.UnionType):     # `X | tuple[X, ...] | None`
+            info = next((t for t in info.types
+                         if isinstance(t, (msgspec.inspect.StructType,
+                                           msgspec.inspect.LiteralType))
+                         or (part.isdigit() and hasattr(t, "item_type"))), None)
+        if part.isdigit() and hasattr(info, "item_type"):
+            info = info.item_type
+        elif isinstance(info, msgspec.inspect.StructType):
+            field = next((f for f in info.fields if f.encode_name == part or f.name == part),
+                         None)
+            if field is None:
+                return ()
+            info = field.type
+        else:
+            return ()
+    while isinstance(info, msgspec.inspect.UnionType):
+        info = next((t for t in info.types if isinstance(t, msgspec.inspect.LiteralType)), None)
+    return tuple(info.values) if isinstance(info, msgspec.inspect.LiteralType) else ()
 
 
 def _split_validation_message(text: str) -> tuple[str, str | None]:

@@ -155,7 +155,8 @@ def _tool_spec(stub: ToolStub) -> ToolSpec:
     return ToolSpec(
         name=stub.name, alias=stub.alias, accepts_extra=stub.accepts_extra,
         doc=stub.docstring,
-        params=tuple(ParamSpec(name=p.name, required=p.required, omit_if_none=p.omit_if_none)
+        params=tuple(ParamSpec(name=p.name, required=p.required, omit_if_none=p.omit_if_none,
+                               keyword_only=p.keyword_only)
                      for p in stub.params))
 
 

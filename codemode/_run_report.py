@@ -168,6 +168,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             unless kind is "pending".
         labels: the labels the run holds (docs/codemode.md "Labels"): for each label, the
             sub-call ids whose results brought it; empty when it holds none.
+        warnings: what the host's dependencies or the policy warned about during the run
+            (an MCP server's notification the SDK could not validate, a rule's glob that
+            matches no tool), one line each; under `--json` instead of on stderr.
     """
 
     ok: bool
@@ -184,6 +187,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     approvals: tuple[ApprovalReport, ...]
     labels: dict[str, list[str]] = {}
+    warnings: tuple[str, ...] = ()
 
 
 class Rejection(msgspec.Struct, frozen=True):

@@ -50,6 +50,8 @@ from typing import Any
 
 import msgspec
 
+from ._mcp_values import MARKER_KEY as LOSSLESS_MARKER_KEY
+
 __all__ = [
     "MAX_LITERAL_VALUES",
     "NO_DEFAULT",
@@ -106,6 +108,8 @@ class ParamSpec(msgspec.Struct, frozen=True):
             explicit `None` means "not given" and must be dropped, since the schema does not
             admit null.
         annotation: the Python type shown in the signature, e.g. `'list[str] | None'`.
+        keyword_only: a property whose name is not a Python name (`"from"`,
+            `"content-type"`): passed only as `**{"from": ...}`, never positionally.
     """
 
     name: str
@@ -113,6 +117,7 @@ class ParamSpec(msgspec.Struct, frozen=True):
     default: Any | msgspec.UnsetType = NO_DEFAULT
     omit_if_none: bool = False
     annotation: str = "Any"
+    keyword_only: bool = False
 
 
 class ToolStub(msgspec.Struct, frozen=True):
@@ -121,10 +126,11 @@ class ToolStub(msgspec.Struct, frozen=True):
     Attributes:
         name: the tool's own name, what is dispatched ("get-time", "git.status").
         alias: the non-keyword Python identifier the program calls (see `aliases_for`).
-        params: in signature order: required first (schema property order), then optional.
+        params: in signature order: required first (schema property order), then optional;
+            the `keyword_only` ones (names that are not Python names) among them.
         accepts_extra: keyword arguments beyond `params` go to the host (which validates them):
-            the root object is open (`additionalProperties` is not false) or has properties
-            that are not Python names.
+            only when the schema sets `additionalProperties` to something other than false.
+            Otherwise such a keyword is Python's `TypeError` ("Did you mean ...?").
         signature: one line, e.g.
             'def get_weather(city: str, units: Literal["c", "f"] = "c") -> GetWeatherResult:'.
         typed_dicts: the TypedDict definitions the signature refers to, in dependency order,
@@ -333,8 +339,12 @@ class _Converter:
                 parts = [
                     self.type_of(o, tag, f"{path}/{key}/{i}", base, depth + 1)
                     for i, o in enumerate(options)
+                    # the tag of a value JSON cannot carry (an MCP tool's output): not a type
+                    # the program should expect (codemode/_mcp_values.py)
+                    if not (isinstance(o, dict) and o.get(LOSSLESS_MARKER_KEY) is True)
                 ]
-                return _union([*parts, "None"] if nullable else parts)
+                if parts:
+                    return _union([*parts, "None"] if nullable else parts)
         all_of = schema.get("allOf")
         if isinstance(all_of, list) and len(all_of) == 1:
             return self.type_of(all_of[0], tag, f"{path}/allOf/0", base, depth + 1)
@@ -654,7 +664,10 @@ def _attempt(
     if _refers_to_root(root):  # the arguments object is a class too: build it first
         conv.type_of(root, "in", "#", conv.root_base["in"])
     required = _required(obj)
-    accepts_extra = obj.get("additionalProperties", True) is not False
+    # Python's rules: a keyword beyond the parameters is refused ("Did you mean ...?") unless
+    # the schema asks for extra keys explicitly; an absent additionalProperties does not.
+    extra_schema = obj.get("additionalProperties", False)
+    accepts_extra = extra_schema is not False and "additionalProperties" in obj
 
     order = [k for k in props if k in required]
     order += [k for k in required if k not in props and k not in order]
@@ -678,6 +691,7 @@ def _attempt(
             note = f"{json.dumps(key)}: {t}" + (" (required)" if is_required else "")
             hidden.append(note)
             hidden_keys.append(key)
+            specs.append(ParamSpec(key, is_required, default, False, t, keyword_only=True))
             continue
         omit = False
         if is_required:
@@ -699,10 +713,10 @@ def _attempt(
             param_docs.append((key, sub["description"].strip()))
 
     extra_note = ""
-    if hidden:
-        accepts_extra = True
+    if hidden or accepts_extra:
         kwargs = _first_free("kwargs", {s.name for s in specs})
         sig.append(f"**{kwargs}: Any")
+    if hidden:
         example = json.dumps(hidden_keys[0])
         extra_note = (
             f"Keys that are not Python names go in **{kwargs}, "

@@ -19,7 +19,8 @@ or error, sub-call table, summary) goes to stderr, drawn when stderr is a termin
 1 it failed or hit a limit, 2 bad usage (options, program file, policy, log, MCP server,
 a resumption that cannot be made), 3 the run paused, waiting for approval: stderr lists the
 requests and the `codemode resume` command that goes on (docs/codemode.md "Pausing for
-approval").
+approval"); 128 + signum when SIGTERM, SIGHUP or SIGINT stopped a command (cleanly, for
+`run`, `resume`, `serve` and `eval`: `_stop.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,10 @@ from ._cli_help import _Command, _Group
 from ._cli_render import draw_card, failure_text, pending_text, write_output
 from ._cli_run import Decisions, Ran, resume_program, run_program
 from ._log_cli import log_app
-from ._policy import Policy, PolicyError
+from ._policy import Policy, PolicyError, PolicyWarning
+from ._quiet import collected
 from ._run_report import RunReport
+from ._stop import Stopped, report_stop, stopping
 from ._version import codemode_version
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
@@ -57,8 +61,8 @@ err_console = Console(stderr=True)
 DEMO_PROGRAM = Path(__file__).resolve().parent / "fixtures" / "demo_program.py"
 
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
-_BOUNDS = {"--timeout": "between 0 and 86400 seconds", "--memory-mb": "between 16 and 4096 MiB",
-           "--fuel": "a positive number"}
+_BOUNDS = {"--timeout": "more than 0 and at most 86400 seconds (a day)",
+           "--memory-mb": "between 16 and 4096 MiB", "--fuel": "a positive number"}
 
 
 def _version(value: bool) -> None:
@@ -190,11 +194,18 @@ def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
 def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: bool,
                 table: bool | None, resume: Callable[[RunReport], str | None]) -> None:
     """Run `start`, print its report as `run` and `resume` do, and exit with the status."""
-    try:
-        ran = asyncio.run(_awaited(start))
-    except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
-        raise _usage_error(f"{type(exc).__name__}: {exc}") from None
-    report = ran.report
+    with collected() as warned:   # dependencies' tracebacks: one line each, not on stderr
+        try:
+            ran = asyncio.run(_awaited(start))
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session has closed its turn
+            raise _stopped_exit() from None
+        except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
+            raise _usage_error(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            if not as_json:
+                for line in warned:
+                    sys.stderr.write(f"codemode: warning: {line}\n")
+    report = msgspec.structs.replace(ran.report, warnings=tuple(warned))
     draw = table if table is not None else (not as_json and sys.stderr.isatty())
     if as_json:
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2)
@@ -382,13 +393,62 @@ def eval_corpus(
 ) -> None:
     """`codemode eval` (its help is `_EVAL_HELP`)."""
     from ._eval import run_command
-    raise typer.Exit(run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
-                                 html_path=html, console=Console(), err_console=err_console,
-                                 ray_address=ray, variants=variants, seed=seed))
+    try:
+        status = run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
+                             html_path=html, console=Console(), err_console=err_console,
+                             ray_address=ray, variants=variants, seed=seed)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: every worker has been stopped
+        raise _stopped_exit() from None
+    raise typer.Exit(status)
 
 
 def main() -> None:
-    app()
+    global _STOPPED
+    warnings.showwarning = _show_warning
+    with stopping() as _STOPPED:
+        if sys.stderr.isatty():
+            app()
+        else:
+            sys.exit(_plain_errors())
+
+
+def _plain_errors() -> int:
+    """`app()`, with a usage error printed as click prints it (`Error: ...` on one line)
+    rather than in a panel rich wraps at 80 columns: stderr is a pipe or a file here, read by
+    a program or a log, where a message broken mid-sentence is harder to match."""
+    try:
+        status = app(standalone_mode=False)
+    except typer.Abort:
+        sys.stderr.write("Aborted!\n")
+        return 1
+    except typer.TyperException as exc:   # click's ClickException family (typer vendors it)
+        show = getattr(exc, "show", None)
+        if show is None:
+            raise
+        show()
+        return int(getattr(exc, "exit_code", 2))
+    return status if isinstance(status, int) else 0
+
+
+# Which signal stopped the command, under `main` (SIGTERM and SIGHUP stop like Ctrl-C).
+_STOPPED = Stopped()
+
+
+def _stopped_exit() -> typer.Exit:
+    """The command was interrupted (and has unwound): exit 128 + the signal's number."""
+    return typer.Exit(report_stop(_STOPPED))
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A policy's warning as one plain line on stderr; others as Python shows them."""
+    if issubclass(category, PolicyWarning):
+        sys.stderr.write(f"codemode: warning: {message}\n")
+        return
+    _python_showwarning(message, category, filename, lineno, file, line)
 
 
 @app.command("serve", cls=_Command,
@@ -441,8 +501,8 @@ def serve_command(
         serve(transport="http" if transport == "http" else "stdio", host=host, port=port,
               mcp=mcp, mcp_urls=mcp_url, builtin=builtin, policy=loaded, log=log, mode=mode,
               call_timeout_s=mcp_timeout, approvals=approvals)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session and its log are closed
+        raise _stopped_exit() from None
     except Exception as exc:   # an upstream that did not start, a port in use, ...
         err_console.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
         raise typer.Exit(2) from None

@@ -15,7 +15,7 @@ import msgspec
 from ._errors import InvalidArgumentsError
 from ._execution import Execution, RunContext
 from ._lossless import snapshot
-from ._schema import validate
+from ._schema import check_schema, validate
 
 __all__ = ["ToolDefinition", "tool"]
 
@@ -28,7 +28,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     Args:
         name: unique per scope; non-empty.
         description: model-facing description.
-        parameters: JSON Schema of the arguments object.
+        parameters: JSON Schema of the arguments object. The registry checks every call's
+            arguments against it before policy runs (``INVALID_ARGS``).
         execute: ``(args, ctx: RunContext) -> value`` (async or sync); the value must be
             lossless JSON matching ``output_schema``.
         output_schema: JSON Schema of the value; ``None`` accepts any JSON value.
@@ -42,12 +43,19 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             this returns exactly ``True``.
         present_call: pure ``(args) -> JSON | None`` for the pending UI card.
         present_result: pure ``(args, {"content", "isError", "meta"}) -> JSON | None``.
+        arguments_fit: an optional fast ``(args) -> bool`` that is true only for arguments the
+            ``parameters`` schema accepts (``@tool`` sets msgspec's compiled check): the
+            registry's argument check runs the JSON Schema validator only when it is false.
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
         labels: what this tool's results carry (``"private"``, ``"untrusted"``): a Code-Mode
             run that receives one of its results holds these labels, and policy rules can
             decide later calls on them (docs/codemode.md "Labels"). Empty: none.
+
+    Raises:
+        ValueError: a bad name or timeout, or ``parameters``/``output_schema`` is not a JSON
+            Schema the validator (``jsonschema``) can read.
     """
 
     name: str
@@ -64,6 +72,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     present_result: Callable[[Any, Any], Any] | None = None
     resumable: bool = False
     labels: frozenset[str] = frozenset()
+    arguments_fit: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -83,6 +92,10 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             not isinstance(self.timeout_ms, (int, float)) or self.timeout_ms <= 0
         ):
             raise ValueError(f"tool {self.name!r}: timeout_ms must be a positive number")
+        # A schema the validator cannot read fails here, at registration, not at call time.
+        check_schema(self.parameters, f"tool {self.name!r}: parameters")
+        if self.output_schema is not None:
+            check_schema(self.output_schema, f"tool {self.name!r}: output_schema")
 
     def model_schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}``: all the model ever sees."""
@@ -372,6 +385,7 @@ def _build_tool(
         present_call=soft(present_call),
         present_result=soft(present_result),
         labels=labels,
+        arguments_fit=fits,
     )
 
 

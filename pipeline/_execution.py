@@ -49,9 +49,9 @@ class ExecutionInput(msgspec.Struct, frozen=True):
             ``None``: every tool visible to ``agent``. Any other name goes through policy
             like a name visible nowhere and fails ``UNKNOWN_TOOL`` at dispatch.
         argument_error: why the caller found the call malformed before it got here (a
-            program's call that did not fit the tool's signature); the call still goes
-            through policy, then fails ``INVALID_ARGS`` (``invalid arguments: <why>``) where
-            dispatch would start: no ``tools/execute`` wrapper, no body; post-execute, the
+            program's call that did not fit the tool's signature); the call fails
+            ``INVALID_ARGS`` (``invalid arguments: <why>``) at S3, before policy, like a call
+            whose arguments break the tool's schema: no policy, wrapper or body; the
             finalizer and ``tools/result`` still run. ``None``: nothing found.
         approval: the channel that answers this call's ``Ask`` instead of the session's (a
             Code-Mode run routes its sub-calls' approvals through its own, which may defer

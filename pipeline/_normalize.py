@@ -25,8 +25,9 @@ UNPRINTABLE = "<unprintable error>"
 def message_of(thrown: Any) -> str:
     """The message of an arbitrary thrown value; never raises.
 
-    An exception's message (``.message`` of a ``HarnessError``, else ``str(exc)``, else its
-    first string argument, else the class name); for other values a string ``message``
+    An exception's message (``.message`` of a ``HarnessError``, else ``str(exc)`` —
+    prefixed by the class for a ``KeyError``, whose text is only the key: ``KeyError: 'x'``
+    —, else its first string argument, else the class name); for other values a string ``message``
     attribute or key, else ``str(value)``; if all of that fails, ``"<unprintable error>"``.
     """
     kind = type(thrown)  # type() never runs user code; isinstance() may (__class__)
@@ -59,7 +60,8 @@ def _exception_message(exc: BaseException) -> str:
     try:
         text = str(exc)
         if type(text) is str and text:
-            return text
+            # A KeyError's text is only the key's repr (`'x'`): it needs its class to read.
+            return f"{type(exc).__name__}: {text}" if isinstance(exc, KeyError) else text
     except Exception:
         pass
     try:

@@ -42,7 +42,7 @@ from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionT
 from ._lossless import snapshot
 from ._normalize import body_failure, failure_from, listener_failure, message_of
 from ._result import CallResult, ToolErrorDetail, text_block
-from ._schema import validate
+from ._schema import argument_problem, validate
 from ._signal import Signal
 from ._waterfall import Registration, Waterfall
 from .events import ErrorInfo
@@ -388,6 +388,15 @@ class PendingCall:
         if args_error is not None:
             self._settle("final", failure_from(args_error))
             return
+        if not collapsed and defn is not None:
+            fits = defn.arguments_fit
+            problem = inp.argument_error or (
+                None if fits is not None and fits(arguments)
+                else argument_problem(defn.parameters, arguments))
+            if problem is not None:  # malformed: policy is not asked about a call that cannot run
+                self._settle("final", failure_from(
+                    InvalidArgumentsError(f"invalid arguments: {problem}")))
+                return
         if collapsed:
             if self.caller.aborted:
                 self._settle("final", _aborted(True))
@@ -539,7 +548,7 @@ class PendingCall:
         self._phase = "dispatched"
         if self.route != "dispatch":
             return
-        if self._input.argument_error is not None:  # known malformed: no wrapper, no body
+        if self._input.argument_error is not None:  # malformed, for a name unknown at S3
             self._settle("post", failure_from(
                 InvalidArgumentsError(f"invalid arguments: {self._input.argument_error}")))
             return

@@ -1,29 +1,36 @@
-"""A small JSON Schema validator with path-qualified messages (docs/pipeline-spec.md §5).
+"""JSON Schema checks with path-qualified messages (docs/pipeline-spec.md §5).
 
-Supports the subset that msgspec emits and hand-written tool schemas use: ``$ref`` into
-``$defs``/``definitions``, ``type`` (string or list), ``enum``, ``const``, ``properties``,
-``required``, ``additionalProperties`` (bool or schema), ``items``, ``prefixItems``,
-``minItems``/``maxItems``, ``minLength``/``maxLength``, ``pattern``, ``minimum``/``maximum``,
-``exclusiveMinimum``/``exclusiveMaximum``, ``multipleOf``, ``minProperties``/``maxProperties``,
-``anyOf``/``oneOf`` (both: at least one branch), ``allOf``. Other keywords are ignored.
-
-Messages (``<p>`` is the quoted path such as ``"a.b[0]"``, or the root label)::
+The validation itself is the `jsonschema` library's (the draft a schema names in
+``$schema``, else 2020-12): every keyword it knows, ``$ref`` into ``$defs``/``definitions``
+included. This module only compiles schemas once, refuses a schema the library cannot read
+(``check_schema``, at registration) and words each violation the same way, whatever tool or
+server the schema came from (``<p>`` is the quoted path such as ``"a.b[0]"``, or the root
+label)::
 
     missing required property "file_path"
     "mode" must be one of ["a","b"]
     "x" must be a string            "x" must be a string or null
     "k" is not a declared property (additionalProperties: false)
+    "name" must be at most 8 characters long
     arguments must be an object
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
+import jsonschema
 import msgspec
+from jsonschema.validators import validator_for
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012, specification_with
 
-__all__ = ["validate"]
+__all__ = ["argument_problem", "check_schema", "validate"]
 
 _TYPE_NAMES = {
     "string": "a string",
@@ -35,23 +42,72 @@ _TYPE_NAMES = {
     "null": "null",
 }
 
+# Compiled validators by schema identity. The entry holds the schema itself, so its id is not
+# reused while cached; bounded, since sessions register and drop tools.
+_CACHE_SIZE = 4096
+_compiled: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+_lock = threading.Lock()
 
-def _is_type(value: Any, kind: str) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "object":
-        return isinstance(value, dict)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "null":
-        return value is None
-    return True  # unknown type keyword: do not reject
+
+def _validator(schema: Any) -> Any:
+    key = id(schema)
+    with _lock:
+        hit = _compiled.get(key)
+        if hit is not None and hit[0] is schema:
+            _compiled.move_to_end(key)
+            return hit[1]
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    compiled = cls(schema)
+    with _lock:
+        _compiled[key] = (schema, compiled)
+        if len(_compiled) > _CACHE_SIZE:
+            _compiled.popitem(last=False)
+    return compiled
+
+
+def check_schema(schema: Any, what: str) -> None:
+    """Raise ``ValueError`` if ``schema`` is not a JSON Schema the validator can read.
+
+    Args:
+        schema: a JSON Schema (dict or bool).
+        what: how to name it in the message, e.g. ``'tool "add": parameters'``.
+
+    Raises:
+        ValueError: ``<what> is not a valid JSON Schema: <why> (at <path>)``; also for a
+            local ``$ref`` that points nowhere in the schema.
+    """
+    if not isinstance(schema, (dict, bool)):
+        raise ValueError(f"{what} is not a valid JSON Schema: it must be an object or a boolean")
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)  # type: ignore[arg-type]  # a boolean is a schema too
+    except jsonschema.SchemaError as exc:
+        where = _dotted(exc.absolute_path)
+        raise ValueError(f"{what} is not a valid JSON Schema: {exc.message}"
+                         + (f" (at {where})" if where else "")) from None
+    resource = specification_with(
+        schema.get("$schema", "") if isinstance(schema, dict) else "", default=DRAFT202012,
+    ).create_resource(schema)
+    resolver = Registry().resolver_with_root(resource)
+    for ref in _local_refs(schema):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise ValueError(f"{what} is not a valid JSON Schema: "
+                             f"$ref {ref!r} points nowhere in the schema") from None
+
+
+def _local_refs(schema: Any) -> Iterable[str]:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#"):
+                yield ref
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def _json(value: Any) -> str:
@@ -61,223 +117,144 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def _equal(a: Any, b: Any) -> bool:
-    # JSON equality: True != 1
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return bool(a == b)
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
 
 
-class _Validator:
-    def __init__(self, root: Any, label: str) -> None:
-        self.root = root
+class _Words:
+    """Words jsonschema's errors the way this project's messages read."""
+
+    def __init__(self, label: str) -> None:
         self.label = label
-        self.errors: list[str] = []
 
-    def where(self, path: list[Any]) -> str:
-        if not path:
-            return self.label
-        return f'"{self.dotted(path)}"'
+    def where(self, error: Any, extra: Any = None) -> str:
+        path = [*error.absolute_path] + ([extra] if extra is not None else [])
+        return f'"{_dotted(path)}"' if path else self.label
 
-    @staticmethod
-    def dotted(path: list[Any]) -> str:
-        out = ""
-        for part in path:
-            if isinstance(part, int):
-                out += f"[{part}]"
-            else:
-                out += f".{part}" if out else str(part)
+    def all(self, errors: Iterable[Any]) -> list[str]:
+        out: list[str] = []
+        for error in errors:
+            for line in self.one(error):
+                if line not in out:
+                    out.append(line)
         return out
 
-    def resolve(self, schema: Any) -> Any:
-        seen = 0
-        while isinstance(schema, dict) and "$ref" in schema and seen < 64:
-            ref = schema["$ref"]
-            target: Any = self.root
-            if not isinstance(ref, str) or not ref.startswith("#"):
-                return {}
-            for part in ref[1:].split("/"):
-                if part:
-                    target = target.get(part, {}) if isinstance(target, dict) else {}
-            schema = target
-            seen += 1
-        return schema
+    def one(self, error: Any) -> list[str]:
+        keyword, expected, value = error.validator, error.validator_value, error.instance
+        where = self.where(error)
+        if keyword == "required":
+            return [f'missing required property "{_dotted([*error.absolute_path, name])}"'
+                    for name in expected
+                    if isinstance(value, dict) and isinstance(name, str) and name not in value]
+        if keyword == "type":
+            kinds = [expected] if isinstance(expected, str) else list(expected)
+            return [f"{where} must be " + " or ".join(_TYPE_NAMES.get(k, k) for k in kinds)]
+        if keyword == "enum":
+            return [f"{where} must be one of {_json(expected)}"]
+        if keyword == "const":
+            return [f"{where} must be {_json(expected)}"]
+        if keyword == "additionalProperties" and expected is False:
+            return [f'{self.where(error, key)} is not a declared property '
+                    "(additionalProperties: false)" for key in _extras(error.schema, value)]
+        if keyword in ("anyOf", "oneOf"):
+            return self.branches(error)
+        if keyword == "minLength":
+            return [f"{where} must be at least {expected} characters long"]
+        if keyword == "maxLength":
+            return [f"{where} must be at most {expected} characters long"]
+        if keyword == "pattern":
+            return [f"{where} must match the pattern {_json(expected)}"]
+        bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">",
+                  "exclusiveMaximum": "<"}
+        if keyword in bounds:
+            return [f"{where} must be {bounds[keyword]} {_json(expected)}"]
+        if keyword == "multipleOf":
+            return [f"{where} must be a multiple of {_json(expected)}"]
+        counts = {"minItems": ("at least", "items"), "maxItems": ("at most", "items"),
+                  "minProperties": ("at least", "properties"),
+                  "maxProperties": ("at most", "properties")}
+        if keyword in counts:
+            bound, unit = counts[keyword]
+            return [f"{where} must have {bound} {expected} {unit}"]
+        if keyword == "items" and expected is False:
+            return [f"{where} must have at most {len(error.schema.get('prefixItems', []))} items"]
+        if keyword is False or (keyword is None and error.schema is False):
+            return [f"{where} is not allowed"]
+        if keyword == "uniqueItems":
+            return [f"{where} must not contain the same item twice"]
+        if keyword == "not":
+            return [f"{where} must not match the schema under \"not\""]
+        # Other keywords: named, never the value itself (arguments may hold secrets).
+        return [f'{where} does not satisfy the schema\'s "{keyword}" rule']
 
-    def types_of(self, schema: Any) -> list[str] | None:
-        schema = self.resolve(schema)
-        if not isinstance(schema, dict):
-            return None
-        kind = schema.get("type")
-        if isinstance(kind, str):
-            return [kind]
-        if isinstance(kind, list):
-            return [k for k in kind if isinstance(k, str)]
-        if "enum" in schema or "const" in schema:
-            return None
-        for key in ("anyOf", "oneOf"):
-            if isinstance(schema.get(key), list):
-                out: list[str] = []
-                for branch in schema[key]:
-                    kinds = self.types_of(branch)
-                    if kinds is None:
-                        return None
-                    out += [k for k in kinds if k not in out]
-                return out
-        return None
-
-    def check(self, schema: Any, value: Any, path: list[Any]) -> None:
-        schema = self.resolve(schema)
-        if schema is True or schema == {} or not isinstance(schema, dict):
-            if schema is False:
-                self.errors.append(f"{self.where(path)} is not allowed")
-            return
-        where = self.where(path)
-        kinds = schema.get("type")
-        if kinds is not None:
-            kinds_list = [kinds] if isinstance(kinds, str) else list(kinds)
-            if not any(_is_type(value, k) for k in kinds_list):
-                names = " or ".join(_TYPE_NAMES.get(k, k) for k in kinds_list)
-                self.errors.append(f"{where} must be {names}")
-                return
-        options = schema.get("enum")
-        if isinstance(options, list) and not any(_equal(value, o) for o in options):
-            self.errors.append(f"{where} must be one of {_json(options)}")
-            return
-        if "const" in schema and not _equal(value, schema["const"]):
-            self.errors.append(f"{where} must be {_json(schema['const'])}")
-            return
-        for key in ("anyOf", "oneOf"):
-            if isinstance(schema.get(key), list):
-                self.check_any(schema[key], value, path)
-        if isinstance(schema.get("allOf"), list):
-            for branch in schema["allOf"]:
-                self.check(branch, value, path)
-        if isinstance(value, str):
-            self.check_string(schema, value, where)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            self.check_number(schema, value, where)
-        elif isinstance(value, dict):
-            self.check_object(schema, value, path)
-        elif isinstance(value, list):
-            self.check_array(schema, value, path)
-
-    def check_any(self, branches: list[Any], value: Any, path: list[Any]) -> None:
-        compatible = []
-        for branch in branches:
-            kinds = self.types_of(branch)
-            if kinds is None or any(_is_type(value, k) for k in kinds):
-                compatible.append(branch)
-        if not compatible:
+    def branches(self, error: Any) -> list[str]:
+        """anyOf/oneOf: the branches the value's type fits; if only one does, its own
+        violations; if none, the types the branches allow."""
+        by_branch: dict[int, list[Any]] = {}
+        for sub in error.context or ():
+            by_branch.setdefault(sub.relative_schema_path[0], []).append(sub)
+        where = self.where(error)
+        if error.validator == "oneOf" and len(by_branch) < len(error.validator_value):
+            return [f"{where} must match exactly one of the allowed schemas"]
+        fitting = {i: subs for i, subs in by_branch.items()
+                   if not any(s.validator == "type" and not s.relative_path for s in subs)}
+        if not fitting:
             names: list[str] = []
-            for branch in branches:
-                for k in self.types_of(branch) or []:
-                    if _TYPE_NAMES.get(k, k) not in names:
-                        names.append(_TYPE_NAMES.get(k, k))
-            self.errors.append(f"{self.where(path)} must be {' or '.join(names)}")
-            return
-        first_errors: list[str] | None = None
-        for branch in compatible:
-            sub = _Validator(self.root, self.label)
-            sub.check(branch, value, path)
-            if not sub.errors:
-                return
-            if first_errors is None:
-                first_errors = sub.errors
-        if len(compatible) == 1 and first_errors:
-            self.errors.extend(first_errors)
-        else:
-            self.errors.append(f"{self.where(path)} does not match any of the allowed schemas")
+            for subs in by_branch.values():
+                for s in subs:
+                    if s.validator == "type" and not s.relative_path:
+                        kinds = [s.validator_value] if isinstance(s.validator_value, str) \
+                            else list(s.validator_value)
+                        names += [n for k in kinds
+                                  if (n := _TYPE_NAMES.get(k, k)) not in names]
+            return [f"{where} must be {' or '.join(names)}"]
+        if len(fitting) == 1:
+            return self.all(next(iter(fitting.values())))
+        return [f"{where} does not match any of the allowed schemas"]
 
-    def check_string(self, schema: dict[str, Any], value: str, where: str) -> None:
-        if isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
-            self.errors.append(f"{where} must be at least {schema['minLength']} characters long")
-        if isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
-            self.errors.append(f"{where} must be at most {schema['maxLength']} characters long")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                matched = re.search(pattern, value) is not None
-            except re.error:
-                matched = True
-            if not matched:
-                self.errors.append(f"{where} must match the pattern {_json(pattern)}")
 
-    def check_number(self, schema: dict[str, Any], value: float, where: str) -> None:
-        def num(key: str) -> float | None:
-            bound = schema.get(key)
-            return (
-                bound if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None
-            )
-
-        if (b := num("minimum")) is not None and value < b:
-            self.errors.append(f"{where} must be >= {_json(b)}")
-        if (b := num("maximum")) is not None and value > b:
-            self.errors.append(f"{where} must be <= {_json(b)}")
-        if (b := num("exclusiveMinimum")) is not None and value <= b:
-            self.errors.append(f"{where} must be > {_json(b)}")
-        if (b := num("exclusiveMaximum")) is not None and value >= b:
-            self.errors.append(f"{where} must be < {_json(b)}")
-        if (b := num("multipleOf")) is not None and b > 0:
-            quotient = value / b
-            if quotient != int(quotient):
-                self.errors.append(f"{where} must be a multiple of {_json(b)}")
-
-    def check_object(self, schema: dict[str, Any], value: dict[str, Any], path: list[Any]) -> None:
-        props_raw = schema.get("properties")
-        props: dict[str, Any] = props_raw if isinstance(props_raw, dict) else {}
-        required_raw = schema.get("required")
-        required: list[Any] = required_raw if isinstance(required_raw, list) else []
-        for name in required:
-            if isinstance(name, str) and name not in value:
-                self.errors.append(f'missing required property "{self.dotted([*path, name])}"')
-        for key, child in value.items():
-            if key in props:
-                self.check(props[key], child, [*path, key])
-                continue
-            extra = schema.get("additionalProperties", True)
-            if extra is False:
-                self.errors.append(
-                    f'"{self.dotted([*path, key])}" is not a declared property '
-                    "(additionalProperties: false)"
-                )
-            elif isinstance(extra, dict):
-                self.check(extra, child, [*path, key])
-        where = self.where(path)
-        if isinstance(schema.get("minProperties"), int) and len(value) < schema["minProperties"]:
-            self.errors.append(f"{where} must have at least {schema['minProperties']} properties")
-        if isinstance(schema.get("maxProperties"), int) and len(value) > schema["maxProperties"]:
-            self.errors.append(f"{where} must have at most {schema['maxProperties']} properties")
-
-    def check_array(self, schema: dict[str, Any], value: list[Any], path: list[Any]) -> None:
-        where = self.where(path)
-        prefix_raw = schema.get("prefixItems")
-        prefix: list[Any] = prefix_raw if isinstance(prefix_raw, list) else []
-        items = schema.get("items", True)
-        for index, child in enumerate(value):
-            if index < len(prefix):
-                self.check(prefix[index], child, [*path, index])
-            elif items is False:
-                self.errors.append(f"{where} must have at most {len(prefix)} items")
-                break
-            elif isinstance(items, dict):
-                self.check(items, child, [*path, index])
-        if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:
-            self.errors.append(f"{where} must have at least {schema['minItems']} items")
-        if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
-            self.errors.append(f"{where} must have at most {schema['maxItems']} items")
+def _extras(schema: Any, value: Any) -> list[str]:
+    if not isinstance(value, dict) or not isinstance(schema, dict):
+        return []
+    declared = schema.get("properties")
+    props: dict[str, Any] = declared if isinstance(declared, dict) else {}
+    by_pattern = schema.get("patternProperties")
+    patterns: list[str] = list(by_pattern) if isinstance(by_pattern, dict) else []
+    return [k for k in value
+            if k not in props and not any(re.search(p, k) for p in patterns)]
 
 
 def validate(schema: Any, value: Any, *, label: str = "value") -> list[str]:
-    """Every violation of ``schema`` by ``value``, in document order (empty: valid).
+    """Every violation of ``schema`` by ``value`` (empty: valid), worded as above.
 
     Args:
-        schema: a JSON Schema (dict or bool); ``$ref`` resolves against this root.
+        schema: a JSON Schema (dict or bool); ``$ref`` resolves against this root. Compiled
+            once per schema object.
         value: a JSON value (plain or frozen containers).
         label: how the root is named in messages ("arguments", "value").
     """
-    validator = _Validator(schema, label)
     try:
-        validator.check(schema, value, [])
+        compiled = _validator(schema)
+        errors = list(compiled.iter_errors(value))
     except RecursionError:
-        validator.errors.append(f"{label} is too deeply nested to validate")
-    return validator.errors
+        return [f"{label} is too deeply nested to validate"]
+    except Exception as exc:  # e.g. a $ref the schema cannot resolve
+        return [f"{label} cannot be checked against its schema: {exc}"]
+    if not errors:
+        return []
+    # A missing property first at each level, as a reader fixes the call top-down.
+    errors.sort(key=lambda e: (len(e.absolute_path), e.validator != "required"))
+    return _Words(label).all(errors)
+
+
+def argument_problem(parameters: Any, arguments: Any) -> str | None:
+    """The violations of a call's ``arguments`` joined by ``"; "``, or ``None`` when they fit
+    ``parameters``: the one argument check every tool gets (docs/pipeline-spec.md §5)."""
+    problems = validate(parameters, arguments, label="arguments")
+    return "; ".join(problems) if problems else None

@@ -22,11 +22,13 @@ class ParamSpec(msgspec.Struct, frozen=True, kw_only=True):
     required: bool = False
     default: Any | UnsetType = UNSET
     omit_if_none: bool = False      # an explicit None means "not given": left out of the call
+    keyword_only: bool = False      # a name that cannot be written positionally ("from")
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A tool as the guest sees it: the name dispatched, the Python alias the program
-    calls, the parameters it checks call shapes against, its docstring."""
+    calls, the parameters it checks call shapes against (Python's own rules: a keyword
+    beyond `params` is refused unless `accepts_extra`), its docstring."""
 
     name: str
     alias: str

@@ -257,3 +257,20 @@ def test_pages_cite_only_files_in_the_repository(page: Path) -> None:
         if not any((base / cited).exists() for base in (ROOT, page.parent)):
             missing.append(cited)
     assert not missing, f"{page.name} cites files that are not in the repository: {missing}"
+
+
+# Files an example writes into the checkout: `--html F`, `--log F`, `> F` with a relative path.
+_WRITTEN = re.compile(r"(?:--html|--log|>)\s*([A-Za-z0-9_.-]+\.(?:html|jsonl|json|db|py|txt))\b")
+
+
+def test_the_files_the_examples_write_into_the_checkout_are_ignored():
+    # Running the examples from the repository root must leave `git status` and `ruff check .`
+    # as they were (the pause example's program is not a lint target).
+    written = {name for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+               for name in _WRITTEN.findall(path.read_text(encoding="utf-8"))}
+    assert {"report.html", "session.jsonl", "nap.py", "nap.jsonl"} <= written
+    for name in sorted(written):
+        for candidate in (name, f"{name}.lock") if name.endswith(".jsonl") else (name,):
+            done = subprocess.run(["git", "check-ignore", "-q", candidate], cwd=ROOT,
+                                  capture_output=True, timeout=60)
+            assert done.returncode == 0, f"{candidate} is not git-ignored"

@@ -71,3 +71,27 @@ def test_the_installed_cli_finds_the_demo_program(wheel_path, tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "True True\n"
+
+
+def test_the_installed_environment_imports_only_codemode(tmp_path):
+    # However this environment installed the project (CI: `pip install -e .`, hatch's exact
+    # editable mode; or a wheel), only `codemode` is importable from outside the checkout:
+    # the folders at the repository root are not top-level packages that could shadow others.
+    check = (
+        "import importlib.util, json, sys\n"
+        "import codemode.fixtures.toolset, codemode.pipeline, codemode.sandbox\n"
+        "print(json.dumps({\n"
+        "    'leaked': [n for n in ('sandbox', 'pipeline', 'fixtures', 'tests', 'benchmarks')\n"
+        "               if importlib.util.find_spec(n) is not None],\n"
+        "    'layers': [m.__file__ for m in (codemode.pipeline, codemode.sandbox)],\n"
+        "}))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    found = json.loads(done.stdout)
+    assert found["leaked"] == []
+    assert [Path(p).parent.name for p in found["layers"]] == ["pipeline", "sandbox"]
+    assert all(Path(p).parent.parent.name == "codemode" for p in found["layers"])

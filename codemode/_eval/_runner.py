@@ -321,9 +321,13 @@ def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,
     references: dict[str, ReferenceRun | None] = {}
     errors: list[BaseException] = []
 
+    slots: list[Slot] = []
+
     with tempfile.TemporaryDirectory(prefix="codemode-eval-", dir=workdir) as tmp:
         def drive(slot_index: int) -> None:
             slot = Slot(Path(tmp) / f"slot{slot_index}", policy, mem_slack_bytes)
+            with lock:
+                slots.append(slot)
             try:
                 while True:
                     try:
@@ -348,8 +352,18 @@ def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,
                    for i in range(min(jobs, max(len(cases), 1)))]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:       # Ctrl-C, SIGTERM (codemode/_stop.py): stop every slot
+            while not pending.empty():
+                pending.get_nowait()
+            with lock:
+                for slot in slots:
+                    slot.close()    # kills its worker: the case it runs ends at once
+            for thread in threads:
+                thread.join()
+            raise
     if errors:
         raise errors[0]
     return [r for r in results if r is not None]

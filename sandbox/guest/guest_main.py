@@ -107,14 +107,17 @@ def _os_exit(code):
 
 
 def _no_filesystem(function):
-    """`function` for file descriptors (stdout is 1); for a path, a PermissionError: the
-    sandbox has no filesystem (WASI would say ENOENT, which reads like a missing file)."""
+    """`function` for file descriptors (stdout is 1); for a path, FileNotFoundError (ENOENT):
+    the sandbox has no filesystem, so no path exists. That is what CPython itself raises for a
+    missing file, and what it raises under WASI with no preopened directory; `except
+    FileNotFoundError` and `e.errno == errno.ENOENT` work as they do outside. (The number is
+    WASI's: 44, where Linux says 2.)"""
     def refuse(path, *args, **kwargs):
         if isinstance(path, int) and not isinstance(path, bool):
             return function(path, *args, **kwargs)
-        raise PermissionError(errno.EACCES, "Permission denied (the sandbox has no "
-                              "filesystem)", os.fspath(path) if isinstance(
-                                  path, (str, bytes, os.PathLike)) else path)
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory (the sandbox has no "
+                                "filesystem)", os.fspath(path) if isinstance(
+                                    path, (str, bytes, os.PathLike)) else path)
     refuse.__name__ = refuse.__qualname__ = function.__name__
     refuse.__doc__ = function.__doc__
     return refuse

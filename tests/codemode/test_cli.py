@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "fixtures" / "policies"
 REPORT_FIELDS = ["ok", "kind", "code", "limit", "stdout", "stderr", "value",
-                 "error", "subcalls", "duration_s", "limits", "run_id", "approvals", "labels"]
+                 "error", "subcalls", "duration_s", "limits", "run_id", "approvals", "labels",
+                 "warnings"]
 SUBCALL_FIELDS = ["n", "id", "tool", "arguments", "ok", "code", "denied", "text",
                   "duration_ms", "replayed_from"]
 
@@ -171,10 +172,24 @@ def test_a_program_that_is_not_utf8_is_a_clear_error(tmp_path):
     assert b"latin1.py is not valid UTF-8 (byte 10); save the program as UTF-8" in done.stderr
 
 
-def test_limits_out_of_range_name_the_option(tmp_path):
-    done = codemode("run", program(tmp_path, "1\n"), "--timeout", "inf")
+@pytest.mark.parametrize("option, value, bound", [
+    ("--timeout", "inf", "more than 0 and at most 86400 seconds (a day)"),
+    ("--timeout", "0", "more than 0 and at most 86400 seconds (a day)"),
+    ("--memory-mb", "8", "between 16 and 4096 MiB"),
+    ("--fuel", "0", "a positive number"),
+])
+def test_limits_out_of_range_name_the_option(tmp_path, option, value, bound):
+    done = codemode("run", program(tmp_path, "1\n"), option, value)
     assert done.returncode == 2
-    assert b"--timeout must be between 0 and 86400 seconds" in done.stderr
+    assert f"Error: Invalid value: {option} must be {bound}\n".encode() in done.stderr
+
+
+def test_a_usage_error_is_one_unwrapped_line_when_stderr_is_not_a_terminal(tmp_path):
+    long_option = "--an-option-whose-name-is-long-enough-to-pass-eighty-columns-" + "x" * 30
+    done = codemode("run", program(tmp_path, "1\n"), long_option)
+    assert done.returncode == 2
+    assert f"Error: No such option: {long_option}\n".encode() in done.stderr
+    assert "╭".encode() not in done.stderr        # no panel drawn around it
 
 
 def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path):

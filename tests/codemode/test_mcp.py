@@ -61,7 +61,7 @@ SCRIPT = textwrap.dedent('''
 
     @server.tool()
     def nap(seconds: float) -> float:
-        """Sleep, then return the seconds slept (structured: {"result": seconds})."""
+        """Sleep, then return the seconds slept (structured: {"result": seconds}, unwrapped)."""
         time.sleep(seconds)
         return seconds
 
@@ -328,7 +328,7 @@ async def test_server_killed_mid_call_fails_promptly(script):
 
 async def test_server_exiting_between_calls_is_noticed(script):
     async with await McpServer.connect(script, name="scripted") as server:
-        pid = (await server.call("pid", {}))["result"]
+        pid = await server.call("pid", {})
         assert await server.call("quit_soon", {}) == "bye"
         assert await _until_dead(server)                  # no call needed to notice
         assert _gone(pid)
@@ -356,7 +356,7 @@ async def test_call_timeout_leaves_the_server_usable(scripted):
 
 async def test_call_timeout_defaults_to_the_servers(script):
     async with await McpServer.connect(script, name="scripted", call_timeout_s=0.2) as server:
-        assert await server.call("nap", {"seconds": 0}) == {"result": 0.0}
+        assert await server.call("nap", {"seconds": 0}) == 0.0
         with pytest.raises(McpCallTimeout, match=r"did not answer within 0\.2 s"):
             await server.call("nap", {"seconds": 2})
 
@@ -376,7 +376,7 @@ async def test_calls_from_several_tasks_overlap(scripted):
     started = time.monotonic()
     values = await asyncio.gather(*(scripted.call("nap", {"seconds": 1.5}) for _ in range(4)))
     elapsed = time.monotonic() - started
-    assert values == [{"result": 1.5}] * 4
+    assert values == [1.5] * 4
     assert elapsed < 0.6 * 4 * 1.5                          # serially: 6 s; overlapping: 1.5 s
 
 
@@ -384,7 +384,7 @@ async def test_calls_from_several_tasks_overlap(scripted):
 
 async def test_close_from_another_task_stops_the_process(script):
     server = await asyncio.create_task(McpServer.connect(script, name="scripted"))
-    pid = (await server.call("pid", {}))["result"]
+    pid = await server.call("pid", {})
     assert server.alive
     await asyncio.create_task(server.aclose())
     assert not server.alive

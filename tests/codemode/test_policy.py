@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from codemode import Session
-from codemode._policy import Condition, Policy, PolicyError, Rule
+from codemode._policy import Condition, Policy, PolicyError, PolicyWarning, Rule
 from codemode.fixtures.reference_tools import ToolRecorder, reference_tools
 from codemode.pipeline import Ask
 from codemode.sandbox import SandboxLimits
@@ -52,11 +52,13 @@ def test_default_policy_limits_and_exposed_tools():
 
 
 @pytest.mark.parametrize("text, key, detail", [
-    ('[[rules]]\ntool = "x"\naction = "maybe"\n', "rules[0].action", "Invalid enum value 'maybe'"),
+    ('[[rules]]\ntool = "x"\naction = "maybe"\n', "rules[0].action",
+     "Invalid enum value 'maybe'; expected one of 'allow', 'ask', 'deny'"),
     ('[limits]\nwall_clock_s = 5\nbogus = 1\n', "limits.bogus",
      "Object contains unknown field 'bogus'"),
     ('[limits]\nwall_clock_s = -1\n', "limits.wall_clock_s", "Expected 'float' > 0.0"),
-    ('tier = "docker"\n', "tier", "Invalid enum value 'docker'"),
+    ('tier = "docker"\n', "tier",
+     "Invalid enum value 'docker'; expected one of 'restricted', 'wasm'"),
     ('[[rules]]\naction = "deny"\n', "rules[0].tool", "Object missing required field 'tool'"),
     ('[[rules]]\ntool = "a"\naction = "deny"\n[[rules]]\ntool = "b"\naction = "deny"\n'
      'when = { arg = "p", matches = "(" }\n', "rules[1].when.matches",
@@ -300,3 +302,117 @@ def test_names_of_tools_the_session_lacks_are_skipped(name, exposed):
     session = Session(tools=builtin_tools())      # has no get_cached_config
     mode = Policy.load(POLICIES / f"{name}.toml").apply(session)
     assert [d.name for d in mode.exposed_tools()] == exposed
+
+
+# ---- rules checked against the tools they govern ----------------------------------------
+
+def _enum_keys(kind, prefix=""):
+    """Every Literal field reachable from a policy struct, as (key, values)."""
+    import msgspec.inspect as mi
+
+    info = mi.type_info(kind) if not isinstance(kind, mi.Type) else kind
+    out = []
+    for field in info.fields:
+        kinds = field.type.types if isinstance(field.type, mi.UnionType) else (field.type,)
+        for t in kinds:
+            key = f"{prefix}{field.encode_name}"
+            if isinstance(t, mi.LiteralType):
+                out.append((key, t.values))
+            elif isinstance(t, mi.StructType):
+                out += _enum_keys(t, key + ".")
+            elif hasattr(t, "item_type") and isinstance(t.item_type, mi.StructType):
+                out += _enum_keys(t.item_type, key + "[0].")
+    return out
+
+
+def _data_with(key, value):
+    """Minimal policy data with `value` at `key` (`rules[0].action`, `tier`)."""
+    data = {"rules": [{"tool": "x", "action": "deny"}]}
+    node = data
+    parts = key.replace("[0]", ".0").split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    node[parts[-1]] = value
+    return data
+
+
+def test_every_enum_of_a_policy_lists_its_valid_values():
+    keys = _enum_keys(Policy)
+    assert {"tier", "rules[0].action"} <= {k for k, _ in keys}
+    for key, values in keys:
+        with pytest.raises(PolicyError) as caught:
+            Policy.from_data(_data_with(key, "no-such-value"))
+        expected = ", ".join(repr(v) for v in values)
+        assert caught.value.key == key
+        assert caught.value.detail == (
+            f"Invalid enum value 'no-such-value'; expected one of {expected}")
+
+
+def test_a_rule_naming_a_tool_the_session_lacks_is_refused_with_did_you_mean():
+    from codemode.fixtures.toolset import builtin_tools
+
+    policy = Policy(rules=(Rule(tool="sleep_sm", action="ask"),))
+    with pytest.raises(PolicyError) as caught:
+        policy.apply(Session(tools=builtin_tools()))
+    assert caught.value.key == "rules[0].tool"
+    assert caught.value.detail == (
+        "'sleep_sm' is not a tool of this session; did you mean 'sleep_ms'? (a rule for a "
+        "tool the session may lack says `optional = true`)")
+
+
+def test_an_optional_rule_may_name_a_tool_the_session_lacks(recwarn):
+    from codemode.fixtures.toolset import builtin_tools
+
+    policy = Policy(rules=(Rule(tool="read_secret", action="deny", optional=True),
+                           Rule(tool="admin_*", action="deny", optional=True)))
+    policy.apply(Session(tools=builtin_tools()))
+    assert [w for w in recwarn if issubclass(w.category, PolicyWarning)] == []
+
+
+def test_a_glob_matching_no_tool_is_a_warning():
+    from codemode.fixtures.toolset import builtin_tools
+
+    policy = Policy(rules=(Rule(tool="admin_*", action="deny"),))
+    with pytest.warns(PolicyWarning) as caught:
+        policy.apply(Session(tools=builtin_tools()))
+    assert [str(w.message) for w in caught] == [
+        "policy rules[0].tool: 'admin_*' matches no tool of this session"]
+
+
+@pytest.mark.parametrize("name", ["default", "strict", "example"])
+@pytest.mark.parametrize("toolset", ["builtin", "reference", "other"])
+def test_shipped_policies_apply_with_and_without_builtin_tools(name, toolset, recwarn):
+    from codemode import tool
+    from codemode.fixtures.toolset import builtin_tools
+
+    @tool
+    def get_current_time(timezone: str) -> str:
+        """An MCP server's tool, as with `--mcp` alone."""
+        return timezone
+
+    tools = {"builtin": builtin_tools, "reference": reference_tools,
+             "other": lambda: [get_current_time]}[toolset]()
+    policy = Policy.load(POLICIES / f"{name}.toml")
+    if name != "example" and toolset == "other":     # they expose reference tools by name
+        with pytest.raises(PolicyError, match="expose"):
+            policy.apply(Session(tools=tools))
+        return
+    policy.apply(Session(tools=tools))
+    assert [str(w.message) for w in recwarn if issubclass(w.category, PolicyWarning)] == []
+
+
+def test_the_cli_refuses_a_misspelt_rule_with_exit_2_and_warns_about_an_empty_glob(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("1\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rules]]\ntool = "sleep_sm"\naction = "ask"\n')
+    done = codemode("run", str(program), "--builtin", "--policy", str(bad))
+    assert done.returncode == 2
+    assert "rules[0].tool: 'sleep_sm' is not a tool of this session; did you mean 'sleep_ms'?" \
+        in done.stderr
+    glob = tmp_path / "glob.toml"
+    glob.write_text('[[rules]]\ntool = "admin_*"\naction = "deny"\n')
+    done = codemode("run", str(program), "--builtin", "--policy", str(glob))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "codemode: warning: policy rules[0].tool: 'admin_*' matches no tool " \
+        "of this session\n"

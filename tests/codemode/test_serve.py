@@ -277,16 +277,19 @@ async def test_streamable_http_serves_run_code_and_upstream_tools(git_repo: Path
                     code = f"REPO = {str(git_repo)!r}\n" + BOTH_SERVERS
                     result = await client.call_tool("run_code", {"code": code})
                     assert structured(result)["result"] == EXPECTED
-                    # the scripted upstream's str results are structured as {"result": ...}
+                    # the scripted upstream's str results arrive unwrapped (the SDK's
+                    # {"result": ...} envelope is taken off)
                     code = 'shout(text=get_current_time(timezone="UTC")["timezone"] + "!")'
                     result = await client.call_tool("run_code", {"code": code})
-                    assert structured(result)["result"] == {"result": "UTC!"}
+                    assert structured(result)["result"] == "UTC!"
 
                     direct = await client.call_tool("convert_time", {
                         "source_timezone": "UTC", "time": "09:00", "target_timezone": "Asia/Tokyo"})
                     assert structured(direct)["target"]["datetime"][11:16] == "18:00"
                     shouted = await client.call_tool("shout", {"text": "hi"})
-                    assert structured(shouted) == {"result": "HI"}
+                    # its value is a str: served as text, with no outputSchema to wrap it for
+                    assert shouted.structured_content is None
+                    assert [block.text for block in shouted.content] == ["HI"]
     finally:
         upstream.terminate()
         upstream.wait(timeout=30)
@@ -412,7 +415,7 @@ async def test_an_upstream_timeout_is_a_rejection(scripted: Path, tmp_path: Path
             result = await client.call_tool("run_code", {"code": code})
             assert structured(result)["result"] == "TOOL_TIMEOUT"
             quick = await client.call_tool("run_code", {"code": 'shout(text="ok")'})
-            assert structured(quick)["result"] == {"result": "OK"}
+            assert structured(quick)["result"] == "OK"
 
 
 async def test_a_failing_program_is_an_error_result_without_structured_content():

@@ -96,7 +96,7 @@ def test_required_first_then_optional_with_defaults_and_literals():
         ParamSpec("units", False, "c", False, 'Literal["c", "f"]'),
         ParamSpec("days", False, 3, False, "int"),
     )
-    assert stub.accepts_extra  # additionalProperties absent: open
+    assert not stub.accepts_extra  # additionalProperties absent: closed, as a Python signature is
     assert stub.name == "get_weather" and stub.alias == "get_weather"
 
 
@@ -325,8 +325,11 @@ def test_parameter_names_that_are_not_identifiers_go_through_kwargs():
     assert stub.signature == (
         "def search(query: str, kwargs: bool | None = None, **kwargs_2: Any) -> Any:"
     )
-    assert [p.name for p in stub.params] == ["query", "kwargs"]
-    assert stub.accepts_extra  # despite additionalProperties: false
+    # Every property is a parameter the guest binds; the ones that are not Python names only
+    # by keyword. The root stays closed: a misspelt keyword is Python's TypeError.
+    assert [(p.name, p.keyword_only) for p in stub.params] == [
+        ("query", False), ("content-type", True), ("from", True), ("kwargs", False)]
+    assert not stub.accepts_extra
     assert stub.extra_note == (
         "Keys that are not Python names go in **kwargs_2, as in "
         'search(..., **{"content-type": ...}): "content-type": str (required); "from": int.'
@@ -732,4 +735,5 @@ def test_param_spec_encodes_without_absent_default():
         "required": True,
         "omit_if_none": False,
         "annotation": "Any",
+        "keyword_only": False,
     }

@@ -145,7 +145,7 @@ def closed(a: int) -> int:
     "call, problem",
     [
         ("closed(a=1, b=2)", "closed() got an unexpected keyword argument 'b'"),
-        ("closed()", "closed() missing 1 required argument: 'a'"),
+        ("closed()", "closed() missing 1 required positional argument: 'a'"),
         ("closed(1, 2)", "closed() takes 1 positional argument but 2 were given"),
         ("closed(1, a=2)", "closed() got multiple values for argument 'a'"),
     ],
@@ -170,7 +170,7 @@ async def test_a_call_of_the_wrong_shape_is_a_recorded_tool_argument_error(sessi
         "INVALID_ARGS",
         f"invalid arguments: {problem}",
     ]
-    assert judged == ["run_code", "closed"]
+    assert judged == ["run_code"]               # refused before policy: it cannot run
     [start], [settle] = of(session, events.CodeDispatchStart), of(session, events.CodeDispatch)
     assert start.name == "closed" and settle.is_error
 

@@ -50,7 +50,11 @@ def ran() -> Recorder:
 
 @pytest.fixture
 def session(ran: Recorder):
-    with Session(tools=[make_tool("write", ran), make_tool("read", ran)]) as session:
+    # `path` is declared: a program's binding takes the keywords its schema names (Python's
+    # rules), so `write(path=...)` reaches the hooks.
+    takes_path = {"type": "object", "properties": {"path": {"type": "string"}}}
+    with Session(tools=[make_tool("write", ran, parameters=takes_path),
+                        make_tool("read", ran, parameters=takes_path)]) as session:
         yield session
 
 

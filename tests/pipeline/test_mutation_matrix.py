@@ -286,25 +286,48 @@ def test_matrix_cells_left_out_do_not_apply_to_that_family(tmp_path):
     w.session.close()
 
 
+def own_schema_rejects(w: World, family: str, args: Any) -> str | None:
+    """The registry's own answer to a cell: the tool's schema rejects it before any policy
+    (``INVALID_ARGS``), or ``None``: only the pre-approval validator's closed root or
+    cross-field rule does."""
+    problems = validate(w.definitions[family].parameters, args, label="arguments")
+    return "invalid arguments: " + "; ".join(problems) if problems else None
+
+
 @pytest.mark.parametrize(("family", "case"), CELLS, ids=[f"{f}-{c}" for f, c in CELLS])
-async def test_invalid_mutation_is_denied_before_approval_and_the_sentinel_stays_in_tool_call(
+async def test_invalid_mutation_is_refused_before_approval_and_the_sentinel_stays_in_tool_call(
     world, family, case
 ):
     if family == "edit":
         await world.read_a()                        # the gate would let the edit through
     args = fill(MATRIX[family][case])
+    own = own_schema_rejects(world, family, args)
     result = await world.call(family, args)
-    assert (result.is_error, result.denied) == (True, True)
-    assert result.content == text(REJECTED)
-    assert (result.error.message, result.error.info) == (REJECTED, None)
-    assert world.validator_denied == [family]
+    if own is not None:      # the tool's own schema: refused at S3, policy never consulted
+        assert (result.is_error, result.denied) == (True, False)
+        assert (result.error.code, result.error.message) == ("INVALID_ARGS", own)
+        assert result.content == text(own) and SENTINEL not in own
+        assert world.validator_denied == [] and family not in world.pre_execute
+    else:
+        assert (result.is_error, result.denied) == (True, True)
+        assert result.content == text(REJECTED)
+        assert (result.error.message, result.error.info) == (REJECTED, None)
+        assert world.validator_denied == [family]
     assert world.requests == [] and world.approval_events() == []
     assert family not in world.dispatched and world.unchanged()
     [logged] = world.events(events.ToolResult)[-1:]
-    assert (logged.is_error, logged.content, logged.error) == (True, text(REJECTED), msgspec.UNSET)
+    assert (logged.is_error, logged.content) == (True, result.content)
     world.assert_sentinel_only_in("tool/call")
     [call] = [e for e in world.events(events.ToolCall) if e.name == family]
     assert json.loads(call.arguments) == args
+
+
+def test_the_matrix_has_cells_for_both_the_registry_and_the_validator(tmp_path):
+    w = World(tmp_path / "ws")
+    own = {(f, c) for f, c in CELLS if own_schema_rejects(w, f, fill(MATRIX[f][c]))}
+    assert own and own != set(CELLS)
+    assert ("set_quota", "invalid_enum") in own and ("write", "unknown_key") not in own
+    w.session.close()
 
 
 # ---- Code Mode column ------------------------------------------------------------------------
@@ -348,8 +371,8 @@ def code_world(tmp_path: Path, **kw: Any) -> World:
     return w
 
 
-# Every cell, `set_quota`'s unknown key on its closed root included: the guest sends a call
-# of the wrong shape to the host too (marked `invalid`), so policy judges it like any other.
+# Every cell: an unknown key is a call of the wrong shape for the Python signature (the guest's
+# TypeError), sent to the host marked `invalid`, logged and refused there before policy.
 CODE_CELLS = {family: [(family, cells[case]) for case in cells] for family, cells in MATRIX.items()}
 
 
@@ -363,15 +386,31 @@ async def test_invalid_sub_calls_are_denied_before_approval_and_sentinel_stays_i
     cells = CODE_CELLS[family]
     result = await w.call("run_code", {"code": program(cells)})
     assert result.is_error is False, result.content
-    assert result.value["result"] == [["DENIED", REJECTED]] * len(cells)
-    assert w.validator_denied == [family] * len(cells)
+    expected_outcomes, expected_content = [], []
+    for _, kw in cells:
+        own = own_schema_rejects(w, family, fill(kw))
+        declared = w.definitions[family].parameters.get("properties", {})
+        shape = sorted(set(kw) - set(declared))
+        if shape:   # a keyword the signature does not have: the guest's own TypeError
+            message = (f"invalid arguments: {family}() got an unexpected keyword argument "
+                       f"'{shape[0]}'")
+            expected_outcomes.append(["INVALID_ARGS", message])
+            expected_content.append((True, text(message)))
+        elif own is not None:
+            expected_outcomes.append(["INVALID_ARGS", own])
+            expected_content.append((True, text(own)))
+        else:
+            expected_outcomes.append(["DENIED", REJECTED])
+            expected_content.append((True, text(REJECTED)))
+    assert result.value["result"] == expected_outcomes
+    assert w.validator_denied == [family] * expected_outcomes.count(["DENIED", REJECTED])
     assert w.requests == [] and w.approval_events() == []
     assert family not in w.dispatched and w.unchanged()
     starts, settles = w.events(events.CodeDispatchStart), w.events(events.CodeDispatch)
     expected = [fill(kw) for _, kw in cells]
     assert [s.arguments for s in starts] == expected
     assert [s.arguments for s in settles] == expected
-    assert [(s.is_error, s.content) for s in settles] == [(True, text(REJECTED))] * len(cells)
+    assert [(s.is_error, s.content) for s in settles] == expected_content
     w.assert_sentinel_only_in("tool/code-dispatch-start", "tool/code-dispatch")
     assert len(w.sentinel_hits()) == 2 * len(cells)
     w.session.close()
@@ -406,15 +445,17 @@ async def test_allowed_sub_call_is_asked_by_sub_call_id_and_logs_sentinel_only_i
     w.session.close()
 
 
-async def test_unknown_key_to_a_closed_schema_tool_from_a_program_reaches_policy(tmp_path):
-    # docs/pipeline-spec.md §11.5a: a keyword that a closed-schema tool cannot take is a call-shape
-    # error the guest finds, but the attempt still reaches the host: numbered, logged and
-    # judged by the pre-approval validator, which denies it before any approval is asked.
+async def test_unknown_key_to_a_closed_schema_tool_from_a_program_is_logged_not_judged(tmp_path):
+    # A keyword that a closed-schema tool cannot take is a call-shape error the guest finds
+    # (Python's own TypeError text); the attempt still reaches the host, numbered and logged,
+    # and fails INVALID_ARGS there before any policy or approval.
     w = code_world(tmp_path)
     cells = [("set_quota", MATRIX["set_quota"]["unknown_key"])]
     result = await w.call("run_code", {"code": program(cells)})
-    assert result.value["result"] == [["DENIED", REJECTED]]
-    assert w.store.applied == [] and w.requests == [] and w.validator_denied == ["set_quota"]
+    assert result.value["result"] == [[
+        "INVALID_ARGS",
+        "invalid arguments: set_quota() got an unexpected keyword argument 'burst'"]]
+    assert w.store.applied == [] and w.requests == [] and w.validator_denied == []
     [start], [settle] = w.events(events.CodeDispatchStart), w.events(events.CodeDispatch)
     assert start.arguments == settle.arguments == fill(MATRIX["set_quota"]["unknown_key"])
     w.session.close()
@@ -498,7 +539,7 @@ async def test_body_called_directly_revalidates_and_mutates_nothing(
     assert world.unchanged()
 
 
-async def test_body_reached_without_the_validator_fails_invalid_args_only_after_asking():
+async def test_a_schema_invalid_call_fails_invalid_args_without_asking():
     store = QuotaStore()
     plain = Session(tools=[quota_tool(store)], approval="ask")
     asked: list[Any] = []
@@ -507,7 +548,7 @@ async def test_body_reached_without_the_validator_fails_invalid_args_only_after_
     result = await plain.call("set_quota", fill(MATRIX["set_quota"]["invalid_enum"]), agent=AGENT)
     assert (result.error.message, result.error.code) == (
         'invalid arguments: "mode" must be one of ["hard","soft"]', "INVALID_ARGS")
-    assert len(asked) == 1 and store.applied == []          # why the validator exists
+    assert asked == [] and store.applied == []      # the registry's check, before policy
     plain.close()
 
 

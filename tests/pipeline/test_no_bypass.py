@@ -246,7 +246,9 @@ async def test_a_name_outside_the_reachable_set_meets_policy_then_fails_unknown(
     ).is_error is False
 
 
-async def test_a_caller_found_argument_error_meets_policy_then_fails_invalid_args(session, ran):
+async def test_a_caller_found_argument_error_fails_invalid_args_before_policy(session, ran):
+    # A call the caller found malformed cannot run: policy is not asked about it, no wrapper
+    # or body runs; the finalizer and tools/result still see it (one result per call).
     seen, wrapped, post = [], [], []
     session.on(
         "tools/pre-execute", lambda execution, next: (seen.append(execution.arguments), next())[1]
@@ -263,8 +265,7 @@ async def test_a_caller_found_argument_error_meets_policy_then_fails_invalid_arg
             argument_error="read() got an unexpected keyword argument 'bogus'",
         )
     )
-    assert seen == [{"path": "x", "bogus": 1}] and wrapped == [] and ran.calls == []
-    assert post == [True]
+    assert seen == [] and wrapped == [] and ran.calls == [] and post == []
     assert result.error.code == "INVALID_ARGS"
     assert (
         result.error.message
@@ -272,11 +273,33 @@ async def test_a_caller_found_argument_error_meets_policy_then_fails_invalid_arg
     )
 
 
-async def test_a_denial_still_wins_over_a_caller_found_argument_error(session):
+async def test_an_argument_error_is_answered_before_a_policy_that_would_deny(session):
     from codemode.pipeline import Deny
 
     session.on("tools/pre-execute", lambda execution, next: Deny("no"))
     result = await session.execute(
         inp("read", {}, argument_error="read() missing 1 required argument: 'path'")
     )
-    assert result.denied and result.error.message == "no"
+    assert not result.denied
+    assert (result.error.code, result.error.message) == (
+        "INVALID_ARGS", "invalid arguments: read() missing 1 required argument: 'path'")
+
+
+async def test_schema_invalid_arguments_fail_before_policy_for_every_tool(session):
+    # The registry checks every call against the tool's own schema (jsonschema), whatever
+    # made the tool: pre-execute never sees a call that cannot run.
+    from codemode.pipeline import ToolDefinition
+
+    seen: list[str] = []
+    session.on("tools/pre-execute", lambda e, next: (seen.append(e.name), next())[1])
+    raw = ToolDefinition(
+        name="raw", description="", execute=lambda args, ctx: "ran",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}},
+                    "required": ["n"]})
+    session.register(raw)
+    result = await session.execute(inp("raw", {"n": "1"}))
+    assert (result.error.code, result.error.message) == (
+        "INVALID_ARGS", 'invalid arguments: "n" must be an integer')
+    assert seen == []
+    assert (await session.execute(inp("raw", {"n": 1}))).value == "ran"
+    assert seen == ["raw"]

@@ -57,8 +57,13 @@ async def test_replacing_both_content_and_value_fails():
     assert result.value is msgspec.UNSET
 
 
+@tool
+def failing(n: int) -> int:
+    raise ValueError("no")
+
+
 async def test_value_replacement_on_a_failure_fails():
-    result = await run_with(lambda e, r, n: Accept(value=1), arguments={"n": "bad"})
+    result = await run_with(lambda e, r, n: Accept(value=1), defn=failing)
     assert result.error.message == "tools/post-execute cannot replace the value of a failed result"
     assert result.error.code == "HOOK_FAILED"           # the listener's fault, not the tool's
 

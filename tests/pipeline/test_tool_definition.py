@@ -181,7 +181,7 @@ async def test_render_and_meta_failures_are_invalid_tool_output():
     ])
     assert (
         await session.execute(inp("r"))
-    ).error.message == "tool \"r\" returned invalid output: render raised: 'k'"
+    ).error.message == "tool \"r\" returned invalid output: render raised: KeyError: 'k'"
     assert (await session.execute(inp("m"))).error.message == (
         'tool "m" returned invalid output: presentation meta must be losslessly JSON-serializable: '
         "unsupported type set at $.x")
@@ -263,6 +263,8 @@ class HostileError(Exception):
         (Hostile(), "<unprintable error>"),
         (HostileError(), "HostileError"),
         (ValueError(), "ValueError"),
+        (KeyError("x"), "KeyError: 'x'"),
+        (KeyError(), "KeyError"),
     ],
     ids=[
         "exception",
@@ -272,6 +274,8 @@ class HostileError(Exception):
         "hostile-object",
         "hostile-exception",
         "empty-exception",
+        "key-error-names-its-class",
+        "empty-key-error",
     ],
 )
 def test_message_extraction_never_raises(thrown, message):
@@ -285,3 +289,13 @@ async def test_a_hostile_exception_still_normalizes():
     session = Session(tools=[make_tool("t", body)])
     result = await session.execute(inp("t"))
     assert result.content == error_text("HostileError")
+
+
+async def test_a_tool_raising_key_error_reads_clearly():
+    def lookup(args, ctx):
+        return {}["x"]
+
+    session = Session(tools=[make_tool("lookup", lookup)])
+    result = await session.execute(inp("lookup"))
+    assert result.error.message == "KeyError: 'x'"
+    assert result.content == error_text("KeyError: 'x'")

@@ -240,9 +240,9 @@ def test_positional_arguments_map_to_parameter_names(tier, host):
 
 
 @pytest.mark.parametrize("code, message", [
-    ("echo(1, 2)", "echo() takes 1 positional argument but 2 were given"),
+    ("echo(1, 2)", "echo() takes from 0 to 1 positional arguments but 2 were given"),
     ("echo(1, value=2)", "echo() got multiple values for argument 'value'"),
-    ("need()", "need() missing 1 required argument: 'a'"),
+    ("need()", "need() missing 1 required positional argument: 'a'"),
     ("need(a=1, b=2)", "need() got an unexpected keyword argument 'b'"),
 ])
 def test_call_shape_errors_read_like_python_and_reach_the_host(tier, host, code, message):

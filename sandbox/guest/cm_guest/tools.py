@@ -18,13 +18,12 @@ import math
 import re
 import sys
 
+from . import signature
 from .pending import PendingCall, json_default, settle_nested
 
 # Deeper nesting than this is refused before encoding: json.dumps recurses in C, and deep
 # native recursion would exhaust the wasm stack.
 MAX_NESTING = 500
-
-_NO_DEFAULT = object()
 
 
 class Bridge:
@@ -267,63 +266,44 @@ _EXIT = object()
 
 
 class Binding:
-    """The function a program calls for one tool."""
+    """The function a program calls for one tool. Its call shape is a real Python function
+    (`signature.binder`), so CPython's own rules and messages apply to every call."""
 
     def __init__(self, bridge, spec, loop_getter):
         self._bridge = bridge
         self._loop_getter = loop_getter
         self.name = spec["name"]
         self.alias = spec["alias"]
-        self._params = [
-            (p["name"], bool(p.get("required")), p.get("default", _NO_DEFAULT))
-            for p in spec.get("params", ())
-        ]
+        params = spec.get("params", ())
+        self._names = [p["name"] for p in params if not p.get("keyword_only")]
+        self._signature = signature.binder(
+            self.alias,
+            [(p["name"], bool(p.get("required")), bool(p.get("keyword_only"))) for p in params],
+            bool(spec.get("accepts_extra", True)))
         self._omit_if_none = frozenset(
-            p["name"] for p in spec.get("params", ()) if p.get("omit_if_none"))
-        self._accepts_extra = bool(spec.get("accepts_extra", True))
+            p["name"] for p in params if p.get("omit_if_none"))
         self.__name__ = self.__qualname__ = self.alias
         self.__doc__ = spec.get("doc") or None
 
     def __repr__(self):
         return f"<tool {self.alias}>"
 
-    def _bind(self, args, kwargs):
-        """Map positional and keyword arguments onto parameter names, like Python does."""
-        alias = self.alias
-        names = [n for n, _, _ in self._params]
-        if len(args) > len(names):
-            raise TypeError(
-                f"{alias}() takes {len(names)} positional argument"
-                f"{'' if len(names) == 1 else 's'} but {len(args)} were given"
-            )
-        bound = dict(zip(names, args, strict=False))  # fewer args than names: the rest by keyword
-        for key, value in kwargs.items():
-            if key in bound:
-                raise TypeError(f"{alias}() got multiple values for argument '{key}'")
-            if key not in names and not self._accepts_extra:
-                raise TypeError(f"{alias}() got an unexpected keyword argument '{key}'")
-            bound[key] = value
-        missing = [n for n, required, _ in self._params if required and n not in bound]
-        if missing:
-            quoted = " and ".join(f"'{m}'" for m in missing) if len(missing) <= 2 else \
-                ", ".join(f"'{m}'" for m in missing[:-1]) + f", and '{missing[-1]}'"
-            raise TypeError(
-                f"{alias}() missing {len(missing)} required argument"
-                f"{'' if len(missing) == 1 else 's'}: {quoted}"
-            )
-        return bound
-
-    def __call__(self, *args, **kwargs):
+    # `self` is positional-only so that a tool parameter named `self` can be a keyword.
+    def __call__(self, /, *args, **kwargs):
         try:
-            bound = self._bind(args, kwargs)
+            bound = signature.bind(self._signature, args, kwargs)
+            invalid = None
         except TypeError as exc:
-            # A call of the wrong shape is still a call: the host records the attempt, runs
-            # it through policy and answers INVALID_ARGS (raised as ToolArgumentError, a
-            # TypeError), unless the attempt is not even JSON (a TypeError, nothing sent).
-            attempt = dict(zip((n for n, _, _ in self._params), args, strict=False))
+            invalid = str(exc)
+        if invalid is not None:
+            # A call of the wrong shape is still a call: the host records the attempt and
+            # answers INVALID_ARGS (raised as ToolArgumentError, a TypeError), unless the
+            # attempt is not even JSON (a TypeError, nothing sent). Raised outside the
+            # `except`, so the program's traceback has no chained binding error.
+            attempt = dict(zip(self._names, args, strict=False))
             for key, value in kwargs.items():
                 attempt.setdefault(key, value)
-            return self._bridge.call(self.name, self.alias, attempt, invalid=str(exc))
+            return self._bridge.call(self.name, self.alias, attempt, invalid=invalid)
         for key in self._omit_if_none:
             if key in bound and bound[key] is None:
                 del bound[key]
