@@ -430,10 +430,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 key `rules[i].tool` or `labels[i].tool`, with "did you mean" the closest
                 names.
         """
-        entries = [(f"rules[{i}].tool", r.tool, r.optional) for i, r in enumerate(self.rules)]
-        entries += [(f"labels[{i}].tool", e.tool, e.optional) for i, e in enumerate(self.labels)]
+        entries = [(f"rules[{i}].tool", "a rule", r.tool, r.optional)
+                   for i, r in enumerate(self.rules)]
+        entries += [(f"labels[{i}].tool", "a [[labels]] entry", e.tool, e.optional)
+                    for i, e in enumerate(self.labels)]
         found: list[str] = []
-        for key, pattern, optional in entries:
+        for key, what, pattern, optional in entries:
             if optional or any(fnmatch.fnmatchcase(t, pattern) for t in tools):
                 continue
             if not _GLOB.search(pattern):
@@ -441,7 +443,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close
                         else f" ({', '.join(tools)})")
                 raise PolicyError(
-                    f"{pattern!r} is not a tool of this session{hint} (an entry for a tool "
+                    f"{pattern!r} is not a tool of this session{hint} ({what} for a tool "
                     "the session may lack says `optional = true`)", key=key)
             found.append(f"policy {key}: {pattern!r} matches no tool of this session")
         return found

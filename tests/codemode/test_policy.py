@@ -58,7 +58,7 @@ def test_default_policy_limits_and_exposed_tools():
      "Object contains unknown field 'bogus'"),
     ('[limits]\nwall_clock_s = -1\n', "limits.wall_clock_s", "Expected 'float' > 0.0"),
     ('tier = "docker"\n', "tier",
-     "Invalid enum value 'docker'; expected one of 'restricted', 'wasm'"),
+     "Invalid enum value 'docker'; expected one of 'restricted', 'restricted-in-process', 'wasm'"),
     ('[[rules]]\naction = "deny"\n', "rules[0].tool", "Object missing required field 'tool'"),
     ('[[rules]]\ntool = "a"\naction = "deny"\n[[rules]]\ntool = "b"\naction = "deny"\n'
      'when = { arg = "p", matches = "(" }\n', "rules[1].when.matches",
@@ -358,6 +358,25 @@ def test_a_rule_naming_a_tool_the_session_lacks_is_refused_with_did_you_mean():
     assert caught.value.detail == (
         "'sleep_sm' is not a tool of this session; did you mean 'sleep_ms'? (a rule for a "
         "tool the session may lack says `optional = true`)")
+
+
+def test_a_labels_entry_naming_a_tool_the_session_lacks_is_refused_like_a_rule():
+    # A misspelt [[labels]] entry labels nothing, which switches off every rule on its label.
+    from codemode._labels import LabelRule
+    from codemode.fixtures.toolset import builtin_tools
+
+    policy = Policy(labels=(LabelRule(tool="sleep_sm", label="private"),))
+    with pytest.raises(PolicyError) as caught:
+        policy.apply(Session(tools=builtin_tools()))
+    assert caught.value.key == "labels[0].tool"
+    assert caught.value.detail == (
+        "'sleep_sm' is not a tool of this session; did you mean 'sleep_ms'? (a [[labels]] "
+        "entry for a tool the session may lack says `optional = true`)")
+    glob = Policy(labels=(LabelRule(tool="mail_*", label="private"),))
+    with pytest.warns(PolicyWarning, match=r"labels\[0\]\.tool: 'mail_\*' matches no tool"):
+        glob.apply(Session(tools=builtin_tools()))
+    Policy(labels=(LabelRule(tool="sleep_sm", label="private", optional=True),)).apply(
+        Session(tools=builtin_tools()))
 
 
 def test_an_optional_rule_may_name_a_tool_the_session_lacks(recwarn):
