@@ -330,8 +330,11 @@ class CodeMode:
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=specs,
                              limits=limits, tape=tape)
-        running = loop.run_in_executor(_RUN_WAITERS, self.sandbox.run, request,
-                                       dispatcher.dispatch, cancel)
+        submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
+        running = (asyncio.wrap_future(submit(request, dispatcher.dispatch, cancel))
+                   if submit is not None else
+                   loop.run_in_executor(_RUN_WAITERS, self.sandbox.run, request,
+                                        dispatcher.dispatch, cancel))
         try:
             outcome = await asyncio.shield(running)
         except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash

@@ -18,8 +18,8 @@ and unmaps memory, and a run's page faults wait for that, so overlapping them sl
 the pool; runs with a few milliseconds between them get a prepared one.
 
 What a run gets is the same either way: a Store no program has run in, with the run's
-memory limit, WASI stdout/stderr pipes of its own (`_capture.PipeCapture`, bound to the
-run's captures when it takes the instance) and an otherwise empty WASI context (nothing
+memory limit, WASI stdout/stderr callbacks of its own (`_capture.WasiOutput`, bound to
+the run's captures when it takes the instance) and an otherwise empty WASI context (nothing
 preopened, no environment, no network). The run then sets its own fuel, epoch deadline
 and interruption on the Store (`sandbox._wasm`), so from its first instruction the
 instance is under the run's limits. Instantiation and preparation happen with fuel and a
@@ -48,7 +48,7 @@ from typing import Any
 
 import wasmtime
 
-from ._capture import PipeCapture
+from ._capture import WasiOutput
 from ._component import Runtime
 
 # The guest's own warm-up, instead of a run request (`guest_main.WitWorld.run`), and its
@@ -80,55 +80,57 @@ twice the PSS a prepared instance adds (`python -m benchmarks.footprint`)."""
 
 
 class Fresh:
-    """One Store for exactly one run, with its output pipes; `run_func` is the instance's
+    """One Store for exactly one run, with its output callbacks; `func` is the instance's
     `run` export, or None until `instantiate`."""
 
-    __slots__ = ("pipes", "prepared", "run_func", "store")
+    __slots__ = ("func", "output", "prepared", "runtime", "store")
 
-    def __init__(self, store: wasmtime.Store, pipes: PipeCapture) -> None:
+    def __init__(self, runtime: Runtime, store: wasmtime.Store, output: WasiOutput) -> None:
+        self.runtime = runtime
         self.store = store
-        self.pipes = pipes
-        self.run_func: Any | None = None
+        self.output = output
+        self.func: Any | None = None
         self.prepared = False
 
     @classmethod
     def new(cls, runtime: Runtime, memory_bytes: int) -> Fresh:
         """A Store with the memory limit (bytes) and a WASI context whose stdout and stderr
-        are new pipes (bound to no capture yet); not instantiated.
-
-        Raises:
-            OSError: no pipes could be made.
-        """
+        are callbacks (bound to no capture yet); not instantiated."""
         store = wasmtime.Store(runtime.engine)
-        pipes = PipeCapture()
+        output = WasiOutput()
         try:
             store.set_limits(memory_size=memory_bytes)
             wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
             wasi.argv = ["<program>"]                # sys.argv (argparse reads argv[0])
-            pipes.attach(wasi)
+            output.attach(wasi)
             store.set_wasi(wasi)
         except BaseException:
-            pipes.finish()
             store.close()
             raise
-        return cls(store, pipes)
+        return cls(runtime, store, output)
 
-    def instantiate(self, runtime: Runtime, linker: Any = None) -> Any:
-        """Instantiate the component with `linker` (default: the plain Linker); the
-        instance's `run` export.
+    def instantiate(self, linker: Any = None) -> None:
+        """Instantiate the component with `linker` (default: the plain Linker).
 
         Raises:
             wasmtime.WasmtimeError: instantiation trapped (a limit, an interruption).
         """
+        runtime = self.runtime
         instance = (linker or runtime.linker).instantiate(self.store, runtime.component)
-        run_func = instance.get_func(self.store, "run")
-        assert run_func is not None, "the guest component exports no `run`"
-        self.run_func = run_func
-        return run_func
+        self.func = runtime.run_export.func(instance, self.store)
+
+    def call(self, text: str) -> str:
+        """The instance's `run(text)` (after `instantiate`).
+
+        Raises:
+            wasmtime.WasmtimeError: the instance trapped.
+        """
+        assert self.func is not None, "call before instantiate"
+        return self.runtime.run_export.call(self.func, self.store, text)
 
     def close(self) -> None:
-        """Read what the instance wrote (into the bound captures), then close the Store."""
-        self.pipes.finish()
+        """Stop keeping what the instance writes, then close the Store."""
+        self.output.finish()
         self.store.close()
 
 
@@ -136,13 +138,13 @@ def _made(runtime: Runtime, memory_bytes: int) -> Fresh | None:
     """A new instance, instantiated, or None when that failed."""
     try:
         fresh = Fresh.new(runtime, memory_bytes)
-    except OSError:
+    except Exception:
         return None
     try:
         fresh.store.set_epoch_deadline(_AHEAD_DEADLINE_TICKS)
         if runtime.config.fuel:
             fresh.store.set_fuel(_AHEAD_FUEL)
-        fresh.instantiate(runtime)
+        fresh.instantiate()
         return fresh
     except Exception:                   # e.g. a memory limit below what instantiation needs
         fresh.close()
@@ -152,9 +154,8 @@ def _made(runtime: Runtime, memory_bytes: int) -> Fresh | None:
 def _prepare(fresh: Fresh) -> bool:
     """Run the guest's own warm-up in `fresh` (made by `_made`); False if it failed (the
     instance must then be discarded)."""
-    assert fresh.run_func is not None
     try:
-        if fresh.run_func(fresh.store, PREPARE) == PREPARED:
+        if fresh.call(PREPARE) == PREPARED:
             fresh.prepared = True
             return True
     except Exception:                   # e.g. a memory limit below what preparing needs
@@ -231,9 +232,9 @@ class InstancePool:
         return fresh
 
     def retire(self, fresh: Fresh) -> None:
-        """Hand back a Store after its one run: what it wrote is read into the run's
-        captures now; the Store is closed in the background, never reused."""
-        fresh.pipes.finish()
+        """Hand back a Store after its one run: nothing it writes from now on is kept; the
+        Store is closed in the background, never reused."""
+        fresh.output.finish()
         if self.size == 0 or self.max_ready == 0:
             fresh.store.close()
             return

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import msgspec
 import wasmtime
 
-from . import _component, _interrupt, _pool
+from . import _component, _interrupt, _pool, _runner
 from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
 from ._limits import SandboxLimits
 from ._protocol import (
@@ -30,37 +30,21 @@ from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
-# Wasm runs on the calling thread's native stack, which must exceed the wasm stack limit
-# (wasmtime's Config.max_wasm_stack docs), so runs happen on threads of this size. The
-# threads are kept: wasmtime sets up per-thread state on a thread's first wasm call, which
-# a fresh thread per run would pay every time (~1 ms).
-_THREAD_STACK_BYTES = 256 << 20
-_RUNNERS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="codemode-run")
-_RUNNERS_LOCK = threading.Lock()
-
+_RUNNERS = _runner.Runners("codemode-run")
 
 _T = TypeVar("_T")
 
 
 def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """`fn(*args)` on a runner thread; its exception, if any, re-raised here."""
-    with _RUNNERS_LOCK:         # a thread the pool starts now gets the large stack
-        previous = threading.stack_size(_THREAD_STACK_BYTES)
-        try:
-            future = _RUNNERS.submit(fn, *args)
-        finally:
-            threading.stack_size(previous)
-    return future.result()
+    """`fn(*args)` on a runner thread (its stack large enough for wasm: `_runner`); its
+    exception, if any, re-raised here."""
+    return _RUNNERS.call(fn, *args)
 
 
 def _in_background(fn: Callable[[], None]) -> object:
-    """Start `fn` on a runner thread (large stack) and return at once."""
-    with _RUNNERS_LOCK:
-        previous = threading.stack_size(_THREAD_STACK_BYTES)
-        try:
-            return _RUNNERS.submit(fn)
-        finally:
-            threading.stack_size(previous)
+    """Start `fn` on a runner thread and return at once."""
+    _RUNNERS.start_background(fn)
+    return None
 
 
 # Instances made ahead of their run (`_pool`): one ready per key, prepared and torn down in
@@ -171,7 +155,7 @@ class WasmSandbox:
 
     Each run gets a fresh Store and instance (usually made ahead of it: `_pool`) with no
     preopened directories, an empty environment, no sockets and no subprocesses;
-    stdout/stderr are captured on the host as they are written (`_capture.PipeCapture`).
+    stdout/stderr are captured on the host as they are written (`_capture.WasiOutput`).
     The Engine, Component and Linker are shared per process (and the compiled component
     per machine, on disk).
     """
@@ -197,12 +181,32 @@ class WasmSandbox:
         Raises:
             SandboxUnavailable: the component could not be built or loaded.
         """
+        return _on_runner_thread(self._run_here, self._runtime(request), request, dispatch,
+                                 cancel)
+
+    def submit(self, request: RunRequest, dispatch: Dispatch,
+               cancel: threading.Event | None = None
+               ) -> concurrent.futures.Future[RunOutcome]:
+        """`run` started on a runner thread; returns at once. The future holds the
+        outcome, or the `SandboxUnavailable` that `run` would raise. For callers that
+        wait without a thread of their own (an event loop: `asyncio.wrap_future`)."""
+        try:
+            runtime = self._runtime(request)
+        except BaseException as exc:
+            failed: concurrent.futures.Future[RunOutcome] = concurrent.futures.Future()
+            failed.set_exception(exc)
+            return failed
+        return _RUNNERS.submit(self._run_here, runtime, request, dispatch, cancel)
+
+    def _runtime(self, request: RunRequest) -> _component.Runtime:
+        """Raises:
+            SandboxUnavailable: the component could not be built or loaded."""
         limits = request.limits
         config = _component.EngineConfig(fuel=limits.fuel is not None,
                                          stack_bytes=limits.stack_bytes)
         runtime = _component.runtime_for(config, _host_dispatch, _host_sleep, _SHADOWS)
         _TICKER.ensure_started()
-        return _on_runner_thread(self._run_here, runtime, request, dispatch, cancel)
+        return runtime
 
     def _run_here(self, runtime: _component.Runtime, request: RunRequest, dispatch: Dispatch,
                   cancel: threading.Event | None) -> RunOutcome:
@@ -217,7 +221,7 @@ class WasmSandbox:
         recorded = request.tape is not None
         fresh = None if recorded else POOL.take(runtime, limits.memory_bytes)
         fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
-        fresh.pipes.bind(run.stdout, run.stderr)
+        fresh.output.bind(run.stdout, run.stderr)
         store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:
@@ -228,9 +232,9 @@ class WasmSandbox:
             _local.run = run
             started = time.monotonic()
             try:
-                run_func = fresh.run_func or fresh.instantiate(
-                    runtime, runtime.recording_linker if recorded else runtime.linker)
-                ended = decode_guest(run_func(store, guest_request))
+                if fresh.func is None:
+                    fresh.instantiate(runtime.recording_linker if recorded else None)
+                ended = decode_guest(fresh.call(guest_request))
             except HostStop as stop:
                 ended = stop.error
             except wasmtime.WasmtimeError as exc:
@@ -241,7 +245,7 @@ class WasmSandbox:
             duration = time.monotonic() - started
             fuel_used = None if limits.fuel is None else limits.fuel - store.get_fuel()
         finally:
-            POOL.retire(fresh)    # reads the rest of the output; closed in the background
+            POOL.retire(fresh)    # its output is no longer kept; closed in the background
         return outcome(run, ended, duration_s=duration, fuel_used=fuel_used)
 
     def _explain_trap(self, run: _Run, store: wasmtime.Store,
