@@ -42,6 +42,7 @@ idempotency key is `"<run id>:<n>"`, the same in every replay.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,7 @@ from codemode.pipeline import (
     CallResult,
     CallState,
     ExecutionInput,
+    NotLosslessError,
     OutcomeUnknownError,
     PendingApproval,
     RunContext,
@@ -65,6 +67,7 @@ from codemode.pipeline import (
     Session,
     Signal,
     events,
+    snapshot,
 )
 from codemode.sandbox import PauseRun, SandboxLimits, Tape, _wire
 
@@ -110,12 +113,9 @@ class _SubCall:
     n: int
     sub_call_id: str
     name: str
-    raw_args: bytes                 # the guest's JSON text: decoded afresh for each use
+    arguments: Any                  # the guest's JSON, decoded and frozen once (`snapshot`)
     invalid: str | None             # the guest found it did not fit the signature: why
     signal: Signal                  # the run's scope, and the program's own cancel
-
-    def arguments(self) -> Any:
-        return msgspec.json.decode(self.raw_args)
 
 
 @dataclass(eq=False)         # compared by identity: a slot is one call
@@ -247,8 +247,22 @@ class SubCallDispatcher:
             PauseRun: the program waits only on calls whose approval was deferred.
             ReplayDiverged: a resumed program asked for other calls than the record holds.
         """
-        future = asyncio.run_coroutine_threadsafe(self._serve(batch), self._loop)
-        return future.result()
+        # One hand-off each way: a task started on the loop, its end releasing this
+        # thread's lock (`run_coroutine_threadsafe` adds a Condition-based future).
+        done = threading.Lock()
+        done.acquire()
+        served: list[asyncio.Task[str]] = []
+
+        def finished(task: asyncio.Task[str]) -> None:
+            served.append(task)
+            done.release()
+
+        def begin() -> None:
+            self._loop.create_task(self._serve(batch)).add_done_callback(finished)
+
+        self._loop.call_soon_threadsafe(begin)
+        done.acquire()
+        return served[0].result()
 
     # ---- on the session's loop ---------------------------------------------------------
 
@@ -357,7 +371,7 @@ class SubCallDispatcher:
         """The approvals a paused run waits on, in call order; ids `"<run id>:<n>"`."""
         return tuple(
             PendingApproval(id=f"{self.run_id}:{s.sub.n}", tool_name=s.sub.name,
-                            arguments=s.sub.arguments(),
+                            arguments=s.sub.arguments,
                             reason=s.reason if s.reason is not None else msgspec.UNSET)
             for s in sorted(self.paused, key=lambda s: s.sub.n))
 
@@ -413,7 +427,7 @@ class SubCallDispatcher:
             outer = self._outer.execution
             self._session.log.append(events.CodeReplayed(
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
+                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
                 replayed_from=replayed_from or sub.sub_call_id))
         return None
 
@@ -453,18 +467,22 @@ class SubCallDispatcher:
     # ---- live calls --------------------------------------------------------------------
 
     def _sub_call(self, wire_call: _wire.SubCall, n: int) -> _SubCall:
-        raw_args = bytes(wire_call.args)
+        arguments = msgspec.json.decode(wire_call.args)
+        try:     # frozen: the classifier, the pipeline and the log all read this one copy
+            arguments = snapshot(arguments, what="arguments")
+        except NotLosslessError:     # S3 refuses it, with the pipeline's own message
+            pass
         return _SubCall(guest_id=wire_call.id, n=n,
                         sub_call_id=f"{self._outer.execution.call_id}:code:{n}",
-                        name=wire_call.name, raw_args=raw_args,
-                        invalid=wire_call.invalid or _reserved_reason(raw_args),
+                        name=wire_call.name, arguments=arguments,
+                        invalid=wire_call.invalid or _reserved_reason(arguments),
                         signal=Signal.any(self._run_signal))
 
     def _start_live(self, wire_call: _wire.SubCall, n: int) -> None:
         outer = self._outer.execution
         sub = self._sub_call(wire_call, n)
         inp = ExecutionInput(
-            call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(), signal=sub.signal,
+            call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments, signal=sub.signal,
             root_call_id=outer.root_call_id, agent=outer.agent, parent=outer.token,
             reachable=self._reachable, argument_error=sub.invalid, approval=self._approvals,
             idempotency_key=f"{self.run_id}:{n}")
@@ -479,7 +497,7 @@ class SubCallDispatcher:
         of the wrong shape is exclusive (docs/pipeline-spec.md §2 S0)."""
         sub: _SubCall = call.data
         return sub.name not in self._exposed or sub.invalid is not None or \
-            self._session.classify(sub.name, sub.arguments(),
+            self._session.classify(sub.name, sub.arguments,
                                    self._outer.execution.agent) == "exclusive"
 
     # ---- the sub-call's own events -----------------------------------------------------
@@ -491,7 +509,7 @@ class SubCallDispatcher:
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatchStart(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments()))
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments))
 
     async def _commit(self, call: Scheduled) -> None:
         result = call.result
@@ -531,7 +549,7 @@ class SubCallDispatcher:
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
             is_error=result.is_error, content=content,
             code=rejection_code(result) if result.is_error else msgspec.UNSET))
 
@@ -584,10 +602,9 @@ def _not_as_shown(call: _wire.SubCall, shown: PendingApproval | None) -> str | N
     return None
 
 
-def _reserved_reason(raw_args: bytes) -> str | None:
+def _reserved_reason(arguments: Any) -> str | None:
     """Why the arguments are refused when a top-level name is a parent-token field (the
     first such name, sorted), else None."""
-    arguments = msgspec.json.decode(raw_args)
     if not isinstance(arguments, dict):
         return None
     reserved = sorted(k for k in arguments if k in RESERVED_ARGUMENTS)

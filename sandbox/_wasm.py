@@ -35,9 +35,17 @@ _RUNNERS = _runner.Runners("codemode-run")
 _T = TypeVar("_T")
 
 
+_submitted = threading.local()     # `ready`: this runner thread's job is a submitted run
+
+
 def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
     """`fn(*args)` on a runner thread (its stack large enough for wasm: `_runner`); its
-    exception, if any, re-raised here."""
+    exception, if any, re-raised here. Called by a run `WasmSandbox.submit` already put on
+    a runner thread, it runs here (once: a run nested in that run's dispatch goes to a
+    thread of its own)."""
+    if getattr(_submitted, "ready", False):
+        _submitted.ready = False
+        return fn(*args)
     return _RUNNERS.call(fn, *args)
 
 
@@ -187,16 +195,17 @@ class WasmSandbox:
     def submit(self, request: RunRequest, dispatch: Dispatch,
                cancel: threading.Event | None = None
                ) -> concurrent.futures.Future[RunOutcome]:
-        """`run` started on a runner thread; returns at once. The future holds the
-        outcome, or the `SandboxUnavailable` that `run` would raise. For callers that
-        wait without a thread of their own (an event loop: `asyncio.wrap_future`)."""
-        try:
-            runtime = self._runtime(request)
-        except BaseException as exc:
-            failed: concurrent.futures.Future[RunOutcome] = concurrent.futures.Future()
-            failed.set_exception(exc)
-            return failed
-        return _RUNNERS.submit(self._run_here, runtime, request, dispatch, cancel)
+        """`run` started on a runner thread; returns at once. The future holds what
+        `run` returns or raises (`SandboxUnavailable`). For callers that wait without a
+        thread of their own (an event loop: `asyncio.wrap_future`); a subclass's `run` is
+        what runs."""
+        def submitted() -> RunOutcome:
+            _submitted.ready = True
+            try:
+                return self.run(request, dispatch, cancel)
+            finally:
+                _submitted.ready = False
+        return _RUNNERS.submit(submitted)
 
     def _runtime(self, request: RunRequest) -> _component.Runtime:
         """Raises:

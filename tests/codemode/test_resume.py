@@ -378,14 +378,16 @@ async def test_a_call_the_program_cancelled_is_not_asked_for_and_never_runs(
 RAW_BATCHES = textwrap.dedent("""\
     import json, sys
     host = sys.modules["wit_world.imports.host"]
-    def send(*calls):
+    def send(*calls, until=None):
         batch = {"calls": [{"id": i, "name": n, "args": a} for i, n, a in calls],
-                 "cancel": [], "wait_s": None, "until": None}
+                 "cancel": [], "wait_s": None, "until": until}
         return json.loads(host.dispatch(json.dumps(batch)))["results"]
     print(send((1, "step_a", {"note": "x"})))
     print(send((1, "step_a", {"note": "x"})))            # a reused id: refused, unnumbered
+    # Answered once step_c settled (not as soon as either did): the run then ends with
+    # nothing in flight, whichever of the two settled first.
     print(send((2, "step_b", {"note": "big"}), (2, "step_b", {"note": "stolen"}),
-               (3, "step_c", {"note": "small"})))
+               (3, "step_c", {"note": "small"}), until=[3]))
     """)
 
 
