@@ -66,6 +66,7 @@ from codemode.pipeline import (
     Scheduler,
     Session,
     Signal,
+    eager,
     events,
     snapshot,
 )
@@ -247,22 +248,28 @@ class SubCallDispatcher:
             PauseRun: the program waits only on calls whose approval was deferred.
             ReplayDiverged: a resumed program asked for other calls than the record holds.
         """
-        # One hand-off each way: a task started on the loop, its end releasing this
-        # thread's lock (`run_coroutine_threadsafe` adds a Condition-based future).
+        # One hand-off each way: the batch is served from a loop callback (started there
+        # at once: `eager`), whose last step releases this thread's lock
+        # (`run_coroutine_threadsafe` adds a task's first turn, a Condition-based future
+        # and a done callback's turn).
         done = threading.Lock()
         done.acquire()
-        served: list[asyncio.Task[str]] = []
+        served: list[tuple[bool, Any]] = []
 
-        def finished(task: asyncio.Task[str]) -> None:
-            served.append(task)
-            done.release()
+        async def serve() -> None:
+            try:
+                served.append((True, await self._serve(batch)))
+            except BaseException as exc:        # re-raised on the sandbox's thread
+                served.append((False, exc))
+            finally:
+                done.release()
 
-        def begin() -> None:
-            self._loop.create_task(self._serve(batch)).add_done_callback(finished)
-
-        self._loop.call_soon_threadsafe(begin)
+        self._loop.call_soon_threadsafe(eager, serve())
         done.acquire()
-        return served[0].result()
+        ok, reply = served[0]
+        if not ok:
+            raise reply
+        return reply  # type: ignore[no-any-return]
 
     # ---- on the session's loop ---------------------------------------------------------
 

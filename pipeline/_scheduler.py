@@ -45,7 +45,7 @@ from ._normalize import failure_from
 from ._registry import PendingCall
 from ._result import CallResult
 
-__all__ = ["CallState", "Scheduled", "Scheduler"]
+__all__ = ["CallState", "Scheduled", "Scheduler", "eager"]
 
 
 class CallState(enum.Enum):
@@ -280,14 +280,18 @@ class Scheduler:
             except Exception as exc:  # a malformed input (an empty name): answered
                 call.result = failure_from(exc)
             if call.pending is not None:
-                # S3–S7 and S8–S10 as tasks of their own: abandoning a call never waits on
-                # a stage that ignores (or swallows) cancellation.
+                # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call
+                # never waits on a stage that ignores (or swallows) cancellation.
                 call._starting = eager(call.pending.start())
                 await asyncio.shield(call._starting)
             _resolve(call._started)
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
-                call._dispatching = asyncio.ensure_future(call.pending.dispatch())
+                # With a call queued behind it, the dispatch waits one turn of the loop, so
+                # that the next call starts (S3–S7) before this one's body runs.
+                dispatch = call.pending.dispatch()
+                call._dispatching = (eager(dispatch) if self._queue.empty()
+                                     else asyncio.ensure_future(dispatch))
                 await asyncio.shield(call._dispatching)
             self._release(call)
             call.state = CallState.WAITING
@@ -314,6 +318,7 @@ class Scheduler:
             # cut short by drain: left COMMITTING, reported by drain as hanging
         except Exception as exc:
             call.error = exc
+        self._settled(call)          # now, not a turn of the loop later (the done callback)
 
     async def _abandoned(self, call: Scheduled) -> CallResult:
         """The outcome of a call ``drain`` gave up waiting for: committed as it stands if
