@@ -176,3 +176,22 @@ def test_a_recorded_run_never_takes_a_made_ahead_instance():
     assert outcome.tape is not None
     assert sum(len(getattr(e, "data", b"")) for e in outcome.tape.entries) >= 2496  # the seed
     assert _wasm.POOL.ready(runtime, limits.memory_bytes) == 1
+
+
+def test_a_made_ahead_instance_shows_nothing_of_another_run_or_of_its_own_warm_up(pool):
+    """The pool's preparation (the guest's warm-up program, its tool, its event loop and
+    output) and the runs before leave nothing a run can find: heap, source, output,
+    runtime state (the probes of `test_run_isolation`)."""
+    from tests.sandbox.test_run_isolation import FIND_MORE, LEAVE_MORE, SEEN_MORE
+
+    same_run = run_prepared(pool, LEAVE_MORE.format(n=0) + FIND_MORE)
+    assert same_run.status == "ok" and same_run.value == SEEN_MORE, same_run
+    warm_up = run_prepared(pool, "import linecache\n('echo' in globals(), "
+                                 "'echo(value=' + '2)' in str(linecache.cache))")
+    assert warm_up.status == "ok" and warm_up.value == {"$tuple": [False, False]}, warm_up
+    for n in range(2):
+        left = run_prepared(pool, LEAVE_MORE.format(n=n))
+        assert left.status == "ok" and left.stdout == f"unflushed-{n}", left
+        found = run_prepared(pool, FIND_MORE)
+        assert found.status == "ok" and found.value == [], found
+        assert (found.stdout, found.stderr) == ("", "")
