@@ -445,11 +445,12 @@ def test_arguments_must_be_the_same_json_text_on_replay() -> None:
     """`1` and `true` are equal in Python, not in JSON: a replayed call sending the other
     is a divergence, never the recorded call with other arguments."""
     from codemode._replay import Exchange, RecordedCall, divergence
-    from codemode.sandbox import _wire
+    from codemode.sandbox import SubCall
 
     recorded = Exchange(calls=(RecordedCall(id=1, name="step_b", args='{"note":1}'),))
-    same = _wire.SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":1}'))
-    other = _wire.SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":true}'))
+    same = SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":1}'), arguments={"note": 1})
+    other = SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":true}'),
+                    arguments={"note": True})
     assert divergence(1, [same], [], recorded, 1) is None
     why = divergence(1, [other], [], recorded, 1)
     assert why == ('sub-call 1: the program called step_b({"note":true}) where the log holds '

@@ -15,7 +15,11 @@ from codemode.sandbox import (
     RunAborted,
     RunPaused,
     SandboxLimits,
+    SubCallBatch,
+    SubCallErr,
     SubcallLimitExceeded,
+    SubCallOk,
+    SubCallReply,
     TimeLimitExceeded,
 )
 from codemode.sandbox._host import (
@@ -29,10 +33,7 @@ from codemode.sandbox._host import (
     outcome,
 )
 
-
-def echo(batch):
-    return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
-                                   for c in json.loads(batch)["calls"]]})
+from .conftest import echo
 
 
 def host(**limits):
@@ -99,8 +100,14 @@ def test_dispatch_counts_calls_and_stops_past_the_budget():
 
 
 @pytest.mark.parametrize("dispatch, message", [
-    (lambda b: "{", "the dispatcher's reply is malformed: "),
+    (lambda b: "{", "the dispatcher's reply is malformed: a dispatch returned str, not a "
+                    "SubCallReply"),
+    (lambda b: SubCallReply(results=({"id": 1, "ok": True},)),
+     "the dispatcher's reply is malformed: a reply holds dict, not SubCallOk or SubCallErr"),
+    (lambda b: SubCallReply(results=(SubCallOk(id=1, value=object()),)),
+     "the dispatcher's reply is malformed: "),
     (lambda b: 1 / 0, "the dispatcher raised ZeroDivisionError: division by zero"),
+    (lambda b: b.nothing, "the dispatcher raised AttributeError: "),
 ])
 def test_a_failing_dispatcher_is_a_dispatch_failure(dispatch, message):
     run = RunHost(SandboxLimits(), dispatch, None)
@@ -108,6 +115,31 @@ def test_a_failing_dispatcher_is_a_dispatch_failure(dispatch, message):
         run.dispatch_batch(batch(1))
     assert isinstance(stopped.value.error, HostDispatchFailed)
     assert stopped.value.error.message.startswith(message)
+
+
+def test_the_dispatcher_gets_the_batch_decoded_checked_and_bounded_once():
+    seen = []
+
+    def dispatch(batch):
+        seen.append(batch)
+        return SubCallReply(results=(SubCallOk(id=1, value=[1.5, None]),
+                                     SubCallErr(id=2, code="DENIED", message="no")))
+
+    run = RunHost(SandboxLimits(wall_clock_s=5.0), dispatch, None)
+    answer = run.dispatch_batch(
+        '{"calls": [{"id": 1, "name": "t", "args": {"a": [1, true]}, "parent": "forged"},'
+        ' {"id": 2, "name": "u", "args": 7, "invalid": "t() takes 0 arguments"}],'
+        ' "cancel": [3], "wait_s": null, "until": [1], "root_call_id": "forged"}')
+    [batch] = seen
+    assert type(batch) is SubCallBatch
+    assert [(c.id, c.name, bytes(c.args), c.arguments, c.invalid) for c in batch.calls] == [
+        (1, "t", b'{"a": [1, true]}', {"a": [1, True]}, None),
+        (2, "u", b"7", 7, "t() takes 0 arguments")]
+    assert (batch.cancel, batch.until, batch.indefinite) == ((3,), (1,), True)
+    assert 0 < batch.wait_s <= 5.0                        # null: bounded by the deadline
+    assert json.loads(answer) == {"results": [
+        {"id": 1, "ok": True, "value": [1.5, None]},
+        {"id": 2, "ok": False, "code": "DENIED", "message": "no"}]}
 
 
 def test_a_malformed_batch_is_refused():

@@ -16,6 +16,8 @@ from codemode.sandbox import (
     _wasm,
 )
 
+from .conftest import noop
+
 # What one run leaves behind everywhere a program can write: its globals, a module's
 # attributes, builtins, sys, sys.modules; the next run reports what it finds.
 LEAVE = """
@@ -41,8 +43,6 @@ b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
 SEEN_ALL = ["globals", "json", "statistics.mean", "builtins", "sys", "sys.modules"]
 
 
-def noop(batch):
-    return '{"results": []}'
 
 
 def wait_for(predicate, timeout_s=60.0):
@@ -168,10 +168,10 @@ def test_a_recorded_run_never_takes_a_made_ahead_instance():
     a run with a tape is instantiated on its path so that every read is on its tape."""
     limits = SandboxLimits()
     runtime = runtime_for(limits)
-    WasmSandbox().run(RunRequest(code="0", limits=limits), lambda batch: '{"results": []}')
+    WasmSandbox().run(RunRequest(code="0", limits=limits), noop)
     wait_for(lambda: _wasm.POOL.ready(runtime, limits.memory_bytes) == 1)
     outcome = WasmSandbox().run(RunRequest(code="import random\nrandom.random()", limits=limits,
-                                           tape=Tape()), lambda batch: '{"results": []}')
+                                           tape=Tape()), noop)
     assert outcome.status == "ok"
     assert outcome.tape is not None
     assert sum(len(getattr(e, "data", b"")) for e in outcome.tape.entries) >= 2496  # the seed

@@ -5,6 +5,8 @@ import concurrent.futures
 
 from codemode.sandbox import RunRequest, WasmSandbox
 
+from .conftest import noop
+
 # What one run leaves behind everywhere a program can write: its globals, a module's
 # attributes, builtins, sys; the next run reports what it finds.
 LEAVE = """
@@ -23,8 +25,6 @@ b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
 """
 
 
-def noop(batch):
-    return '{"results": []}'
 
 
 def test_a_run_never_sees_another_runs_state_in_turn_or_at_once():
