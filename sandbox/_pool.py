@@ -276,6 +276,19 @@ class InstancePool:
             self._unpreparable.clear()
         self._kick()
 
+    def shutdown(self) -> None:
+        """Turn the pool off and close every Store it holds, here and now (at interpreter
+        exit, while Python can still run: closing a Store frees its WASI output callbacks,
+        which wasmtime may do on one of its own threads, and a thread entering Python
+        after finalization began would abort the process)."""
+        with self._lock:
+            self.size = 0
+            held = [f for e in self._entries.values() for f in e.ready] + self._retired
+            self._entries.clear()
+            self._retired = []
+        for fresh in held:
+            fresh.close()
+
     def _kick(self) -> None:
         with self._lock:
             if self._working:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import threading
 import time
@@ -58,6 +59,7 @@ def _in_background(fn: Callable[[], None]) -> object:
 # Instances made ahead of their run (`_pool`): one ready per key, prepared and torn down in
 # the background.
 POOL = _pool.InstancePool(_in_background, size=1)
+atexit.register(POOL.shutdown)
 
 
 class _Run(RunHost):
@@ -179,8 +181,9 @@ class WasmSandbox:
             request: source text, tool specs, limits, and the tape to replay and record
                 the run's clock and random reads on (None: nothing recorded, at no cost;
                 see docs/sandbox.md, "Recording and replaying clocks and randomness").
-            dispatch: called on the run's thread per sub-call batch (`sandbox._wire`);
-                it may raise `PauseRun` to end the run with status "paused".
+            dispatch: called on the run's thread per sub-call batch (a `SubCallBatch`;
+                it returns a `SubCallReply`); it may raise `PauseRun` to end the run with
+                status "paused".
             cancel: set it from any thread to stop the run at its next host call (sub-call
                 or sleep); running wasm is stopped by the wall-clock deadline.
         Returns:
