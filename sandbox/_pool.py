@@ -18,8 +18,8 @@ and unmaps memory, and a run's page faults wait for that, so overlapping them sl
 the pool; runs with a few milliseconds between them get a prepared one.
 
 What a run gets is the same either way: a Store no program has run in, with the run's
-memory limit, WASI stdout/stderr callbacks of its own (`_capture.WasiOutput`, bound to
-the run's captures when it takes the instance) and an otherwise empty WASI context (nothing
+memory limit, WASI stdout/stderr pipes of its own (`_capture.PipeCapture`, bound to the
+run's captures when it takes the instance) and an otherwise empty WASI context (nothing
 preopened, no environment, no network). The run then sets its own fuel, epoch deadline
 and interruption on the Store (`sandbox._wasm`), so from its first instruction the
 instance is under the run's limits. Instantiation and preparation happen with fuel and a
@@ -48,7 +48,7 @@ from typing import Any
 
 import wasmtime
 
-from ._capture import WasiOutput
+from ._capture import PipeCapture
 from ._component import Runtime
 
 # The guest's own warm-up, instead of a run request (`guest_main.WitWorld.run`), and its
@@ -80,12 +80,12 @@ twice the PSS a prepared instance adds (`python -m benchmarks.footprint`)."""
 
 
 class Fresh:
-    """One Store for exactly one run, with its output callbacks; `func` is the instance's
+    """One Store for exactly one run, with its output pipes; `func` is the instance's
     `run` export, or None until `instantiate`."""
 
     __slots__ = ("func", "output", "prepared", "runtime", "store")
 
-    def __init__(self, runtime: Runtime, store: wasmtime.Store, output: WasiOutput) -> None:
+    def __init__(self, runtime: Runtime, store: wasmtime.Store, output: PipeCapture) -> None:
         self.runtime = runtime
         self.store = store
         self.output = output
@@ -95,9 +95,13 @@ class Fresh:
     @classmethod
     def new(cls, runtime: Runtime, memory_bytes: int) -> Fresh:
         """A Store with the memory limit (bytes) and a WASI context whose stdout and stderr
-        are callbacks (bound to no capture yet); not instantiated."""
+        are new pipes (bound to no capture yet); not instantiated.
+
+        Raises:
+            OSError: no pipes could be made.
+        """
         store = wasmtime.Store(runtime.engine)
-        output = WasiOutput()
+        output = PipeCapture()
         try:
             store.set_limits(memory_size=memory_bytes)
             wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
@@ -105,6 +109,7 @@ class Fresh:
             output.attach(wasi)
             store.set_wasi(wasi)
         except BaseException:
+            output.finish()
             store.close()
             raise
         return cls(runtime, store, output)
@@ -129,7 +134,7 @@ class Fresh:
         return self.runtime.run_export.call(self.func, self.store, text)
 
     def close(self) -> None:
-        """Stop keeping what the instance writes, then close the Store."""
+        """Read what the instance wrote (into the bound captures), then close the Store."""
         self.output.finish()
         self.store.close()
 
@@ -138,7 +143,7 @@ def _made(runtime: Runtime, memory_bytes: int) -> Fresh | None:
     """A new instance, instantiated, or None when that failed."""
     try:
         fresh = Fresh.new(runtime, memory_bytes)
-    except Exception:
+    except OSError:
         return None
     try:
         fresh.store.set_epoch_deadline(_AHEAD_DEADLINE_TICKS)
@@ -232,8 +237,8 @@ class InstancePool:
         return fresh
 
     def retire(self, fresh: Fresh) -> None:
-        """Hand back a Store after its one run: nothing it writes from now on is kept; the
-        Store is closed in the background, never reused."""
+        """Hand back a Store after its one run: what it wrote is read into the run's
+        captures now; the Store is closed in the background, never reused."""
         fresh.output.finish()
         if self.size == 0 or self.max_ready == 0:
             fresh.store.close()
@@ -275,19 +280,6 @@ class InstancePool:
             self._failed.clear()
             self._unpreparable.clear()
         self._kick()
-
-    def shutdown(self) -> None:
-        """Turn the pool off and close every Store it holds, here and now (at interpreter
-        exit, while Python can still run: closing a Store frees its WASI output callbacks,
-        which wasmtime may do on one of its own threads, and a thread entering Python
-        after finalization began would abort the process)."""
-        with self._lock:
-            self.size = 0
-            held = [f for e in self._entries.values() for f in e.ready] + self._retired
-            self._entries.clear()
-            self._retired = []
-        for fresh in held:
-            fresh.close()
 
     def _kick(self) -> None:
         with self._lock:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import concurrent.futures
 import threading
 import time
@@ -59,7 +58,6 @@ def _in_background(fn: Callable[[], None]) -> object:
 # Instances made ahead of their run (`_pool`): one ready per key, prepared and torn down in
 # the background.
 POOL = _pool.InstancePool(_in_background, size=1)
-atexit.register(POOL.shutdown)
 
 
 class _Run(RunHost):
@@ -165,7 +163,7 @@ class WasmSandbox:
 
     Each run gets a fresh Store and instance (usually made ahead of it: `_pool`) with no
     preopened directories, an empty environment, no sockets and no subprocesses;
-    stdout/stderr are captured on the host as they are written (`_capture.WasiOutput`).
+    stdout/stderr are captured on the host as they are written (`_capture.PipeCapture`).
     The Engine, Component and Linker are shared per process (and the compiled component
     per machine, on disk).
     """
@@ -257,7 +255,7 @@ class WasmSandbox:
             duration = time.monotonic() - started
             fuel_used = None if limits.fuel is None else limits.fuel - store.get_fuel()
         finally:
-            POOL.retire(fresh)    # its output is no longer kept; closed in the background
+            POOL.retire(fresh)    # reads the rest of the output; closed in the background
         return outcome(run, ended, duration_s=duration, fuel_used=fuel_used)
 
     def _explain_trap(self, run: _Run, store: wasmtime.Store,

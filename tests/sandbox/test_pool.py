@@ -196,19 +196,3 @@ def test_a_made_ahead_instance_shows_nothing_of_another_run_or_of_its_own_warm_u
         assert found.status == "ok" and found.value == [], found
         assert (found.stdout, found.stderr) == ("", "")
 
-
-def test_shutdown_closes_every_store_the_pool_holds_and_turns_it_off(pool):
-    """At interpreter exit (`atexit`) the pool closes its Stores while Python still runs."""
-    limits = SandboxLimits()
-    runtime = runtime_for(limits)
-    asked(pool, runtime, limits.memory_bytes)
-    wait_for(lambda: prepared_ready(pool, runtime, limits.memory_bytes))
-    ready = pool._entries[(id(runtime), limits.memory_bytes)].ready[0]
-    used = _pool.Fresh.new(runtime, limits.memory_bytes)
-    with pool._lock:
-        pool._retired.append(used)
-    pool.shutdown()
-    assert closed(ready.store) and closed(used.store)
-    assert pool.take(runtime, limits.memory_bytes) is None and pool.ready(
-        runtime, limits.memory_bytes) == 0
-
