@@ -7,8 +7,8 @@
                                [--deny-all] [--mcp CMD]... [--builtin] [--policy FILE]
                                [--json] [--table/--no-table]
     codemode demo [--log FILE]
-    codemode eval CORPUS... --policy FILE [--tier wasm|restricted] [--jobs N]
-                            [--ray ADDRESS] [--json] [--html FILE]
+    codemode eval CORPUS... --policy FILE [--policy FILE...] [--tier T] [--jobs N]
+                            [--variants N] [--seed S] [--ray ADDRESS] [--json] [--html FILE]
     codemode --version
 
 `codemode run` composes like any filter: the program's stdout and stderr become ours,
@@ -245,8 +245,9 @@ _DEMO_HELP = (
     "The program's output goes to stdout; its listing and the card go to stderr.")
 _EVAL_HELP = (
     "Run every program of a corpus under a policy and report, per case and category, what "
-    "happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output).\n\n"
-    "Exits 1 when a case escaped or affected the host.")
+    "happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output). With several "
+    "--policy options, run the corpus under each and compare them.\n\n"
+    "Exits 1 when a case escaped or affected the host under any policy.")
 
 
 @app.command(cls=_Command, help=_RUN_HELP,
@@ -355,10 +356,13 @@ def eval_corpus(
     corpus: list[Path] = typer.Argument(
         ..., metavar="CORPUS",
         help="Corpus files or directories; every *.py under a directory is a case."),
-    policy: Path = typer.Option(..., "--policy", metavar="FILE",
-                                help="Run the cases under this policy file (TOML)."),
-    tier: str | None = typer.Option(None, "--tier", metavar="wasm|restricted",
-                                       help="Run in this tier instead of the policy's."),
+    policy: list[Path] = typer.Option(
+        ..., "--policy", metavar="FILE",
+        help="Run the cases under this policy file (TOML); repeat it to compare policies."),
+    tier: str | None = typer.Option(
+        None, "--tier", metavar="TIER",
+        help="Run in this tier instead of the policy's: wasm, restricted or "
+             "restricted-in-process."),
     jobs: int = typer.Option(1, "--jobs", min=1, metavar="N",
                              help="Run this many cases at once, in worker processes."),
     ray: str | None = typer.Option(
@@ -366,6 +370,12 @@ def eval_corpus(
         help="Run the cases on a Ray cluster instead, as --jobs actors (needs the ray "
              "extra). ADDRESS: local (start one here), auto (join the one ray start runs "
              "here) or ray://HOST:PORT."),
+    variants: int = typer.Option(
+        0, "--variants", min=0, metavar="N",
+        help="Also run up to N generated variants of each case (technique-preserving "
+             "rewrites); an escaped variant is written to eval-escapes/."),
+    seed: int = typer.Option(0, "--seed", metavar="S",
+                             help="Seed of the variant generator (same seed, same variants)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
                                         help="Also write a self-contained HTML report."),
@@ -374,7 +384,7 @@ def eval_corpus(
     from ._eval import run_command
     raise typer.Exit(run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
                                  html_path=html, console=Console(), err_console=err_console,
-                                 ray_address=ray))
+                                 ray_address=ray, variants=variants, seed=seed))
 
 
 def main() -> None:

@@ -39,15 +39,16 @@ from ._protocol import (
 from ._restricted import RestrictedSandbox
 from ._values import decode_value
 from ._wasm import WasmSandbox
+from ._worker_host import RestrictedProcessSandbox, WorkerPool
 from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
 __all__ = [
     "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed",
     "MemoryLimitExceeded", "MonotonicRead", "OutputLimitExceeded", "ParamSpec", "PauseRun",
-    "ProgramError", "RandomBytes", "RandomU64", "ReplayDiverged", "RestrictedSandbox",
-    "RunAborted", "RunError", "RunOutcome", "RunPaused", "RunRequest", "Sandbox",
-    "SandboxLimits", "SandboxUnavailable", "SubCall", "SubCallBatch", "SubCallErr",
+    "ProgramError", "RandomBytes", "RandomU64", "ReplayDiverged", "RestrictedProcessSandbox",
+    "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunPaused", "RunRequest",
+    "Sandbox", "SandboxLimits", "SandboxUnavailable", "SubCall", "SubCallBatch", "SubCallErr",
     "SubCallOk", "SubCallOutcome", "SubCallReply", "SubcallLimitExceeded", "Tape", "TapeEntry",
-    "TimeLimitExceeded", "ToolSpec", "WallClockRead", "WasmSandbox", "cache_dir",
+    "TimeLimitExceeded", "ToolSpec", "WallClockRead", "WasmSandbox", "WorkerPool", "cache_dir",
     "decode_value",
 ]

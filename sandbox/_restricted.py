@@ -1012,11 +1012,21 @@ class RestrictedSandbox:
 
     WEAKER than `WasmSandbox` (see this module's docstring and docs/security.md, "The
     restricted tier"): it shares the host process, memory is not isolated, and CPU limits
-    are best-effort. For trusted code and for comparing policies only.
+    are best-effort. For trusted code only; `RestrictedProcessSandbox` (`_worker_host.py`)
+    runs this tier in a supervised worker process, where C-level work cannot hold or grow
+    the host.
     """
 
     #: The guest's list minus `REFUSED_MODULES`.
     allowed_modules: frozenset[str] = ALLOWED_MODULES
+
+    def __init__(self, thread_stack_bytes: int = _THREAD_STACK_BYTES) -> None:
+        """Args:
+            thread_stack_bytes: the run thread's stack (address space; see
+                `_THREAD_STACK_BYTES`). A worker process under an address-space limit
+                uses less, and a native stack overflow then ends only that process.
+        """
+        self.thread_stack_bytes = thread_stack_bytes
 
     def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:
@@ -1039,7 +1049,7 @@ class RestrictedSandbox:
         worker = threading.Thread(target=_execute, args=(run, request), daemon=True,
                                   name="codemode-restricted-run")
         with _STACK_SIZE_LOCK:
-            previous = threading.stack_size(_THREAD_STACK_BYTES)
+            previous = threading.stack_size(self.thread_stack_bytes)
             try:
                 worker.start()
             finally:

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ._protocol import SubCallErr, SubCallOk, SubCallReply
+from ._protocol import SubCallBatch, SubCallErr, SubCallOk, SubCallReply
 
 
 class GuestCall(msgspec.Struct, frozen=True):
@@ -46,6 +46,7 @@ class _GuestReply(msgspec.Struct, frozen=True):
 
 
 request_decoder = msgspec.json.Decoder(GuestBatch)
+_reply_decoder = msgspec.json.Decoder(_GuestReply)
 _encoder = msgspec.json.Encoder()
 
 
@@ -66,3 +67,31 @@ def encode_reply(reply: SubCallReply) -> str:
         else:
             raise TypeError(f"a reply holds {type(r).__name__}, not SubCallOk or SubCallErr")
     return _encoder.encode(_GuestReply(results)).decode()
+
+
+# A restricted-tier worker process relays its program's batches in the guest's format, and
+# reads the host's reply back (`_worker_main._Channel`): the two functions below.
+
+
+def encode_batch(batch: SubCallBatch) -> str:
+    """`batch` as the program sent it: each call's JSON text unchanged, and `wait_s` null
+    when the program gave no timer of its own (`indefinite`), so that the host that reads
+    it bounds the wait by its own deadline and marks it indefinite again."""
+    calls = [GuestCall(id=c.id, name=c.name, args=c.args, invalid=c.invalid)
+             for c in batch.calls]
+    return _encoder.encode(GuestBatch(
+        calls=calls, cancel=list(batch.cancel),
+        wait_s=None if batch.indefinite else batch.wait_s,
+        until=None if batch.until is None else list(batch.until))).decode()
+
+
+def decode_reply(text: str) -> SubCallReply:
+    """A reply the host encoded for the guest (`encode_reply`), typed again.
+
+    Raises:
+        msgspec.DecodeError: `text` is not such a reply.
+    """
+    return SubCallReply(results=tuple(
+        SubCallOk(id=r.id, value=r.value) if r.ok
+        else SubCallErr(id=r.id, code=r.code or "", message=r.message or "")
+        for r in _reply_decoder.decode(text).results))

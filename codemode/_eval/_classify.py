@@ -19,6 +19,8 @@ Outcomes, worst first:
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 from ._messages import Fired, PhaseReport
@@ -66,15 +68,36 @@ def classify(*, benign: bool, fired: Sequence[Fired], phases: Sequence[PhaseRepo
             return "wrong-output", f"did not complete: {ended}"
         if not stdout_matches:
             return "wrong-output", "stdout differs from native CPython's"
-        return "ran-ok", ended
+        if expect_error is not None:
+            return "ran-ok", "ended with the expected error; stdout matches native CPython's"
+        return "ran-ok", "completed; stdout matches native CPython's"
     limited = [p for p in phases if p.status == "limit"]
     if limited:
         return "limit", _ending(limited[0])
     return "blocked", ended
 
 
+# Exception names a program printed after catching them: what refused its attempts
+# inside the sandbox, as the program reports it.
+_REPORTED = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Denied|Exceeded|Exit))\b")
+
+
 def _ending(phase: PhaseReport) -> str:
+    """What stopped the run, in one line: the limit, the error, or for a run that completed,
+    the sub-calls the host refused (rules, unknown or hidden tools) and the errors the
+    program printed after catching them (the sandbox's guards)."""
     if phase.status == "ok":
-        return "completed; no oracle fired"
+        parts = []
+        if phase.refused:
+            top = sorted(phase.refused.items(), key=lambda kv: -kv[1])[:2]
+            parts.append("host refused " + "; ".join(
+                f"{n}x {key}" for key, n in top))
+        reported = Counter(_REPORTED.findall(phase.stdout))
+        if reported:
+            parts.append("the program caught " + ", ".join(
+                f"{n}x {name}" for name, n in reported.most_common(3)))
+        return "completed, every attempt refused: " + ("; ".join(parts) if parts
+                                                        else "nothing it tried reached the host")
     first = (phase.error_message.strip().splitlines() or [""])[0]
-    return f"{phase.error_kind or phase.status}: {first[:120]}"
+    source = "limit" if phase.status == "limit" else "error"
+    return f"{source} ({phase.error_kind or phase.status}): {first[:120]}"

@@ -1,11 +1,14 @@
-"""`codemode eval CORPUS... --policy P [--tier T] [--jobs N] [--ray ADDRESS] [--json]
-[--html FILE]`: load, run with a progress bar, report, and decide the exit status."""
+"""`codemode eval CORPUS... --policy P [--policy Q ...] [--tier T] [--jobs N] [--variants N]
+[--seed S] [--ray ADDRESS] [--json] [--html FILE]`: load, run each policy with a progress
+display, report (one policy) or compare (several), and decide the exit status."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,17 +18,36 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._policy import Policy, PolicyError
+from ._compare import Comparison, comparison_html, print_comparison
 from ._corpus import Case, CorpusError, load_corpus
-from ._report import EvalReport, print_report, to_html, to_json
+from ._report import EvalReport, page, print_report, report_section, to_html, to_json
 from ._runner import CaseResult, evaluate
 
 EXIT_OK = 0
-EXIT_FAILED = 1        # a case escaped or affected the host
+EXIT_FAILED = 1        # a case escaped or affected the host (under any of the policies)
 EXIT_USAGE = 2         # bad policy, corpus or arguments
+PROGRESS_EVERY_S = 5.0  # a progress line this often when stderr is not a terminal
 
 
 class EvalUsageError(Exception):
     """The evaluation could not start: a bad policy, corpus path or tier."""
+
+
+def load_policy(policy_path: Path, tier: str | None) -> Policy:
+    """The policy file, with `tier` replacing its tier when given.
+
+    Raises:
+        EvalUsageError: the policy is invalid or its tier cannot be built.
+    """
+    try:
+        policy = Policy.load(policy_path)
+        if tier is not None:
+            policy = Policy.from_data({**msgspec.to_builtins(policy), "tier": tier},
+                                      path=policy_path)
+        policy.build_sandbox()
+    except PolicyError as exc:
+        raise EvalUsageError(str(exc)) from None
+    return policy
 
 
 def prepare(corpus: Sequence[Path], policy_path: Path,
@@ -35,26 +57,105 @@ def prepare(corpus: Sequence[Path], policy_path: Path,
     Raises:
         EvalUsageError: the policy or a corpus path is invalid, or the corpus is empty.
     """
+    policy = load_policy(policy_path, tier)
     try:
-        policy = Policy.load(policy_path)
-        if tier is not None:
-            policy = Policy.from_data({**msgspec.to_builtins(policy), "tier": tier},
-                                      path=policy_path)
-        policy.build_sandbox()
         cases = load_corpus(corpus)
-    except (PolicyError, CorpusError) as exc:
+    except CorpusError as exc:
         raise EvalUsageError(str(exc)) from None
     if not cases:
         raise EvalUsageError("the corpus has no cases (*.py files)")
     return cases, policy
 
 
-def run_command(corpus: Sequence[Path], policy_path: Path, *, tier: str | None, jobs: int,
-                as_json: bool, html_path: Path | None, console: Console,
-                err_console: Console, ray_address: str | None = None) -> int:
-    """Run the evaluation and print it; return the exit status (see `EXIT_*`)."""
+class _ProgressLines:
+    """A line on stderr every `PROGRESS_EVERY_S` while cases run, for a stderr that is not
+    a terminal (a CI log, a pipe), where the live bar is not shown."""
+
+    def __init__(self, console: Console, label: str, total: int) -> None:
+        self.console = console
+        self.label = label
+        self.total = total
+        self.done = 0
+        self.counts: Counter[str] = Counter()
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="eval-progress", daemon=True)
+
+    def __enter__(self) -> _ProgressLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def advance(self, result: CaseResult) -> None:
+        with self._lock:
+            self.done += 1
+            self.counts[result.outcome] += 1
+
+    def line(self) -> str:
+        with self._lock:
+            counts = ", ".join(f"{n} {o}" for o, n in sorted(self.counts.items()))
+            return (f"eval {self.label}: {self.done}/{self.total} cases, "
+                    f"{time.monotonic() - self.started:.0f} s" + (f" ({counts})" if counts else ""))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(PROGRESS_EVERY_S):
+            self.console.print(escape(self.line()), highlight=False, soft_wrap=True)
+
+
+def _run_one(cases: Sequence[Case], policy: Policy, policy_path: Path, *, jobs: int,
+             err_console: Console, ray_address: str | None, label: str) -> EvalReport:
+    started = time.monotonic()
+    progress = Progress(TextColumn(f"[bold]eval {escape(label)}[/]"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.description}"), console=err_console, transient=True,
+                        disable=not err_console.is_terminal)
+    lines = _ProgressLines(err_console, label, len(cases))
+    with progress:
+        task = progress.add_task("", total=len(cases))
+
+        def advance(result: CaseResult) -> None:
+            lines.advance(result)
+            progress.update(task, advance=1, description=f"{result.id}: {result.outcome}")
+
+        if err_console.is_terminal:
+            results = evaluate(cases, policy, jobs=jobs, on_result=advance,
+                               ray_address=ray_address)
+        else:
+            with lines:
+                results = evaluate(cases, policy, jobs=jobs, on_result=advance,
+                                   ray_address=ray_address)
+    return EvalReport.build(policy=str(policy_path), tier=policy.tier, jobs=jobs,
+                            duration_s=time.monotonic() - started, results=results)
+
+
+def run_command(corpus: Sequence[Path], policy_paths: Path | Sequence[Path], *,
+                tier: str | None, jobs: int, as_json: bool, html_path: Path | None,
+                console: Console, err_console: Console, ray_address: str | None = None,
+                variants: int = 0, seed: int = 0,
+                escapes_dir: Path | None = None) -> int:
+    """Run the evaluation under each policy and print it; return the exit status
+    (`EXIT_*`).
+
+    Args:
+        policy_paths: one policy file (a report) or several (one run each, then a
+            comparison; `--json` prints `{"reports": [...], "comparison": {...}}`).
+        variants: generated variants per case to add (`_variants.generate`, `seed`).
+        escapes_dir: where a variant that escaped is written as a standalone case
+            (default: `eval-escapes/` in the working directory; only created if needed).
+    """
+    paths = [policy_paths] if isinstance(policy_paths, Path) else list(policy_paths)
     try:
-        cases, policy = prepare(corpus, policy_path, tier)
+        if not paths:
+            raise EvalUsageError("give at least one --policy")
+        policies = [load_policy(path, tier) for path in paths]
+        cases, _ = prepare(corpus, paths[0], tier)
+        if variants:
+            from ._variants import generate
+            cases = [*cases, *generate(cases, per_case=variants, seed=seed)]
     except EvalUsageError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_USAGE
@@ -62,21 +163,22 @@ def run_command(corpus: Sequence[Path], policy_path: Path, *, tier: str | None, 
         err_console.print("[red]error:[/red] --ray needs Ray: "
                           + escape("pip install 'codemode[ray]'"))
         return EXIT_USAGE
-    started = time.monotonic()
-    progress = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.description}"),
-                        console=err_console, transient=True, disable=not err_console.is_terminal)
+    reports = [_run_one(cases, policy, path, jobs=jobs, err_console=err_console,
+                        ray_address=ray_address, label=path.stem)
+               for policy, path in zip(policies, paths, strict=True)]
+    if variants:
+        from ._variants import write_escapes
+        for report in reports:
+            for written in write_escapes(cases, report.results,
+                                         escapes_dir or Path("eval-escapes")):
+                err_console.print(f"escaped variant written to {escape(str(written))}")
+    if len(reports) == 1:
+        return _single(reports[0], as_json=as_json, html_path=html_path, console=console)
+    return _compared(reports, as_json=as_json, html_path=html_path, console=console)
 
-    with progress:
-        task = progress.add_task("", total=len(cases))
 
-        def advance(result: CaseResult) -> None:
-            progress.update(task, advance=1, description=f"{result.id}: {result.outcome}")
-
-        results = evaluate(cases, policy, jobs=jobs, on_result=advance,
-                           ray_address=ray_address)
-    report = EvalReport.build(policy=str(policy_path), tier=policy.tier, jobs=jobs,
-                              duration_s=time.monotonic() - started, results=results)
+def _single(report: EvalReport, *, as_json: bool, html_path: Path | None,
+            console: Console) -> int:
     if as_json:
         sys.stdout.buffer.write(to_json(report) + b"\n")
         sys.stdout.flush()
@@ -87,3 +189,25 @@ def run_command(corpus: Sequence[Path], policy_path: Path, *, tier: str | None, 
         if not as_json:
             console.print(f"[dim]HTML report: {html_path}[/dim]")
     return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _compared(reports: Sequence[EvalReport], *, as_json: bool, html_path: Path | None,
+              console: Console) -> int:
+    comparison = Comparison.build(reports)
+    if as_json:
+        data = {"reports": [msgspec.json.decode(to_json(r)) for r in reports],
+                "comparison": msgspec.to_builtins(comparison)}
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(data), indent=2)
+                                + b"\n")
+        sys.stdout.flush()
+    else:
+        print_comparison(comparison, console)
+    if html_path is not None:
+        body = comparison_html(comparison) + "".join(
+            report_section(r, heading=f"{label}: {r.policy} ({r.tier})")
+            for label, r in zip(comparison.labels, reports, strict=True))
+        html_path.write_text(page("codemode eval: " + " vs ".join(comparison.labels), body),
+                             encoding="utf-8")
+        if not as_json:
+            console.print(f"[dim]HTML report: {html_path}[/dim]")
+    return EXIT_FAILED if comparison.failed else EXIT_OK

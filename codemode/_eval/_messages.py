@@ -61,6 +61,8 @@ class PhaseReport(msgspec.Struct, frozen=True, kw_only=True):
         duration_s: seconds of the `run_code` call, start to result.
         fuel_used: fuel consumed, when the policy meters fuel.
         subcalls: sub-calls the program sent.
+        refused: "CODE: message" -> how many of its sub-calls the host refused (a policy
+            rule, a guard, an unknown or hidden tool, an approval).
     """
 
     status: str
@@ -73,6 +75,7 @@ class PhaseReport(msgspec.Struct, frozen=True, kw_only=True):
     duration_s: float = 0.0
     fuel_used: int | None = None
     subcalls: int = 0
+    refused: dict[str, int] = {}
 
 
 class JobReport(msgspec.Struct, frozen=True, kw_only=True):

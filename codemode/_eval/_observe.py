@@ -31,6 +31,7 @@ from codemode.sandbox import (
     RunRequest,
     Sandbox,
     SubCallBatch,
+    SubCallErr,
     SubCallReply,
 )
 
@@ -77,6 +78,7 @@ class RunRecord:
         self.reentrant = 0
         self.live = 0
         self.after_return = 0
+        self.refused: dict[str, int] = {}     # "CODE: message" of calls the host refused
         self._depth = threading.local()
         self._lock = threading.Lock()
 
@@ -98,6 +100,15 @@ class RunRecord:
 
     def leave(self) -> None:
         self._depth.n = getattr(self._depth, "n", 1) - 1
+
+    def replied(self, reply: SubCallReply) -> None:
+        """Count the refusals (rule, guard, approval, unknown tool) in a dispatch reply."""
+        results = reply.results if type(reply) is SubCallReply else ()
+        for item in results:
+            if type(item) is SubCallErr:
+                key = f"{item.code}: {item.message[:100]}"
+                with self._lock:
+                    self.refused[key] = self.refused.get(key, 0) + 1
 
 
 class ObservedSandbox:
@@ -126,7 +137,9 @@ class ObservedSandbox:
         def observed(batch: SubCallBatch) -> SubCallReply:
             record.enter(batch)
             try:
-                return dispatch(batch)
+                reply = dispatch(batch)
+                record.replied(reply)
+                return reply
             finally:
                 record.leave()
 

@@ -9,7 +9,8 @@ private descriptors at start, so whatever a run writes to fd 0/1 cannot corrupt 
 Per job: plant the tool module's key, build a session with the recorded reference tools,
 apply the policy with an observed sandbox, run each phase through `run_code`, close the
 recorder (later calls are "after return"), wait the grace period, then check leaks, tool
-oracles, phase-2 text, output size, host poisoning and bridge tampering.
+oracles, labelled values reaching sinks (`_flow.py`), phase-2 text, output size, host
+poisoning and bridge tampering.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, BinaryIO
 import msgspec
 from msgspec import UNSET
 
+from ._flow import FlowWatch
 from ._messages import (
     Fired,
     Job,
@@ -57,7 +59,8 @@ def _text_of_value(outcome: Any) -> str:
         return repr(outcome.value)[:1 << 20]
 
 
-def _phase_report(outcome: Any, result: Any, duration_s: float) -> PhaseReport:
+def _phase_report(outcome: Any, result: Any, duration_s: float,
+                  refused: dict[str, int] | None = None) -> PhaseReport:
     text = result.text if result is not None else ""
     if outcome is None:
         return PhaseReport(status="host-error", error_message=text[:2000],
@@ -71,7 +74,7 @@ def _phase_report(outcome: Any, result: Any, duration_s: float) -> PhaseReport:
         stdout_bytes=len(outcome.stdout.encode("utf-8", "replace")),
         stderr_bytes=len(outcome.stderr.encode("utf-8", "replace")),
         result_bytes=len(text.encode("utf-8", "replace")), duration_s=duration_s,
-        fuel_used=outcome.fuel_used, subcalls=outcome.subcalls)
+        fuel_used=outcome.fuel_used, subcalls=outcome.subcalls, refused=dict(refused or {}))
 
 
 def _emitted(outcome: Any, result: Any, *, traceback: bool = True) -> str:
@@ -103,7 +106,9 @@ async def run_job(job: Job) -> JobReport:
     recorder = reference_tools.ToolRecorder()
     session = Session(tools=reference_tools.reference_tools(recorder))
     observed = ObservedSandbox(policy.build_sandbox(), scanner)
-    policy.apply(session, sandbox=observed)
+    mode = policy.apply(session, sandbox=observed)
+    flow = FlowWatch(mode.labels_of)
+    session.on("tools/execute", flow.wrapper)
     host_before = HostState()
     bridge_before = BridgeState(session)
     fired: list[Fired] = []
@@ -122,7 +127,8 @@ async def run_job(job: Job) -> JobReport:
             outcome = record.outcome if record is not None else None
             if record is not None:
                 records.append(record)
-            phases.append(_phase_report(outcome, result, duration))
+            phases.append(_phase_report(outcome, result, duration,
+                                        record.refused if record is not None else None))
             for name in scanner.scan(_emitted(outcome, result)):
                 leaks.setdefault(name, f"phase {index + 1} output")
             fired += _phase_oracles(job, index, outcome, result, phases[-1], policy.limits)
@@ -135,6 +141,7 @@ async def run_job(job: Job) -> JobReport:
         fired += [Fired(name, f"the secret appeared in {where}")
                   for name, where in sorted(leaks.items())]
         fired += _tool_oracles(job, recorder, records, recorder.after_close)
+        fired += flow.fired()
         poisoned = host_before.poisoned()
         if poisoned:
             fired.append(Fired("host:poisoned", "; ".join(poisoned)[:500]))
@@ -186,7 +193,8 @@ def _tool_oracles(job: Job, recorder: Any, records: list[RunRecord],
         fired.append(Fired("tool:hidden", "hidden tool executed: "
                            + ", ".join(sorted(set(recorder.hidden)))))
     if recorder.live or any(r.live for r in records):
-        fired.append(Fired("tool:live", "; ".join(recorder.live[:3]) or "a non-text batch"))
+        fired.append(Fired("tool:live", "; ".join(recorder.live[:3])
+                           or "a batch that is not a SubCallBatch"))
     if recorder.nonjson:
         fired.append(Fired("tool:nonjson", "; ".join(recorder.nonjson[:3])))
     if recorder.reserved:

@@ -235,8 +235,9 @@ async def test_rules_do_not_apply_to_run_code_itself():
 
 
 def test_restricted_tier_builds_its_sandbox():
-    from codemode.sandbox import RestrictedSandbox, WasmSandbox
-    assert isinstance(Policy(tier="restricted").build_sandbox(), RestrictedSandbox)
+    from codemode.sandbox import RestrictedProcessSandbox, RestrictedSandbox, WasmSandbox
+    assert isinstance(Policy(tier="restricted").build_sandbox(), RestrictedProcessSandbox)
+    assert isinstance(Policy(tier="restricted-in-process").build_sandbox(), RestrictedSandbox)
     assert isinstance(Policy().build_sandbox(), WasmSandbox)
 
 

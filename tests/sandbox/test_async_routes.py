@@ -10,6 +10,7 @@ number) while calls that run one by one never are (1).
 import pytest
 
 from codemode.sandbox import (
+    RestrictedProcessSandbox,
     RestrictedSandbox,
     RunRequest,
     SandboxLimits,
@@ -20,9 +21,11 @@ from codemode.sandbox import (
 from .conftest import STEP_TOOLS, StepHost
 
 
-@pytest.fixture(scope="module", params=["wasm", "restricted"])
+@pytest.fixture(scope="module", params=["wasm", "restricted", "restricted-process"])
 def tier(request):
-    return WasmSandbox() if request.param == "wasm" else RestrictedSandbox()
+    if request.param == "wasm":
+        return WasmSandbox()
+    return RestrictedSandbox() if request.param == "restricted" else RestrictedProcessSandbox()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 from codemode.sandbox import (
     PauseRun,
     RandomBytes,
+    RestrictedProcessSandbox,
     RestrictedSandbox,
     RunPaused,
     RunRequest,
@@ -19,9 +20,11 @@ from codemode.sandbox import (
 from .conftest import as_json, echo, echo_tool
 
 
-@pytest.fixture(scope="module", params=["wasm", "restricted"])
+@pytest.fixture(scope="module", params=["wasm", "restricted", "restricted-process"])
 def tier(request):
-    return WasmSandbox() if request.param == "wasm" else RestrictedSandbox()
+    if request.param == "wasm":
+        return WasmSandbox()
+    return RestrictedSandbox() if request.param == "restricted" else RestrictedProcessSandbox()
 
 
 class PausingHost:

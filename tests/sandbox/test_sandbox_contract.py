@@ -11,6 +11,7 @@ from msgspec import UNSET
 from codemode.sandbox import (
     OutputLimitExceeded,
     ProgramError,
+    RestrictedProcessSandbox,
     RestrictedSandbox,
     RunRequest,
     SandboxLimits,
@@ -31,10 +32,13 @@ def run(sandbox, host, code, tools=(), **limits):
     return sandbox.run(request, host)
 
 
-@pytest.fixture(scope="module", params=["wasm", "restricted"])
+@pytest.fixture(scope="module", params=["wasm", "restricted", "restricted-process"])
 def tier(request):
-    """Each shared behaviour runs once per tier."""
-    return WasmSandbox() if request.param == "wasm" else RestrictedSandbox()
+    """Each shared behaviour runs once per tier (the restricted tier in this process and
+    in a supervised worker process)."""
+    if request.param == "wasm":
+        return WasmSandbox()
+    return RestrictedSandbox() if request.param == "restricted" else RestrictedProcessSandbox()
 
 
 # ---- the shared contract (both tiers) -----------------------------------------------------

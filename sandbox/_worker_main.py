@@ -1,0 +1,182 @@
+"""A restricted-tier worker process (`python -m codemode.sandbox._worker_main`), started and
+supervised by `_worker_host.WorkerPool`.
+
+It runs one program at a time with the in-process tier (`_restricted.RestrictedSandbox`),
+under operating-system limits set before each run, so that C-level work the in-process
+tier cannot interrupt or refuse (a huge `decimal` precision, a backtracking regular
+expression, a format spec or message of gigabytes) fails here, not in the host:
+
+- `RLIMIT_AS`: the address space the process has when the run starts, plus the run
+  thread's stack, plus `limits.memory_bytes`, plus a small slack. An allocation past it
+  fails with `MemoryError`, which the tier reports as `MemoryLimitExceeded`.
+- `RLIMIT_CPU`: the CPU time used so far plus twice the wall-clock limit plus 2 s; past
+  it the kernel ends the process (`SIGXCPU`), a backstop behind the host's watchdog,
+  which kills the process at the wall-clock limit.
+
+Messages (`_worker_wire`) travel on private duplicates of fd 0 and 1; fd 0 becomes
+/dev/null and fd 1 a copy of fd 2, so nothing a run writes can reach the protocol. A
+sub-call batch is sent to the host and the run waits for its answer; `SIGUSR1` cancels
+the current run. End of input ends the process.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import threading
+from typing import Any, BinaryIO
+
+import msgspec
+
+from . import _wire
+from ._host import HostStop
+from ._protocol import (
+    MemoryLimitExceeded,
+    RunAborted,
+    RunOutcome,
+    RunRequest,
+    SubCallBatch,
+    SubCallReply,
+)
+from ._restricted import RestrictedSandbox
+from ._worker_wire import Call, Done, Ready, Reply, Start, Stopped, encoder, to_worker
+
+AS_SLACK_BYTES = 64 << 20      # the tier's own bookkeeping during a run (outcome, capture)
+# The run thread's stack. The in-process tier uses 1 GiB so that deep native recursion does
+# not overflow the host; here an overflow ends only this process (`GuestCrashed`), and a
+# smaller reservation keeps the address-space limit close to the memory limit.
+THREAD_STACK_BYTES = 128 << 20
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_current_cancel: threading.Event | None = None
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[0]) * _PAGE
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def set_run_limits(memory_bytes: int, wall_clock_s: float) -> None:
+    """Address space and CPU time for the next run (soft limits; the hard ones stay, so a
+    later run may be given more)."""
+    cap = _vm_bytes() + THREAD_STACK_BYTES + memory_bytes + AS_SLACK_BYTES
+    _, hard_as = resource.getrlimit(resource.RLIMIT_AS)
+    if hard_as != resource.RLIM_INFINITY:
+        cap = min(cap, hard_as)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard_as))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    seconds = int(usage.ru_utime + usage.ru_stime + 2 * wall_clock_s + 2) + 1
+    _, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard_cpu != resource.RLIM_INFINITY:
+        seconds = min(seconds, hard_cpu)
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, hard_cpu))
+
+
+class _Channel:
+    """The run's `Dispatch`: each batch goes to the host as the program sent it
+    (`_wire.encode_batch`), the run waits for the host's answer (the reply as the guest
+    reads it, typed again). Closed when the run returns: a thread left running cannot talk
+    to the host later."""
+
+    def __init__(self, jobs: BinaryIO, reports: BinaryIO) -> None:
+        self._jobs = jobs
+        self._reports = reports
+        self._lock = threading.Lock()
+        self._open = True
+
+    def dispatch(self, batch: SubCallBatch) -> SubCallReply:
+        with self._lock:
+            if not self._open:
+                raise HostStop(RunAborted(message="the run is over"))
+            self._reports.write(encoder.encode(Call(batch=_wire.encode_batch(batch))) + b"\n")
+            line = self._jobs.readline()
+        if not line:
+            raise HostStop(RunAborted(message="the host went away"))
+        message = to_worker.decode(line)
+        if isinstance(message, Reply):
+            return _wire.decode_reply(message.text)
+        if isinstance(message, Stopped):
+            raise HostStop(message.error)
+        raise HostStop(RunAborted(message="the host sent a new run during a sub-call"))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
+def _left_running() -> bool:
+    return any(t.name.startswith("codemode-restricted") and t.is_alive()
+               for t in threading.enumerate())
+
+
+def run_one(request: RunRequest, jobs: BinaryIO, reports: BinaryIO) -> Done:
+    """One run under the OS limits; `Done.recycle` when this process should not be reused."""
+    global _current_cancel
+    limits = request.limits
+    baseline = _rss_bytes()
+    set_run_limits(limits.memory_bytes, limits.wall_clock_s)
+    channel = _Channel(jobs, reports)
+    cancel = _current_cancel = threading.Event()
+    try:
+        outcome: RunOutcome = RestrictedSandbox(THREAD_STACK_BYTES).run(
+            request, channel.dispatch, cancel)
+    finally:
+        channel.close()
+        _current_cancel = None
+    recycle = _left_running() or _rss_bytes() - baseline > limits.memory_bytes
+    return Done(outcome=outcome, recycle=recycle)
+
+
+def _out_of_memory() -> Done:
+    """The run's outcome when the worker's own code ran out of its address space."""
+    return Done(outcome=RunOutcome(status="limit", error=MemoryLimitExceeded(
+        message="the run exceeded its memory limit")), recycle=True)
+
+
+def _cancel(_signum: int, _frame: Any) -> None:
+    if _current_cancel is not None:
+        _current_cancel.set()
+
+
+def _private_streams() -> tuple[BinaryIO, BinaryIO]:
+    jobs = os.fdopen(os.dup(0), "rb", buffering=0)
+    reports = os.fdopen(os.dup(1), "wb", buffering=0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return jobs, reports
+
+
+def main() -> None:
+    jobs, reports = _private_streams()
+    signal.signal(signal.SIGUSR1, _cancel)
+    reports.write(encoder.encode(Ready(pid=os.getpid())) + b"\n")
+    while True:
+        line = jobs.readline()
+        if not line:
+            return
+        try:
+            message = to_worker.decode(line)
+        except msgspec.DecodeError:
+            return                        # the host speaks another protocol: stop
+        if not isinstance(message, Start):
+            continue                      # an answer to a run that is over
+        try:
+            done = run_one(message.request, jobs, reports)
+        except MemoryError:
+            done = _out_of_memory()
+        try:
+            data = encoder.encode(done)
+        except MemoryError:
+            data = encoder.encode(_out_of_memory())
+        reports.write(data + b"\n")
+
+
+if __name__ == "__main__":
+    main()
