@@ -3,6 +3,7 @@
 import json
 import threading
 
+import msgspec
 import pytest
 from msgspec import UNSET
 
@@ -179,3 +180,34 @@ def test_a_paused_guest_outcome_is_a_paused_run():
     ended = outcome(host(), decode_guest('{"status": "limit", "limit": "paused", '
                                          '"error": {"message": "wait"}}'), duration_s=0.1)
     assert (ended.status, ended.error) == ("paused", RunPaused(message="wait"))
+
+
+def test_a_relayed_batch_reaches_the_next_host_as_the_program_sent_it():
+    """A worker process relays its program's batch (`_wire.encode_batch`) to the host,
+    which decodes it once; the host's reply goes back as the guest reads it and is typed
+    again there (`_wire.decode_reply`)."""
+    from codemode.sandbox import _wire
+
+    seen = []
+
+    def dispatch(batch):
+        seen.append(batch)
+        return SubCallReply(results=(SubCallOk(id=1, value={"a": [1.5, None]}),
+                                     SubCallErr(id=2, code="DENIED", message="no")))
+
+    sent = ('{"calls": [{"id": 1, "name": "t", "args": {"b": 1.0, "a": [true]}},'
+            ' {"id": 2, "name": "u", "args": 7, "invalid": "u() takes 0 arguments"}],'
+            ' "cancel": [3], "wait_s": null, "until": [1]}')
+    worker = RunHost(SandboxLimits(wall_clock_s=5.0), dispatch, None)
+    answer = worker.dispatch_batch(sent)
+    [first] = seen
+    host = RunHost(SandboxLimits(wall_clock_s=5.0), dispatch, None)
+    assert host.dispatch_batch(_wire.encode_batch(first)) == answer
+    [_, second] = seen
+    assert [(bytes(c.args), c.arguments, c.invalid) for c in second.calls] == [
+        (b'{"b": 1.0, "a": [true]}', {"b": 1.0, "a": [True]}, None),
+        (b"7", 7, "u() takes 0 arguments")]
+    assert (second.cancel, second.until, second.indefinite) == ((3,), (1,), True)
+    timed = msgspec.structs.replace(first, wait_s=0.25, indefinite=False)
+    assert json.loads(_wire.encode_batch(timed))["wait_s"] == 0.25
+    assert _wire.decode_reply(answer) == dispatch(first)
