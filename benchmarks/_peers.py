@@ -31,8 +31,9 @@ CALL = {"sandbox": "echo(value=i)", "run_code": "add(a=i, b=1)", "monty": "echo(
 
 # The statements a fresh interpreter runs for "first result in a new process"; each prints 1.
 FIRST_RESULT = {
-    "sandbox": "from codemode.sandbox import WasmSandbox, RunRequest\n"
-               "print(WasmSandbox().run(RunRequest(code='x = 1\\nx'), lambda b: b).value)",
+    "sandbox": "from codemode.sandbox import WasmSandbox, RunRequest, SubCallReply\n"
+               "print(WasmSandbox().run(RunRequest(code='x = 1\\nx'),\n"
+               "                        lambda b: SubCallReply()).value)",
     "run_code": "import asyncio\nfrom codemode import CodeMode, Session\n"
                 "from codemode.fixtures.toolset import builtin_tools\n"
                 "s = Session(tools=builtin_tools(), log=None)\nCodeMode(s)\n"
@@ -88,10 +89,11 @@ class SandboxPeer(Peer):
         self._limits = SandboxLimits(max_subcalls=1_000_000)
 
     @staticmethod
-    def _echo(batch: str) -> str:
-        calls = json.loads(batch)["calls"]
-        return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
-                                       for c in calls]})
+    def _echo(batch: Any) -> Any:
+        from codemode.sandbox import SubCallOk, SubCallReply
+
+        return SubCallReply(results=tuple(SubCallOk(id=c.id, value=c.arguments)
+                                          for c in batch.calls))
 
     def run(self, code: str) -> Any:
         out = self._sandbox.run(self._request(code=code, tools=self._tools,

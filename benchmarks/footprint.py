@@ -58,9 +58,17 @@ def pooled_instance_bytes(count: int = 10) -> tuple[float, float]:
     """(PSS, private dirty) bytes one ready instance of the sandbox's pool adds, each the
     growth over `count` instances made and prepared as the pool does (`sandbox._pool`),
     held alive at once, divided by `count`. Linux only (`/proc/self/smaps_rollup`)."""
-    from codemode.sandbox import RunRequest, SandboxLimits, WasmSandbox, _component, _pool, _wasm
+    from codemode.sandbox import (
+        RunRequest,
+        SandboxLimits,
+        SubCallReply,
+        WasmSandbox,
+        _component,
+        _pool,
+        _wasm,
+    )
 
-    WasmSandbox().run(RunRequest(code="0"), lambda b: '{"results": []}')    # build, load
+    WasmSandbox().run(RunRequest(code="0"), lambda b: SubCallReply())      # build, load
     limits = SandboxLimits()
     config = _component.EngineConfig(fuel=False, stack_bytes=limits.stack_bytes)
     runtime = _component._runtimes[config]
@@ -90,9 +98,9 @@ def main() -> None:
     import wasmtime
     from wasmtime import component as wc
 
-    from codemode.sandbox import RunRequest, WasmSandbox, _component, _wasm
+    from codemode.sandbox import RunRequest, SubCallReply, WasmSandbox, _component, _wasm
 
-    WasmSandbox().run(RunRequest(code="0"), lambda b: '{"results": []}')    # build, load
+    WasmSandbox().run(RunRequest(code="0"), lambda b: SubCallReply())      # build, load
     config = _component.EngineConfig(fuel=False, stack_bytes=RunRequest(code="").limits.stack_bytes)
     runtime = _component._runtimes[config]
     current = next(_component.cache_dir().glob(
@@ -108,7 +116,8 @@ def main() -> None:
         return store, runtime.linker.instantiate(store, component)
 
     def first_call(store: wasmtime.Store, instance: Any) -> None:
-        _wasm._local.run = _wasm._Run(RunRequest(code="0").limits, lambda b: "", None)
+        _wasm._local.run = _wasm._Run(RunRequest(code="0").limits,
+                                      lambda b: SubCallReply(), None)
         instance.get_func(store, "run")(store, TRIVIAL)
 
     samples: dict[Path, tuple[list[float], list[float]]] = {p: ([], []) for p in components}

@@ -12,7 +12,9 @@ pipeline), `monty` (pydantic-monty, when installed: `pip install -e '.[bench]'`)
 - net cost of one sub-call, from one program making `--subcalls` of them (us);
 - three compute workloads: a loop, a JSON round trip, a sort (ms, median of 3);
 - first result in a new process: spawn an interpreter, import, run `x = 1` (s, median of 3);
-- fresh runs per second on all cores, one process per core, over `--seconds`;
+- fresh runs per second on all cores, one process per core, over `--seconds`, with the CPU
+  (ms, every thread of the process: the pool's background work included) and the minor
+  page faults one run costs its process (not for Monty, whose runs are in its workers);
 - PSS of one such process once warm, its child processes included (MiB);
 - PSS one ready instance of codemode's instance pool adds (MiB; `benchmarks.footprint`).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,6 +48,7 @@ EXPECTED = {"loop": 399999, "json": 200, "sort": 100002}
 CODEMODE = ("sandbox", "run_code")
 PAUSE_S = 0.02          # between the runs of the paced latency row
 OTHERS = ("monty", "restricted")
+OUT_OF_PROCESS = ("monty",)     # runs in worker processes: no CPU or faults per run here
 
 
 def _percentile(samples: list[float], q: float) -> float:
@@ -128,22 +132,35 @@ def _pss_bytes(pid: int) -> int | None:
     return total
 
 
+def _usage() -> tuple[float, int]:
+    """CPU seconds (user + system, every thread) and minor page faults of this process and
+    of its children that ended (Monty's workers are counted by their PSS, not here)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime, own.ru_minflt
+
+
 def _throughput_worker(name: str, seconds: float, barrier: object, out: object) -> None:
     peer = _peers.make(name)
     try:
         barrier.wait()                                    # type: ignore[attr-defined]
         runs, started = 0, time.perf_counter()
+        cpu, faults = _usage()
         while (elapsed := time.perf_counter() - started) < seconds:
             peer.run(TRIVIAL)
             runs += 1
-        out.put((runs / elapsed, _pss_bytes(os.getpid())))  # type: ignore[attr-defined]
+        cpu_end, faults_end = _usage()
+        out.put((runs / elapsed, _pss_bytes(os.getpid()),   # type: ignore[attr-defined]
+                 (cpu_end - cpu) / runs, (faults_end - faults) / runs))
     finally:
         peer.close()
 
 
-def throughput(name: str, seconds: float, processes: int) -> tuple[float, float | None]:
-    """Fresh runs per second summed over `processes` processes running at once, and the
-    mean PSS (bytes) of one process, warm, children included (None if not measurable)."""
+def throughput(name: str, seconds: float, processes: int
+               ) -> tuple[float, float | None, float, float]:
+    """Fresh runs per second summed over `processes` processes running at once; the mean
+    PSS (bytes) of one process, warm, children included (None if not measurable); and
+    the mean CPU seconds and minor page faults one run costs its process (all threads:
+    the pool's background work included; not a worker process's, for Monty)."""
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(processes), ctx.Queue()
     workers = [ctx.Process(target=_throughput_worker, args=(name, seconds, barrier, out))
@@ -153,9 +170,10 @@ def throughput(name: str, seconds: float, processes: int) -> tuple[float, float 
     results = [out.get(timeout=120 + seconds) for _ in workers]
     for worker in workers:
         worker.join()
-    pss = [p for _, p in results if p is not None]
-    return sum(r for r, _ in results), (statistics.mean(pss) if len(pss) == len(results)
-                                        else None)
+    pss = [r[1] for r in results if r[1] is not None]
+    return (sum(r[0] for r in results),
+            statistics.mean(pss) if len(pss) == len(results) else None,
+            statistics.mean(r[2] for r in results), statistics.mean(r[3] for r in results))
 
 
 def _positive_int(text: str) -> int:
@@ -186,6 +204,8 @@ ROWS = [("fresh run x = 1, p50", "ms", False), ("fresh run x = 1, p95", "ms", Fa
         ("one sub-call, net", "us", False), ("loop", "ms", False),
         ("json round trip", "ms", False), ("sort", "ms", False),
         ("first result, new process", "s", False), ("fresh runs/s, all cores", "/s", True),
+        ("  CPU per run, its process", "ms", False),
+        ("  page faults per run", "", False),
         ("PSS per process", "MiB", False), ("PSS per pooled instance", "MiB", False)]
 
 
@@ -204,8 +224,10 @@ def measure(names: list[str], runs: int, subcalls: int, seconds: float,
         finally:
             peer.close()
         row.append(first_result(name))
-        rate, pss = throughput(name, seconds, processes)
-        row += [rate, None if pss is None else pss / 2**20]
+        rate, pss, cpu, faults = throughput(name, seconds, processes)
+        in_process = name not in OUT_OF_PROCESS     # else its runs' CPU is not counted
+        row += [rate, cpu * 1e3 if in_process else None, faults if in_process else None,
+                None if pss is None else pss / 2**20]
         figures[name] = row
     pooled = [n for n in CODEMODE if n in figures]
     if pooled:

@@ -1,11 +1,12 @@
 """Serving one run's sub-call batches through the session's pipeline (docs/design.md §4,
 docs/pipeline-spec.md §11.4).
 
-The sandbox calls `SubCallDispatcher.dispatch` on its own thread with a batch (wire format:
-`sandbox._wire`); the dispatcher hops onto the session's event loop, submits each new call
-to the run's `Scheduler` (the same one a native batch runs on: ordered starts, the pool of
-`max_concurrent_subcalls`, the exclusive barrier, ordered commits), and answers with the
-calls that settled. What this module adds is the sub-call's identity and its log:
+The sandbox calls `SubCallDispatcher.dispatch` on its own thread with a batch (a
+`SubCallBatch` the host decoded and checked); the dispatcher hops onto the session's event
+loop, submits each new call to the run's `Scheduler` (the same one a native batch runs on:
+ordered starts, the pool of `max_concurrent_subcalls`, the exclusive barrier, ordered
+commits), and answers with the calls that settled. What this module adds is the
+sub-call's identity and its log:
 
 1. each call is numbered `n` in arrival order and gets the parent token: `sub_call_id =
    "<run_code callId>:code:<n>"`, `root_call_id` of the outer call, `parent_call_id` = the
@@ -42,6 +43,7 @@ idempotency key is `"<run id>:<n>"`, the same in every replay.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +59,7 @@ from codemode.pipeline import (
     CallResult,
     CallState,
     ExecutionInput,
+    NotLosslessError,
     OutcomeUnknownError,
     PendingApproval,
     RunContext,
@@ -64,9 +67,21 @@ from codemode.pipeline import (
     Scheduler,
     Session,
     Signal,
+    eager,
     events,
+    snapshot,
 )
-from codemode.sandbox import PauseRun, SandboxLimits, Tape, _wire
+from codemode.sandbox import (
+    PauseRun,
+    SandboxLimits,
+    SubCall,
+    SubCallBatch,
+    SubCallErr,
+    SubCallOk,
+    SubCallOutcome,
+    SubCallReply,
+    Tape,
+)
 
 from ._rejections import rejection_code
 from ._replay import Exchange, RecordedCall, ReplayDiverged, RunRecord, describe, divergence
@@ -110,12 +125,9 @@ class _SubCall:
     n: int
     sub_call_id: str
     name: str
-    raw_args: bytes                 # the guest's JSON text: decoded afresh for each use
+    arguments: Any                  # the guest's JSON, decoded and frozen once (`snapshot`)
     invalid: str | None             # the guest found it did not fit the signature: why
     signal: Signal                  # the run's scope, and the program's own cancel
-
-    def arguments(self) -> Any:
-        return msgspec.json.decode(self.raw_args)
 
 
 @dataclass(eq=False)         # compared by identity: a slot is one call
@@ -126,7 +138,7 @@ class _Slot:
     sub: _SubCall
     done: asyncio.Future[None]
     scheduled: Scheduled | None = None
-    reply: _wire.SubCallResult | None = None
+    reply: SubCallOutcome | None = None
     answered_by: str = ""            # the sub-call whose outcome answers it
     deferred: bool = False           # its approval was deferred: it waits, unanswered
     reason: str | None = None        # why it needs approval
@@ -219,7 +231,7 @@ class SubCallDispatcher:
         self._unreported: list[_Slot] = []     # sent by the program, not yet answered
         self._replay = replay
         self._answers = replay.record.answers() if replay is not None else {}
-        self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
+        self._held: list[tuple[SubCall, int]] = []   # replayed, not answered: call, n
         self.went_live = replay is None         # a resumed run: past the paused exchange
         # A denial given to the resumption holds even if no rule asks about the call any
         # more: a guard refuses the denied sub-calls by id (registered while the run lasts).
@@ -231,7 +243,7 @@ class SubCallDispatcher:
         self.exchanges: list[Exchange] = []     # this run's record so far
         self.diverged: str | None = None        # why the replay stopped, if it did
         self.paused: list[_Slot] = []           # the calls waiting for approval at a pause
-        self._settled_at_pause: list[_wire.SubCallResult] = []
+        self._settled_at_pause: list[SubCallOutcome] = []
         # Dispatch events belong inside a turn (docs/pipeline-spec.md §10). A run with none open
         # (`session.execute` outside `session.turn()`) governs its sub-calls all the same
         # but writes no dispatch events.
@@ -240,20 +252,39 @@ class SubCallDispatcher:
 
     # ---- called on the sandbox's thread ------------------------------------------------
 
-    def dispatch(self, batch: str) -> str:
-        """The sandbox's `Dispatch`: JSON batch in, JSON reply out (`sandbox._wire`).
+    def dispatch(self, batch: SubCallBatch) -> SubCallReply:
+        """The sandbox's `Dispatch`: a batch in, the calls settled since the last one out.
 
         Raises:
             PauseRun: the program waits only on calls whose approval was deferred.
             ReplayDiverged: a resumed program asked for other calls than the record holds.
         """
-        future = asyncio.run_coroutine_threadsafe(self._serve(batch), self._loop)
-        return future.result()
+        # One hand-off each way: the batch is served from a loop callback (started there
+        # at once: `eager`), whose last step releases this thread's lock
+        # (`run_coroutine_threadsafe` adds a task's first turn, a Condition-based future
+        # and a done callback's turn).
+        done = threading.Lock()
+        done.acquire()
+        served: list[tuple[bool, Any]] = []
+
+        async def serve() -> None:
+            try:
+                served.append((True, await self._serve(batch)))
+            except BaseException as exc:        # re-raised on the sandbox's thread
+                served.append((False, exc))
+            finally:
+                done.release()
+
+        self._loop.call_soon_threadsafe(eager, serve())
+        done.acquire()
+        ok, reply = served[0]
+        if not ok:
+            raise reply
+        return reply  # type: ignore[no-any-return]
 
     # ---- on the session's loop ---------------------------------------------------------
 
-    async def _serve(self, batch: str) -> str:
-        request = _wire.request_decoder.decode(batch)
+    async def _serve(self, request: SubCallBatch) -> SubCallReply:
         record = self._replay.record if self._replay is not None else None
         if record is not None and len(self.exchanges) < len(record.exchanges):
             recorded = record.exchanges[len(self.exchanges)]
@@ -269,7 +300,7 @@ class SubCallDispatcher:
                 slot.sub.signal.abort("cancelled by the program")
                 if slot.deferred:        # it never ran and never will: answered at once
                     slot.deferred = False
-                    slot.reply = _wire.SubCallResult(id=guest_id, ok=False, code="ABORTED",
+                    slot.reply = SubCallErr(id=guest_id, code="ABORTED",
                                                      message="cancelled by the program")
         await self._wait(request, refused)
         answered: list[_Slot] = []
@@ -279,19 +310,19 @@ class SubCallDispatcher:
         self._unreported = waiting
         exchange = self._exchange(request, refused, [self._reply(s) for s in answered])
         self.exchanges.append(exchange)
-        return _wire.encoder.encode(_wire.BatchReply(results=exchange.answer())).decode()
+        return SubCallReply(results=tuple(exchange.answer()))
 
-    def _accept(self, calls: list[_wire.SubCall]) -> list[_wire.SubCallResult]:
+    def _accept(self, calls: tuple[SubCall, ...]) -> list[SubCallOutcome]:
         """Number and start the calls of a live exchange; the refused ones' replies."""
-        refused: list[_wire.SubCallResult] = []
+        refused: list[SubCallOutcome] = []
         for wire_call in calls:
             if self._run_signal.aborted:   # the run is over (`drain`): refused unnumbered, unlogged
-                refused.append(_wire.SubCallResult(id=wire_call.id, ok=False, code="ABORTED",
+                refused.append(SubCallErr(id=wire_call.id, code="ABORTED",
                                                    message=RUN_OVER_MESSAGE))
             elif wire_call.id in self._by_guest_id or \
                     any(h.id == wire_call.id for h, _ in self._held):
-                refused.append(_wire.SubCallResult(
-                    id=wire_call.id, ok=False, code="TOOL_ERROR",
+                refused.append(SubCallErr(
+                    id=wire_call.id, code="TOOL_ERROR",
                     message=f"sub-call id {wire_call.id} was already used"))
             else:
                 self._start_live(wire_call, self._next_n())
@@ -300,8 +331,8 @@ class SubCallDispatcher:
     def _next_n(self) -> int:
         return len(self._by_guest_id) + len(self._held) + 1
 
-    async def _wait(self, request: _wire.BatchRequest,
-                    refused: list[_wire.SubCallResult]) -> None:
+    async def _wait(self, request: SubCallBatch,
+                    refused: list[SubCallOutcome]) -> None:
         """Until a call the program waits for is answerable, `wait_s` passes, or the run
         must pause: the program has no timer of its own (`indefinite`), every call it waits
         for is deferred, and no other call is still running (its outcome is recorded
@@ -324,7 +355,7 @@ class SubCallDispatcher:
                 return
             await asyncio.wait(running, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
 
-    def _pause(self, request: _wire.BatchRequest, refused: list[_wire.SubCallResult]) -> None:
+    def _pause(self, request: SubCallBatch, refused: list[SubCallOutcome]) -> None:
         """Stop the run here: record this exchange (unanswered) and the calls waiting.
 
         Raises:
@@ -337,8 +368,8 @@ class SubCallDispatcher:
         raise PauseRun(f"waiting for approval of {len(self.paused)} tool call"
                        f"{'s' if len(self.paused) != 1 else ''}")
 
-    def _exchange(self, request: _wire.BatchRequest, refused: list[_wire.SubCallResult],
-                  replies: list[_wire.SubCallResult]) -> Exchange:
+    def _exchange(self, request: SubCallBatch, refused: list[SubCallOutcome],
+                  replies: list[SubCallOutcome]) -> Exchange:
         calls = tuple(RecordedCall(id=c.id, name=c.name, args=bytes(c.args).decode(),
                                    invalid=c.invalid) for c in request.calls)
         return Exchange(calls=calls, cancel=tuple(request.cancel), refused=tuple(refused),
@@ -357,13 +388,13 @@ class SubCallDispatcher:
         """The approvals a paused run waits on, in call order; ids `"<run id>:<n>"`."""
         return tuple(
             PendingApproval(id=f"{self.run_id}:{s.sub.n}", tool_name=s.sub.name,
-                            arguments=s.sub.arguments(),
+                            arguments=s.sub.arguments,
                             reason=s.reason if s.reason is not None else msgspec.UNSET)
             for s in sorted(self.paused, key=lambda s: s.sub.n))
 
     # ---- replay ------------------------------------------------------------------------
 
-    def _check_replay(self, request: _wire.BatchRequest, recorded: Exchange) -> None:
+    def _check_replay(self, request: SubCallBatch, recorded: Exchange) -> None:
         """Raises:
             ReplayDiverged: the program's exchange differs from the recorded one."""
         why = divergence(len(self.exchanges) + 1, request.calls, request.cancel, recorded,
@@ -377,7 +408,7 @@ class SubCallDispatcher:
         self.diverged = why
         raise ReplayDiverged(f"replay diverged at {why}; no tool ran")
 
-    def _replay_exchange(self, request: _wire.BatchRequest, recorded: Exchange) -> str:
+    def _replay_exchange(self, request: SubCallBatch, recorded: Exchange) -> SubCallReply:
         """Answer an exchange the paused run completed, from its record."""
         for wire_call in request.calls:
             self._take_recorded(wire_call)
@@ -386,14 +417,14 @@ class SubCallDispatcher:
             if slot is not None and slot in self._unreported:
                 self._unreported.remove(slot)
         self.exchanges.append(recorded)
-        return _wire.encoder.encode(_wire.BatchReply(results=recorded.answer())).decode()
+        return SubCallReply(results=tuple(recorded.answer()))
 
-    def _take_recorded(self, wire_call: _wire.SubCall) -> _wire.SubCallResult | None:
+    def _take_recorded(self, wire_call: SubCall) -> SubCallOutcome | None:
         """A replayed call: answered from the record if it settled, else held until the
         replay reaches the exchange the run paused in (a call waiting for approval). A
         reused id is refused unnumbered, as the first run refused it: its refusal."""
         if wire_call.id in self._by_guest_id or any(h.id == wire_call.id for h, _ in self._held):
-            return _wire.SubCallResult(id=wire_call.id, ok=False, code="TOOL_ERROR",
+            return SubCallErr(id=wire_call.id, code="TOOL_ERROR",
                                        message=f"sub-call id {wire_call.id} was already used")
         n = self._next_n()
         answer = self._answers.get(wire_call.id)
@@ -408,17 +439,17 @@ class SubCallDispatcher:
         slot = _Slot(sub=sub, done=done, reply=answer, answered_by=replayed_from)
         self._by_guest_id[sub.guest_id] = slot
         self._unreported.append(slot)
-        self._count(sub.name, None if answer.ok else answer.code)
+        self._count(sub.name, answer.code if isinstance(answer, SubCallErr) else None)
         if self._logging:
             outer = self._outer.execution
             self._session.log.append(events.CodeReplayed(
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
+                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
                 replayed_from=replayed_from or sub.sub_call_id))
         return None
 
-    def _go_live(self, request: _wire.BatchRequest,
-                 recorded: Exchange) -> list[_wire.SubCallResult]:
+    def _go_live(self, request: SubCallBatch,
+                 recorded: Exchange) -> list[SubCallOutcome]:
         """The exchange the paused run stopped in: its settled calls are answered from the
         record; the held calls run live, in call order, once each is checked against the
         request the person decided on (the same tool and arguments). Returns the refusals
@@ -452,19 +483,23 @@ class SubCallDispatcher:
 
     # ---- live calls --------------------------------------------------------------------
 
-    def _sub_call(self, wire_call: _wire.SubCall, n: int) -> _SubCall:
-        raw_args = bytes(wire_call.args)
+    def _sub_call(self, wire_call: SubCall, n: int) -> _SubCall:
+        arguments = wire_call.arguments            # decoded by the host, once
+        try:     # frozen: the classifier, the pipeline and the log all read this one copy
+            arguments = snapshot(arguments, what="arguments")
+        except NotLosslessError:     # S3 refuses it, with the pipeline's own message
+            pass
         return _SubCall(guest_id=wire_call.id, n=n,
                         sub_call_id=f"{self._outer.execution.call_id}:code:{n}",
-                        name=wire_call.name, raw_args=raw_args,
-                        invalid=wire_call.invalid or _reserved_reason(raw_args),
+                        name=wire_call.name, arguments=arguments,
+                        invalid=wire_call.invalid or _reserved_reason(arguments),
                         signal=Signal.any(self._run_signal))
 
-    def _start_live(self, wire_call: _wire.SubCall, n: int) -> None:
+    def _start_live(self, wire_call: SubCall, n: int) -> None:
         outer = self._outer.execution
         sub = self._sub_call(wire_call, n)
         inp = ExecutionInput(
-            call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(), signal=sub.signal,
+            call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments, signal=sub.signal,
             root_call_id=outer.root_call_id, agent=outer.agent, parent=outer.token,
             reachable=self._reachable, argument_error=sub.invalid, approval=self._approvals,
             idempotency_key=f"{self.run_id}:{n}")
@@ -479,7 +514,7 @@ class SubCallDispatcher:
         of the wrong shape is exclusive (docs/pipeline-spec.md §2 S0)."""
         sub: _SubCall = call.data
         return sub.name not in self._exposed or sub.invalid is not None or \
-            self._session.classify(sub.name, sub.arguments(),
+            self._session.classify(sub.name, sub.arguments,
                                    self._outer.execution.agent) == "exclusive"
 
     # ---- the sub-call's own events -----------------------------------------------------
@@ -491,7 +526,7 @@ class SubCallDispatcher:
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatchStart(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments()))
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments))
 
     async def _commit(self, call: Scheduled) -> None:
         result = call.result
@@ -531,11 +566,11 @@ class SubCallDispatcher:
         outer = self._outer.execution
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
+            sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
             is_error=result.is_error, content=content,
             code=rejection_code(result) if result.is_error else msgspec.UNSET))
 
-    def _reply(self, slot: _Slot) -> _wire.SubCallResult:
+    def _reply(self, slot: _Slot) -> SubCallOutcome:
         if slot.reply is not None:
             return slot.reply
         guest_id = slot.sub.guest_id
@@ -543,12 +578,12 @@ class SubCallDispatcher:
         assert call is not None
         result = call.result
         if result is None:
-            return _wire.SubCallResult(id=guest_id, ok=False, code="TOOL_ERROR",
+            return SubCallErr(id=guest_id, code="TOOL_ERROR",
                                        message=f"sub-call failed in the host: {call.error}")
         if not result.is_error:
-            return _wire.SubCallResult(id=guest_id, ok=True, value=result.value)
+            return SubCallOk(id=guest_id, value=result.value)
         assert result.error is not None
-        return _wire.SubCallResult(id=guest_id, ok=False, code=rejection_code(result),
+        return SubCallErr(id=guest_id, code=rejection_code(result),
                                    message=result.error.message)
 
     async def drain(self) -> None:
@@ -572,22 +607,20 @@ class SubCallDispatcher:
                 self._log_settle(call, result, tuple(result.content))
 
 
-def _not_as_shown(call: _wire.SubCall, shown: PendingApproval | None) -> str | None:
+def _not_as_shown(call: SubCall, shown: PendingApproval | None) -> str | None:
     """How `call` differs from the request a person decided on (tool, arguments as JSON),
     or None when it is that call."""
     if shown is None:
         return "which no request of the paused run showed"
     arguments = msgspec.json.encode(shown.arguments)
-    if shown.tool_name != call.name or msgspec.json.encode(msgspec.json.decode(
-            bytes(call.args))) != arguments:
+    if shown.tool_name != call.name or msgspec.json.encode(call.arguments) != arguments:
         return f"where the request {shown.id} showed {shown.tool_name}({arguments.decode()})"
     return None
 
 
-def _reserved_reason(raw_args: bytes) -> str | None:
+def _reserved_reason(arguments: Any) -> str | None:
     """Why the arguments are refused when a top-level name is a parent-token field (the
     first such name, sorted), else None."""
-    arguments = msgspec.json.decode(raw_args)
     if not isinstance(arguments, dict):
         return None
     reserved = sorted(k for k in arguments if k in RESERVED_ARGUMENTS)

@@ -26,6 +26,8 @@ from typing import Any
 
 import msgspec
 
+from codemode.sandbox import SubCallOk
+
 from ._replay import Exchange
 
 EVIDENCE_CHARS = 16
@@ -139,14 +141,20 @@ class RunFlow:
                 if call.id not in self._calls:
                     self._calls[call.id] = (len(self._calls) + 1, call.name)
             for reply in exchange.replies:
-                if not (reply.ok or reply.code in CARRIES_LABELS) or reply.id not in self._calls:
+                if isinstance(reply, SubCallOk):
+                    value: Any = reply.value
+                elif reply.code in CARRIES_LABELS:
+                    value = reply.message
+                else:
+                    continue
+                if reply.id not in self._calls:
                     continue
                 n, name = self._calls[reply.id]
                 labels = self._labels_of(name)
                 if labels:
                     source = Source(n=n, name=name, labels=tuple(sorted(labels)))
                     self._sources.append(source)
-                    self._values.append((source, reply.value if reply.ok else reply.message))
+                    self._values.append((source, value))
                     if not labels <= self._held:
                         self._held = self._held | labels
         self._read = len(exchanges)

@@ -12,10 +12,12 @@ same calls at the same positions, and goes live at the exchange where the run pa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from codemode.pipeline import HarnessError
-from codemode.sandbox import SandboxLimits, Tape, _wire
+from codemode.sandbox import SandboxLimits, SubCall, SubCallOutcome, Tape
 
 
 class RecordedCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -41,10 +43,10 @@ class Exchange(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     calls: tuple[RecordedCall, ...] = ()
     cancel: tuple[int, ...] = ()
-    refused: tuple[_wire.SubCallResult, ...] = ()
-    replies: tuple[_wire.SubCallResult, ...] = ()
+    refused: tuple[SubCallOutcome, ...] = ()
+    replies: tuple[SubCallOutcome, ...] = ()
 
-    def answer(self) -> list[_wire.SubCallResult]:
+    def answer(self) -> list[SubCallOutcome]:
         """The reply the program got, in order."""
         return [*self.refused, *self.replies]
 
@@ -67,11 +69,11 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     code: str
     limits: SandboxLimits
     exchanges: tuple[Exchange, ...]
-    settled: tuple[_wire.SubCallResult, ...] = ()
+    settled: tuple[SubCallOutcome, ...] = ()
     settled_by: dict[str, str] = {}
     tape: Tape | None = None
 
-    def answers(self) -> dict[int, _wire.SubCallResult]:
+    def answers(self) -> dict[int, SubCallOutcome]:
         """Every recorded outcome by the program's call id."""
         found = {r.id: r for exchange in self.exchanges for r in exchange.replies}
         found.update((r.id, r) for r in self.settled)
@@ -86,7 +88,7 @@ class ReplayDiverged(HarnessError):
     code = "REPLAY_DIVERGED"
 
 
-def describe(call: RecordedCall | _wire.SubCall) -> str:
+def describe(call: RecordedCall | SubCall) -> str:
     """`name(<args JSON>)`, arguments cut at 200 characters."""
     args = call.args if isinstance(call.args, str) else bytes(call.args).decode()
     if len(args) > 200:
@@ -94,7 +96,7 @@ def describe(call: RecordedCall | _wire.SubCall) -> str:
     return f"{call.name}({args})"
 
 
-def divergence(position: int, sent: list[_wire.SubCall], cancel: list[int],
+def divergence(position: int, sent: Sequence[SubCall], cancel: Sequence[int],
                recorded: Exchange, first_n: int) -> str | None:
     """Why the program's exchange number `position` (from 1) differs from `recorded`, or
     None when it asks for the same calls, in the same order, with the same arguments (the

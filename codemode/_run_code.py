@@ -70,6 +70,9 @@ RUN_CODE_PARAMETERS: dict[str, Any] = {
 _RUN_WAITERS = concurrent.futures.ThreadPoolExecutor(max_workers=64,
                                                      thread_name_prefix="codemode-run-call")
 
+_STUB_KEY = msgspec.json.Encoder(order="deterministic")
+_STUB_CACHE_SIZE = 8            # sets of tool definitions whose stubs are kept
+
 _PREAMBLE = """\
 Run a Python 3 program in an isolated sandbox (no files, network, environment or \
 subprocesses) and get back what it printed and the value of its last expression.
@@ -267,6 +270,7 @@ class CodeMode:
         self.limits = limits or SandboxLimits()
         self.resumable = resumable
         self._expose = None if expose is None else frozenset(expose)
+        self._stub_cache: dict[bytes, tuple[tuple[ToolStub, ...], tuple[ToolSpec, ...]]] = {}
         self._refreshing = False
         self._dispose_reserved = self._reserve()
         # The description lists the tools: keep it current as tools come and go.
@@ -301,8 +305,29 @@ class CodeMode:
                 if d.name != RUN_CODE and (self._expose is None or d.name in self._expose)]
 
     def stubs(self, agent: str | None = None) -> list[ToolStub]:
-        return build_stubs((d.name, d.description, d.parameters, d.output_schema)
-                           for d in self.exposed_tools(agent))
+        return list(self._stubs_and_specs(agent)[0])
+
+    def _stubs_and_specs(self, agent: str | None) -> tuple[tuple[ToolStub, ...],
+                                                           tuple[ToolSpec, ...]]:
+        """The exposed tools' stubs and the specs the guest gets, built once per set of
+        definitions (building them is most of a small run's host work): keyed by each
+        definition's JSON text, since a schema dict may change in place."""
+        tools = [(d.name, d.description, d.parameters, d.output_schema)
+                 for d in self.exposed_tools(agent)]
+        try:
+            key: bytes | None = _STUB_KEY.encode(tools)
+        except (TypeError, ValueError, OverflowError):     # not JSON: built, not kept
+            key = None
+        built = self._stub_cache.get(key) if key is not None else None
+        if built is None:
+            stubs = tuple(build_stubs(tools))
+            built = (stubs, tuple(_tool_spec(s) for s in stubs))
+            if key is None:
+                return built
+            if len(self._stub_cache) >= _STUB_CACHE_SIZE:
+                self._stub_cache.pop(next(iter(self._stub_cache)))
+            self._stub_cache[key] = built
+        return built
 
     def description(self, agent: str | None = None) -> str:
         """The model-facing description of `run_code`: how to write a program, the modules
@@ -350,7 +375,7 @@ class CodeMode:
     async def _execute(self, args: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         code = args["code"]
         agent = ctx.execution.agent
-        stubs = self.stubs(agent)
+        stubs, specs = self._stubs_and_specs(agent)
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
@@ -370,10 +395,13 @@ class CodeMode:
         close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
-        request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
+        request = RunRequest(code=code, tools=specs,
                              limits=limits, tape=tape)
-        running = loop.run_in_executor(_RUN_WAITERS, self.sandbox.run, request,
-                                       dispatcher.dispatch, cancel)
+        submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
+        running = (asyncio.wrap_future(submit(request, dispatcher.dispatch, cancel))
+                   if submit is not None else
+                   loop.run_in_executor(_RUN_WAITERS, self.sandbox.run, request,
+                                        dispatcher.dispatch, cancel))
         try:
             outcome = await asyncio.shield(running)
         except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash

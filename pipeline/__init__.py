@@ -63,7 +63,7 @@ from ._normalize import message_of
 from ._registry import PendingCall
 from ._result import CallResult, ToolErrorDetail
 from ._resume import Resumption
-from ._scheduler import CallState, Scheduled, Scheduler
+from ._scheduler import CallState, Scheduled, Scheduler, eager
 from ._schema import validate
 from ._session import POINTS, Session
 from ._signal import Signal
@@ -137,6 +137,7 @@ __all__ = [
     "Unconditional",
     "UnknownToolError",
     "default_render",
+    "eager",
     "events",
     "log",
     "message_of",

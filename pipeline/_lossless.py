@@ -126,21 +126,42 @@ def _scalar_problem(value: Any) -> str | None:
     return f"unsupported type {_describe(value)}"
 
 
-def _flat_copy(container: Any) -> Any:
-    """The frozen copy of a list or dict whose items are all acceptable scalars (most
-    arguments and tool values: one pass, no frames), or None for any other container
-    (nested, or with a problem to report): `snapshot`'s general walk then handles it."""
+_FAST_DEPTH = 16
+
+
+def _flat_copy(container: Any, depth: int = 0) -> Any:
+    """The frozen copy of a list or dict of acceptable scalars and such containers nested at
+    most `_FAST_DEPTH` levels (most arguments and tool values: no frames, no path kept), or
+    None for anything else (deeper, a cycle, or a problem to report): `snapshot`'s general
+    walk then handles it, and names the problem."""
+    if depth > _FAST_DEPTH:
+        return None
     try:
         if type(container) in (dict, FrozenDict):
+            out: dict[str, Any] = {}
             for key, child in dict.items(container):
-                if type(key) is not str or not _encodable(key) \
-                        or _scalar_problem(child) is not None:
+                if type(key) is not str or not _encodable(key):
                     return None
-            return FrozenDict(container)
+                problem = _scalar_problem(child)
+                if problem == "":
+                    child = _flat_copy(child, depth + 1)
+                    if child is None:
+                        return None
+                elif problem is not None:
+                    return None
+                out[key] = child
+            return FrozenDict(out)
+        items = []
         for child in list.__iter__(container):
-            if _scalar_problem(child) is not None:
+            problem = _scalar_problem(child)
+            if problem == "":
+                child = _flat_copy(child, depth + 1)
+                if child is None:
+                    return None
+            elif problem is not None:
                 return None
-        return FrozenList(list.__iter__(container))
+            items.append(child)
+        return FrozenList(items)
     except Exception:                   # mutated while read: the walk reports it
         return None
 

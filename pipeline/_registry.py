@@ -282,12 +282,16 @@ class PendingCall:
         self._finalizer: Callable[..., Any] | None = None
         self._deferred: list[Any] = []
         self._concludes = False
-        self._core_made: list[tuple[CallResult, bytes]] = []
+        self._core_made: list[tuple[CallResult, bytes | None]] = []
+        # Results this call froze itself (S9 success, S10 deferred contexts) that no
+        # listener could write through unseen: S12 needs not copy them again.
+        self._own: list[CallResult] = []
         self._arguments_json = b"null"
         self._phase = "new"
         self._needs_policy = False
         self._abandoned = False
         self._published: CallResult | None = None
+        self._wrapped = False
         self.execution: Execution = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -554,8 +558,10 @@ class PendingCall:
             return
         reg = self._registry
         view = DispatchExecution(self.execution)
+        scopes = self._scopes
+        self._wrapped = reg.execute_wrappers.applies(scopes)
         try:
-            result = await reg.execute_wrappers.run((view,), lambda: self._core(view), self._scopes)
+            result = await reg.execute_wrappers.run((view,), lambda: self._core(view), scopes)
         except BaseException as exc:
             if own_cancellation(exc):
                 raise
@@ -568,9 +574,12 @@ class PendingCall:
             return
         if self._deferred:
             deferred = freeze_contexts(self._deferred)
+            own = any(r is result for r in self._own)
             result = msgspec.structs.replace(
                 result, additional_contexts=deferred + result.additional_contexts
             )
+            if own:
+                self._own.append(result)
         if self.caller.aborted and not result.is_error:
             result = _aborted(not self.body_invoked, result.additional_contexts)
         self._settle("post", result)
@@ -585,7 +594,9 @@ class PendingCall:
                 fused.detach()
 
     def _mark(self, result: CallResult) -> CallResult:
-        self._core_made.append((result, _fingerprint(result)))
+        # A wrapper around the core could write through the frozen result: fingerprinted
+        # for S10's check only when one runs.
+        self._core_made.append((result, _fingerprint(result) if self._wrapped else None))
         return result
 
     def _arguments_changed(self, suspect: str) -> CallResult | None:
@@ -677,9 +688,11 @@ class PendingCall:
                 meta = snapshot(raw_meta, what="presentation meta")
             except NotLosslessError as exc:
                 raise invalid(exc.message) from None
-        return CallResult(
+        built = CallResult(
             is_error=False, value=frozen, content=content, meta=meta, concludes_turn=concludes
         )
+        self._own.append(built)
+        return built
 
     def _normalize_dispatch(self, result: Any) -> CallResult:
         """S10: accept our own core result; rebuild or revalidate anything else."""
@@ -688,7 +701,7 @@ class PendingCall:
                 f"tools/execute wrapper returned {type(result).__name__}, not a CallResult")
         for own, fingerprint in self._core_made:
             if own is result:
-                if _fingerprint(own) != fingerprint:
+                if fingerprint is not None and _fingerprint(own) != fingerprint:
                     raise HookError(
                         "a tools/execute wrapper changed the frozen result of this call")
                 return result
@@ -741,9 +754,11 @@ class PendingCall:
         result = self._finalize(self.result)
         self._published = result
         self._phase = "committed"
-        fingerprint = _fingerprint(result)
+        scopes = self._scopes
+        watched = any(reg.applies(scopes) for reg in self._registry.result_observers)
+        fingerprint = _fingerprint(result) if watched else b""
         self._registry.publish(self.execution, result)
-        if _fingerprint(result) != fingerprint:  # an observer wrote through the frozen copy
+        if watched and _fingerprint(result) != fingerprint:  # an observer wrote through it
             _log.warning("a tools/result observer changed the frozen result of %s; the caller "
                          "gets the result as published", self.execution.call_id)
             result = _restored(result, fingerprint)
@@ -753,12 +768,14 @@ class PendingCall:
     async def _post(self) -> None:
         assert self.result is not None
         current = self.result
-        fingerprint = _fingerprint(current)
+        scopes = self._scopes
+        watched = self._registry.post_execute.applies(scopes)
+        fingerprint = _fingerprint(current) if watched else b""
         try:
             decision = await self._registry.post_execute.run(
-                (self.execution, current), Accept, self._scopes
+                (self.execution, current), Accept, scopes
             )
-            if _fingerprint(current) != fingerprint:
+            if watched and _fingerprint(current) != fingerprint:
                 raise HookError(
                     "a tools/post-execute listener changed the frozen result of this call")
             result = self._apply_post(decision, current)
@@ -810,9 +827,12 @@ class PendingCall:
         return result
 
     def _finalize(self, result: CallResult) -> CallResult:
-        """S12 materialization, S13 ``finalize_content`` (at most once), S12 again."""
+        """S12 materialization, S13 ``finalize_content`` (at most once), S12 again. A
+        result this call froze itself, which every listener that saw it was checked not to
+        have changed, is already materialized."""
         try:
-            result = _materialize(result)
+            if not any(r is result for r in self._own):
+                result = _materialize(result)
         except Exception:
             result = failure_from(NotLosslessError(MATERIALIZATION_MESSAGE))
         finalizer = self._finalizer

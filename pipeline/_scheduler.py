@@ -33,17 +33,19 @@ owner's: the scheduler stops starting calls, drops the rest, and ``join`` raises
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Any
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, TypeVar
 
 from ._execution import ExecutionInput
 from ._normalize import failure_from
 from ._registry import PendingCall
 from ._result import CallResult
 
-__all__ = ["CallState", "Scheduled", "Scheduler"]
+__all__ = ["CallState", "Scheduled", "Scheduler", "eager"]
 
 
 class CallState(enum.Enum):
@@ -60,6 +62,54 @@ class CallState(enum.Enum):
 
 
 _FINAL = (CallState.COMMITTED, CallState.DROPPED)
+
+_T = TypeVar("_T")
+
+
+def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
+    """``asyncio.ensure_future(coro)``, except that the coroutine's first step runs now,
+    in a copy of the current context as a task's would: a stage with nothing to wait for
+    (no listener, a body that does not await) completes here, without a task or a turn of
+    the event loop (each costs more than such a stage's own work). If it suspends, the
+    rest runs as a task of its own (in the same context), so cancelling the returned
+    future reaches it as it would reach a task started with ``ensure_future``."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration as stop:
+        done: asyncio.Future[_T] = loop.create_future()
+        done.set_result(stop.value)
+        return done
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        failed: asyncio.Future[_T] = loop.create_future()
+        if isinstance(exc, asyncio.CancelledError):
+            failed.cancel()
+        else:
+            failed.set_exception(exc)
+        return failed
+    return loop.create_task(_go_on(coro, yielded), context=context)
+
+
+@types.coroutine
+def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _T]:
+    """The rest of ``coro``, which suspended on ``yielded``, as the body of a task: what
+    the task sends or throws in goes on to the coroutine."""
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
 
 
 class Scheduled:
@@ -91,7 +141,7 @@ class Scheduled:
         self.error: BaseException | None = None
         self.done: asyncio.Future[None] = loop.create_future()
         self._started: asyncio.Future[None] = loop.create_future()  # S3–S7 over: next may start
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._dispatching: asyncio.Future[None] | None = None
         self._slot = False
@@ -208,7 +258,7 @@ class Scheduler:
                 continue
             call._slot = True
             call.state = CallState.STARTING
-            call._task = asyncio.ensure_future(self._run(call, previous))
+            call._task = eager(self._run(call, previous))
             call._task.add_done_callback(functools.partial(self._settled, call))
             await asyncio.shield(call._started)
             if call.error is not None:  # the owner failed: stop here
@@ -230,14 +280,18 @@ class Scheduler:
             except Exception as exc:  # a malformed input (an empty name): answered
                 call.result = failure_from(exc)
             if call.pending is not None:
-                # S3–S7 and S8–S10 as tasks of their own: abandoning a call never waits on
-                # a stage that ignores (or swallows) cancellation.
-                call._starting = asyncio.ensure_future(call.pending.start())
+                # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call
+                # never waits on a stage that ignores (or swallows) cancellation.
+                call._starting = eager(call.pending.start())
                 await asyncio.shield(call._starting)
             _resolve(call._started)
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
-                call._dispatching = asyncio.ensure_future(call.pending.dispatch())
+                # With a call queued behind it, the dispatch waits one turn of the loop, so
+                # that the next call starts (S3–S7) before this one's body runs.
+                dispatch = call.pending.dispatch()
+                call._dispatching = (eager(dispatch) if self._queue.empty()
+                                     else asyncio.ensure_future(dispatch))
                 await asyncio.shield(call._dispatching)
             self._release(call)
             call.state = CallState.WAITING
@@ -264,6 +318,7 @@ class Scheduler:
             # cut short by drain: left COMMITTING, reported by drain as hanging
         except Exception as exc:
             call.error = exc
+        self._settled(call)          # now, not a turn of the loop later (the done callback)
 
     async def _abandoned(self, call: Scheduled) -> CallResult:
         """The outcome of a call ``drain`` gave up waiting for: committed as it stands if

@@ -707,10 +707,12 @@ class Session:
         content is logged (docs/pipeline-spec.md §11.4 step 6)."""
         from ._content import freeze_blocks
 
+        scopes = self.scope_chain(getattr(execution, "agent", None))
+        if not self._dispatch_log.applies(scopes):
+            return result.content       # the committed result's content, frozen at S12
         try:
             content = await self._dispatch_log.run(
-                (execution, result, result.content), lambda: result.content,
-                self.scope_chain(getattr(execution, "agent", None)),
+                (execution, result, result.content), lambda: result.content, scopes,
             )
             return freeze_blocks(content, what="logged content")
         except BaseException as exc:

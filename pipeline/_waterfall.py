@@ -67,6 +67,10 @@ class Waterfall(Generic[T]):
     def __len__(self) -> int:
         return len(self._chain)
 
+    def applies(self, scopes: tuple[str | None, ...] = (None,)) -> bool:
+        """Whether any listener runs for ``scopes`` (else ``run`` is just the default)."""
+        return any(reg.applies(scopes) for reg in self._chain)
+
     async def run(
         self,
         args: tuple[Any, ...],

@@ -1,5 +1,5 @@
 """Runs untrusted Python in a wasmtime sandbox (docs/design.md §3). Imports neither pipeline
-nor codemode; calls back through a plain `dispatch(batch: str) -> str`."""
+nor codemode; calls back through a plain `dispatch(batch: SubCallBatch) -> SubCallReply`."""
 
 from ._component import SandboxUnavailable, cache_dir
 from ._limits import SandboxLimits
@@ -23,7 +23,13 @@ from ._protocol import (
     RunPaused,
     RunRequest,
     Sandbox,
+    SubCall,
+    SubCallBatch,
+    SubCallErr,
     SubcallLimitExceeded,
+    SubCallOk,
+    SubCallOutcome,
+    SubCallReply,
     Tape,
     TapeEntry,
     TimeLimitExceeded,
@@ -41,7 +47,8 @@ __all__ = [
     "MemoryLimitExceeded", "MonotonicRead", "OutputLimitExceeded", "ParamSpec", "PauseRun",
     "ProgramError", "RandomBytes", "RandomU64", "ReplayDiverged", "RestrictedProcessSandbox",
     "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunPaused", "RunRequest",
-    "Sandbox", "SandboxLimits", "SandboxUnavailable", "SubcallLimitExceeded", "Tape", "TapeEntry",
+    "Sandbox", "SandboxLimits", "SandboxUnavailable", "SubCall", "SubCallBatch", "SubCallErr",
+    "SubCallOk", "SubCallOutcome", "SubCallReply", "SubcallLimitExceeded", "Tape", "TapeEntry",
     "TimeLimitExceeded", "ToolSpec", "WallClockRead", "WasmSandbox", "WorkerPool", "cache_dir",
     "decode_value",
 ]

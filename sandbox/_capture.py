@@ -70,7 +70,10 @@ class PipeCapture:
     WASI's own cost; a Python callback per write costs ~30 us more). A thread per instance
     drains both into their `OutputCapture`s, dropping what is over the limit, so the guest
     never blocks on a full pipe. Where `/proc/self/fd` does not exist, WASI's per-write
-    callbacks are used instead.
+    callbacks are used instead. (Callbacks alone would save the pipes and the thread, ~0.2
+    ms per run, but wasmtime may call them on its own I/O threads, and one that enters
+    Python while the interpreter exits aborts the process: "tokio-rt-worker ... panic in a
+    function that cannot unwind", seen in CLI runs on a loaded machine.)
 
     The captures may be given later than the pipes (`bind`): an instance made ahead of its
     run (`sandbox._pool`) gets its pipes, and its draining thread, before the run that

@@ -29,6 +29,7 @@ import wasmtime
 from wasmtime import component as wc
 
 from . import _lowering
+from ._export import RunExport
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 GUEST_DIR = PACKAGE_DIR / "guest"
@@ -228,6 +229,7 @@ class Runtime:
             without a tape.
         recording_linker: the same with the clock and random interfaces answered by the
             host (`Shadows`); used by runs with a tape (`RunRequest.tape`).
+        run_export: the component's `run` export, resolved once.
         shadowed_calls: calls made to the shadowing host functions, all runs together
             (a count for tests and benchmarks; not exact under concurrent runs).
     """
@@ -237,6 +239,7 @@ class Runtime:
     component: wc.Component
     linker: wc.Linker
     recording_linker: wc.Linker
+    run_export: RunExport
     shadowed_calls: int = 0
 
 
@@ -294,7 +297,7 @@ def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc,
             engine = config.build()
             component = load_component(engine, config)
             linker = _linker(engine, component, dispatch, sleep, {}, None)
-            made = Runtime(config, engine, component, linker, linker)
+            made = Runtime(config, engine, component, linker, linker, RunExport(component))
 
             def count() -> None:
                 made.shadowed_calls += 1

@@ -40,6 +40,8 @@ from ._protocol import (
     RunAborted,
     RunOutcome,
     RunPaused,
+    SubCall,
+    SubCallBatch,
     SubcallLimitExceeded,
     TimeLimitExceeded,
 )
@@ -81,6 +83,7 @@ class GuestLimited(msgspec.Struct, frozen=True, tag_field="status", tag="limit")
 
 GuestOutcome = GuestOk | GuestFailed | GuestLimited
 _guest_decoder = msgspec.json.Decoder(GuestOutcome)
+_arguments_decoder = msgspec.json.Decoder()
 
 
 def decode_guest(text: str) -> GuestOutcome | AnyRunError:
@@ -156,9 +159,10 @@ class RunHost:
             raise HostStop(reason)
 
     def dispatch_batch(self, batch: str) -> str:
-        """One sub-call batch from the guest (`sandbox._wire`): decoded, counted against
-        `max_subcalls`, its wait bounded by the deadline, re-encoded for the dispatcher,
-        and the dispatcher's reply checked before the guest sees it.
+        """One sub-call batch from the guest (`sandbox._wire`): decoded and checked once
+        (its size, each call's arguments: size, JSON the host decodes), counted against
+        `max_subcalls`, its wait bounded by the deadline, handed to the dispatcher as a
+        `SubCallBatch`, and the dispatcher's `SubCallReply` encoded for the guest.
 
         Raises:
             HostStop: a limit, a cancellation, a malformed batch or reply, a dispatcher
@@ -171,30 +175,30 @@ class RunHost:
                 message=f"a sub-call batch of {len(batch)} bytes exceeds the host's limit"))
         try:
             request = _wire.request_decoder.decode(batch)
+            calls = []
             for call in request.calls:  # the guest checks these too; a program can bypass it
                 if len(call.args) > limits.request_bytes:
                     raise HostStop(HostDispatchFailed(
                         message=f"the arguments of sub-call {call.id} are {len(call.args)} "
                                 f"bytes of JSON, over the limit of {limits.request_bytes} bytes"))
-                msgspec.json.decode(call.args)      # numbers in range, nesting the host decodes
+                calls.append(SubCall(id=call.id, name=call.name, args=call.args,
+                                     arguments=_arguments_decoder.decode(call.args),
+                                     invalid=call.invalid))
         except (msgspec.DecodeError, RecursionError) as exc:
             raise HostStop(HostDispatchFailed(
                 message=f"malformed sub-call batch: {exc}")) from None
-        self.subcalls += len(request.calls)
+        self.subcalls += len(calls)
         if self.subcalls > limits.max_subcalls:
             raise HostStop(SubcallLimitExceeded(
                 message=f"the program made more than {limits.max_subcalls} sub-calls"))
         remaining = max(self.remaining_s(), 0.0)
         wait_s = (remaining if request.wait_s is None
                   else min(max(request.wait_s, 0.0), remaining))
-        bounded = msgspec.structs.replace(request, wait_s=wait_s,
-                                          indefinite=request.wait_s is None)
+        bounded = SubCallBatch(calls=tuple(calls), cancel=tuple(request.cancel), wait_s=wait_s,
+                               until=None if request.until is None else tuple(request.until),
+                               indefinite=request.wait_s is None)
         try:
-            reply = self.dispatch(_wire.encoder.encode(bounded).decode())
-            _wire.reply_decoder.decode(reply)      # never hand the guest malformed data
-        except msgspec.DecodeError as exc:
-            raise HostStop(HostDispatchFailed(
-                message=f"the dispatcher's reply is malformed: {exc}")) from None
+            answered = self.dispatch(bounded)
         except HostStop:
             raise
         except PauseRun as exc:
@@ -202,6 +206,11 @@ class RunHost:
         except Exception as exc:
             raise HostStop(HostDispatchFailed(
                 message=f"the dispatcher raised {type(exc).__name__}: {exc}")) from exc
+        try:                    # the only check of the reply: that it encodes for the guest
+            reply = _wire.encode_reply(answered)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+            raise HostStop(HostDispatchFailed(
+                message=f"the dispatcher's reply is malformed: {exc}")) from None
         self.check()
         return reply
 

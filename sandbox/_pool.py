@@ -80,15 +80,16 @@ twice the PSS a prepared instance adds (`python -m benchmarks.footprint`)."""
 
 
 class Fresh:
-    """One Store for exactly one run, with its output pipes; `run_func` is the instance's
+    """One Store for exactly one run, with its output pipes; `func` is the instance's
     `run` export, or None until `instantiate`."""
 
-    __slots__ = ("pipes", "prepared", "run_func", "store")
+    __slots__ = ("func", "output", "prepared", "runtime", "store")
 
-    def __init__(self, store: wasmtime.Store, pipes: PipeCapture) -> None:
+    def __init__(self, runtime: Runtime, store: wasmtime.Store, output: PipeCapture) -> None:
+        self.runtime = runtime
         self.store = store
-        self.pipes = pipes
-        self.run_func: Any | None = None
+        self.output = output
+        self.func: Any | None = None
         self.prepared = False
 
     @classmethod
@@ -100,35 +101,41 @@ class Fresh:
             OSError: no pipes could be made.
         """
         store = wasmtime.Store(runtime.engine)
-        pipes = PipeCapture()
+        output = PipeCapture()
         try:
             store.set_limits(memory_size=memory_bytes)
             wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
             wasi.argv = ["<program>"]                # sys.argv (argparse reads argv[0])
-            pipes.attach(wasi)
+            output.attach(wasi)
             store.set_wasi(wasi)
         except BaseException:
-            pipes.finish()
+            output.finish()
             store.close()
             raise
-        return cls(store, pipes)
+        return cls(runtime, store, output)
 
-    def instantiate(self, runtime: Runtime, linker: Any = None) -> Any:
-        """Instantiate the component with `linker` (default: the plain Linker); the
-        instance's `run` export.
+    def instantiate(self, linker: Any = None) -> None:
+        """Instantiate the component with `linker` (default: the plain Linker).
 
         Raises:
             wasmtime.WasmtimeError: instantiation trapped (a limit, an interruption).
         """
+        runtime = self.runtime
         instance = (linker or runtime.linker).instantiate(self.store, runtime.component)
-        run_func = instance.get_func(self.store, "run")
-        assert run_func is not None, "the guest component exports no `run`"
-        self.run_func = run_func
-        return run_func
+        self.func = runtime.run_export.func(instance, self.store)
+
+    def call(self, text: str) -> str:
+        """The instance's `run(text)` (after `instantiate`).
+
+        Raises:
+            wasmtime.WasmtimeError: the instance trapped.
+        """
+        assert self.func is not None, "call before instantiate"
+        return self.runtime.run_export.call(self.func, self.store, text)
 
     def close(self) -> None:
         """Read what the instance wrote (into the bound captures), then close the Store."""
-        self.pipes.finish()
+        self.output.finish()
         self.store.close()
 
 
@@ -142,7 +149,7 @@ def _made(runtime: Runtime, memory_bytes: int) -> Fresh | None:
         fresh.store.set_epoch_deadline(_AHEAD_DEADLINE_TICKS)
         if runtime.config.fuel:
             fresh.store.set_fuel(_AHEAD_FUEL)
-        fresh.instantiate(runtime)
+        fresh.instantiate()
         return fresh
     except Exception:                   # e.g. a memory limit below what instantiation needs
         fresh.close()
@@ -152,9 +159,8 @@ def _made(runtime: Runtime, memory_bytes: int) -> Fresh | None:
 def _prepare(fresh: Fresh) -> bool:
     """Run the guest's own warm-up in `fresh` (made by `_made`); False if it failed (the
     instance must then be discarded)."""
-    assert fresh.run_func is not None
     try:
-        if fresh.run_func(fresh.store, PREPARE) == PREPARED:
+        if fresh.call(PREPARE) == PREPARED:
             fresh.prepared = True
             return True
     except Exception:                   # e.g. a memory limit below what preparing needs
@@ -233,7 +239,7 @@ class InstancePool:
     def retire(self, fresh: Fresh) -> None:
         """Hand back a Store after its one run: what it wrote is read into the run's
         captures now; the Store is closed in the background, never reused."""
-        fresh.pipes.finish()
+        fresh.output.finish()
         if self.size == 0 or self.max_ready == 0:
             fresh.store.close()
             return

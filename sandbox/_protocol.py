@@ -9,10 +9,79 @@ from msgspec import UNSET, UnsetType
 
 from ._limits import SandboxLimits
 
-Dispatch = Callable[[str], str]
-"""Called on the runner's thread with one sub-call batch (JSON text, see `sandbox/wire`)
-and returns the reply (JSON text). Failed calls are data in the reply; it never raises
-for them."""
+
+class SubCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One call a program sent, as the host decoded and checked it (once: the dispatcher
+    never decodes it again).
+
+    Attributes:
+        id: the program's id for the call (unique within the run only if the program
+            keeps it so: a dispatcher refuses a reused one).
+        name: the tool name called (any string: the host decides which names exist).
+        args: the arguments as the program encoded them (JSON text, within
+            `limits.request_bytes`), for records that must compare exact text.
+        arguments: the same, decoded (plain dicts, lists, str, int, float, bool, None);
+            integers within 64 bits, nesting the host can decode.
+        invalid: why the program found the call did not fit the tool's signature (its
+            Python `TypeError` text), when it did: the call is recorded and refused
+            `INVALID_ARGS`.
+    """
+
+    id: int
+    name: str
+    args: msgspec.Raw
+    arguments: Any = None
+    invalid: str | None = None
+
+
+class SubCallBatch(msgspec.Struct, frozen=True, kw_only=True):
+    """One batch from the program: start `calls` in order, abort `cancel`, and answer once
+    one call of `until` (None: any call in flight) settled, or `wait_s` passed.
+
+    Attributes:
+        wait_s: seconds to wait at most, bounded by the run's deadline (0: answer now).
+        indefinite: the program gave no timer of its own (its `wait_s` was null), so only
+            a settled call can wake it: a dispatcher may pause such a run (`PauseRun`) when
+            nothing it waits for can settle.
+    """
+
+    calls: tuple[SubCall, ...] = ()
+    cancel: tuple[int, ...] = ()
+    wait_s: float = 0.0
+    until: tuple[int, ...] | None = None
+    indefinite: bool = False
+
+
+class SubCallOk(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="ok"):
+    """A call that succeeded: `value` is its JSON value."""
+
+    id: int
+    value: Any = None
+
+
+class SubCallErr(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="error"):
+    """A call that failed: `code` is its stable rejection code (`DENIED`, `TOOL_ERROR`,
+    ...), raised in the program as the matching `ToolCallError`; `message` is for people."""
+
+    id: int
+    code: str
+    message: str
+
+
+SubCallOutcome = SubCallOk | SubCallErr
+"""How one sub-call settled."""
+
+
+class SubCallReply(msgspec.Struct, frozen=True):
+    """The answer to a batch: each call that settled since the previous answer, once."""
+
+    results: tuple[SubCallOutcome, ...] = ()
+
+
+Dispatch = Callable[[SubCallBatch], SubCallReply]
+"""Called on the runner's thread with one sub-call batch; returns the reply. Failed calls
+are data in the reply (`SubCallErr`); it never raises for them. A reply whose values are
+not JSON ends the run (`HostDispatchFailed`)."""
 
 
 class ParamSpec(msgspec.Struct, frozen=True, kw_only=True):

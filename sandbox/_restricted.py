@@ -1037,7 +1037,8 @@ class RestrictedSandbox:
                 `max_concurrent_subcalls` are not applied by this tier; nor is `tape`:
                 the program reads the host's own clocks and randomness, so nothing is
                 recorded or replayed and `outcome.tape` is None).
-            dispatch: called on the worker thread per sub-call batch (`sandbox._wire`).
+            dispatch: called on the worker thread per sub-call batch (a `SubCallBatch`;
+                it returns a `SubCallReply`).
             cancel: set it from any thread to stop the run (`RunAborted`).
         Returns:
             The outcome; a tripped limit is a typed `error`, never an exception. The caller's

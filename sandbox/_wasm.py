@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import msgspec
 import wasmtime
 
-from . import _component, _interrupt, _pool
+from . import _component, _interrupt, _pool, _runner
 from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
 from ._limits import SandboxLimits
 from ._protocol import (
@@ -30,37 +30,29 @@ from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
-# Wasm runs on the calling thread's native stack, which must exceed the wasm stack limit
-# (wasmtime's Config.max_wasm_stack docs), so runs happen on threads of this size. The
-# threads are kept: wasmtime sets up per-thread state on a thread's first wasm call, which
-# a fresh thread per run would pay every time (~1 ms).
-_THREAD_STACK_BYTES = 256 << 20
-_RUNNERS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="codemode-run")
-_RUNNERS_LOCK = threading.Lock()
-
+_RUNNERS = _runner.Runners("codemode-run")
 
 _T = TypeVar("_T")
 
 
+_submitted = threading.local()     # `ready`: this runner thread's job is a submitted run
+
+
 def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """`fn(*args)` on a runner thread; its exception, if any, re-raised here."""
-    with _RUNNERS_LOCK:         # a thread the pool starts now gets the large stack
-        previous = threading.stack_size(_THREAD_STACK_BYTES)
-        try:
-            future = _RUNNERS.submit(fn, *args)
-        finally:
-            threading.stack_size(previous)
-    return future.result()
+    """`fn(*args)` on a runner thread (its stack large enough for wasm: `_runner`); its
+    exception, if any, re-raised here. Called by a run `WasmSandbox.submit` already put on
+    a runner thread, it runs here (once: a run nested in that run's dispatch goes to a
+    thread of its own)."""
+    if getattr(_submitted, "ready", False):
+        _submitted.ready = False
+        return fn(*args)
+    return _RUNNERS.call(fn, *args)
 
 
 def _in_background(fn: Callable[[], None]) -> object:
-    """Start `fn` on a runner thread (large stack) and return at once."""
-    with _RUNNERS_LOCK:
-        previous = threading.stack_size(_THREAD_STACK_BYTES)
-        try:
-            return _RUNNERS.submit(fn)
-        finally:
-            threading.stack_size(previous)
+    """Start `fn` on a runner thread and return at once."""
+    _RUNNERS.start_background(fn)
+    return None
 
 
 # Instances made ahead of their run (`_pool`): one ready per key, prepared and torn down in
@@ -187,8 +179,9 @@ class WasmSandbox:
             request: source text, tool specs, limits, and the tape to replay and record
                 the run's clock and random reads on (None: nothing recorded, at no cost;
                 see docs/sandbox.md, "Recording and replaying clocks and randomness").
-            dispatch: called on the run's thread per sub-call batch (`sandbox._wire`);
-                it may raise `PauseRun` to end the run with status "paused".
+            dispatch: called on the run's thread per sub-call batch (a `SubCallBatch`;
+                it returns a `SubCallReply`); it may raise `PauseRun` to end the run with
+                status "paused".
             cancel: set it from any thread to stop the run at its next host call (sub-call
                 or sleep); running wasm is stopped by the wall-clock deadline.
         Returns:
@@ -197,12 +190,33 @@ class WasmSandbox:
         Raises:
             SandboxUnavailable: the component could not be built or loaded.
         """
+        return _on_runner_thread(self._run_here, self._runtime(request), request, dispatch,
+                                 cancel)
+
+    def submit(self, request: RunRequest, dispatch: Dispatch,
+               cancel: threading.Event | None = None
+               ) -> concurrent.futures.Future[RunOutcome]:
+        """`run` started on a runner thread; returns at once. The future holds what
+        `run` returns or raises (`SandboxUnavailable`). For callers that wait without a
+        thread of their own (an event loop: `asyncio.wrap_future`); a subclass's `run` is
+        what runs."""
+        def submitted() -> RunOutcome:
+            _submitted.ready = True
+            try:
+                return self.run(request, dispatch, cancel)
+            finally:
+                _submitted.ready = False
+        return _RUNNERS.submit(submitted)
+
+    def _runtime(self, request: RunRequest) -> _component.Runtime:
+        """Raises:
+            SandboxUnavailable: the component could not be built or loaded."""
         limits = request.limits
         config = _component.EngineConfig(fuel=limits.fuel is not None,
                                          stack_bytes=limits.stack_bytes)
         runtime = _component.runtime_for(config, _host_dispatch, _host_sleep, _SHADOWS)
         _TICKER.ensure_started()
-        return _on_runner_thread(self._run_here, runtime, request, dispatch, cancel)
+        return runtime
 
     def _run_here(self, runtime: _component.Runtime, request: RunRequest, dispatch: Dispatch,
                   cancel: threading.Event | None) -> RunOutcome:
@@ -217,7 +231,7 @@ class WasmSandbox:
         recorded = request.tape is not None
         fresh = None if recorded else POOL.take(runtime, limits.memory_bytes)
         fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
-        fresh.pipes.bind(run.stdout, run.stderr)
+        fresh.output.bind(run.stdout, run.stderr)
         store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:
@@ -228,9 +242,9 @@ class WasmSandbox:
             _local.run = run
             started = time.monotonic()
             try:
-                run_func = fresh.run_func or fresh.instantiate(
-                    runtime, runtime.recording_linker if recorded else runtime.linker)
-                ended = decode_guest(run_func(store, guest_request))
+                if fresh.func is None:
+                    fresh.instantiate(runtime.recording_linker if recorded else None)
+                ended = decode_guest(fresh.call(guest_request))
             except HostStop as stop:
                 ended = stop.error
             except wasmtime.WasmtimeError as exc:

@@ -38,7 +38,6 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from . import _wire
 from ._capture import CUT_MARKER, OutputCapture
 from ._host import GuestOk, GuestOutcome, HostStop, RunHost, outcome
 from ._protocol import (
@@ -234,21 +233,6 @@ def shared_pool() -> WorkerPool:
         return _shared_pool
 
 
-def _as_sent(batch: str) -> str:
-    """The batch as the program sent it: the worker's own tier already bounded its wait by
-    the deadline and marked `indefinite` a batch sent with no wait; undo that, so that this
-    process's `RunHost.dispatch_batch` bounds and marks it again (a dispatcher may pause
-    only an indefinite wait). Malformed text is passed on for that check to refuse."""
-    try:
-        request = _wire.request_decoder.decode(batch)
-    except msgspec.DecodeError:
-        return batch
-    if not request.indefinite:
-        return batch
-    return _wire.encoder.encode(msgspec.structs.replace(
-        request, wait_s=None, indefinite=False)).decode()
-
-
 class _Supervised:
     """One run's supervision: the messages of its worker, the watchdog, the host's view."""
 
@@ -296,7 +280,7 @@ class _Supervised:
         elif isinstance(message, Call):
             try:
                 reply: Reply | Stopped = Reply(
-                    text=self.host.dispatch_batch(_as_sent(message.batch)))
+                    text=self.host.dispatch_batch(message.batch))
             except HostStop as stop:
                 self.stopped = self.stopped or stop.error
                 reply = Stopped(error=stop.error)

@@ -29,8 +29,16 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from . import _wire
 from ._host import HostStop
-from ._protocol import MemoryLimitExceeded, RunAborted, RunOutcome, RunRequest
+from ._protocol import (
+    MemoryLimitExceeded,
+    RunAborted,
+    RunOutcome,
+    RunRequest,
+    SubCallBatch,
+    SubCallReply,
+)
 from ._restricted import RestrictedSandbox
 from ._worker_wire import Call, Done, Ready, Reply, Start, Stopped, encoder, to_worker
 
@@ -70,8 +78,10 @@ def set_run_limits(memory_bytes: int, wall_clock_s: float) -> None:
 
 
 class _Channel:
-    """The run's `Dispatch`: each batch goes to the host, the run waits for its answer.
-    Closed when the run returns: a thread left running cannot talk to the host later."""
+    """The run's `Dispatch`: each batch goes to the host as the program sent it
+    (`_wire.encode_batch`), the run waits for the host's answer (the reply as the guest
+    reads it, typed again). Closed when the run returns: a thread left running cannot talk
+    to the host later."""
 
     def __init__(self, jobs: BinaryIO, reports: BinaryIO) -> None:
         self._jobs = jobs
@@ -79,17 +89,17 @@ class _Channel:
         self._lock = threading.Lock()
         self._open = True
 
-    def dispatch(self, batch: str) -> str:
+    def dispatch(self, batch: SubCallBatch) -> SubCallReply:
         with self._lock:
             if not self._open:
                 raise HostStop(RunAborted(message="the run is over"))
-            self._reports.write(encoder.encode(Call(batch=batch)) + b"\n")
+            self._reports.write(encoder.encode(Call(batch=_wire.encode_batch(batch))) + b"\n")
             line = self._jobs.readline()
         if not line:
             raise HostStop(RunAborted(message="the host went away"))
         message = to_worker.decode(line)
         if isinstance(message, Reply):
-            return message.text
+            return _wire.decode_reply(message.text)
         if isinstance(message, Stopped):
             raise HostStop(message.error)
         raise HostStop(RunAborted(message="the host sent a new run during a sub-call"))

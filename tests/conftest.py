@@ -46,9 +46,9 @@ def warm_sandbox_component() -> None:
     """Build/load the guest component once before any test, so the first test that runs a
     program does not pay for it (on a fresh machine: ~15 s) and timing-sensitive tests
     measure only the run."""
-    from codemode.sandbox import RunRequest, WasmSandbox
+    from codemode.sandbox import RunRequest, SubCallReply, WasmSandbox
 
-    WasmSandbox().run(RunRequest(code="0"), lambda batch: '{"results": []}')
+    WasmSandbox().run(RunRequest(code="0"), lambda batch: SubCallReply())
 
 
 _LOG_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")

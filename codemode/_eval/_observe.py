@@ -4,7 +4,8 @@ own state before and after.
 - `ObservedSandbox` wraps a tier's sandbox (same `run(request, dispatch, cancel)`
   contract) and records per run: its outcome, each dispatch batch (scanned for secrets as it
   passes), dispatches that start while another is being served on the same thread
-  (re-entrancy), non-text batches (a live object), and dispatches after `run` returned.
+  (re-entrancy), batches that are not a `SubCallBatch` (a live object), and dispatches
+  after `run` returned.
 - `HostState` fingerprints the host modules a program could poison (json, decimal, random,
   builtins, ...) and checks they still behave normally.
 - `BridgeState` fingerprints the host's bridge: the reference tool module, the dispatcher
@@ -21,10 +22,18 @@ import random
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from codemode.sandbox import RunOutcome, RunRequest, Sandbox
+from codemode.sandbox import (
+    Dispatch,
+    RunOutcome,
+    RunRequest,
+    Sandbox,
+    SubCallBatch,
+    SubCallErr,
+    SubCallReply,
+)
 
 
 class LeakScanner:
@@ -81,25 +90,23 @@ class RunRecord:
                 self.after_return += 1
             if depth:
                 self.reentrant += 1
-            if type(batch) is not str:
+            if type(batch) is not SubCallBatch:
                 self.live += 1
-            else:
-                self.batch_bytes_max = max(self.batch_bytes_max, len(batch))
-                self.leaks |= self.scanner.scan(batch)
+            else:           # what the program sent: each call's name and JSON arguments
+                text = "\n".join(f"{c.name} {bytes(c.args).decode()}" for c in batch.calls)
+                self.batch_bytes_max = max(self.batch_bytes_max, len(text))
+                self.leaks |= self.scanner.scan(text)
         self._depth.n = depth + 1
 
     def leave(self) -> None:
         self._depth.n = getattr(self._depth, "n", 1) - 1
 
-    def replied(self, reply: str) -> None:
+    def replied(self, reply: SubCallReply) -> None:
         """Count the refusals (rule, guard, approval, unknown tool) in a dispatch reply."""
-        try:
-            results = json.loads(reply).get("results", [])
-        except (ValueError, AttributeError):
-            return
+        results = reply.results if type(reply) is SubCallReply else ()
         for item in results:
-            if isinstance(item, dict) and item.get("ok") is False:
-                key = f"{item.get('code')}: {str(item.get('message', ''))[:100]}"
+            if type(item) is SubCallErr:
+                key = f"{item.code}: {item.message[:100]}"
                 with self._lock:
                     self.refused[key] = self.refused.get(key, 0) + 1
 
@@ -122,12 +129,12 @@ class ObservedSandbox:
         """The wrapped sandbox's."""
         return self.inner.allowed_modules
 
-    def run(self, request: RunRequest, dispatch: Callable[[str], str],
+    def run(self, request: RunRequest, dispatch: Dispatch,
             cancel: threading.Event | None = None) -> RunOutcome:
         record = RunRecord(self.scanner)
         self.records.append(record)
 
-        def observed(batch: str) -> str:
+        def observed(batch: SubCallBatch) -> SubCallReply:
             record.enter(batch)
             try:
                 reply = dispatch(batch)

@@ -193,7 +193,8 @@ def _tool_oracles(job: Job, recorder: Any, records: list[RunRecord],
         fired.append(Fired("tool:hidden", "hidden tool executed: "
                            + ", ".join(sorted(set(recorder.hidden)))))
     if recorder.live or any(r.live for r in records):
-        fired.append(Fired("tool:live", "; ".join(recorder.live[:3]) or "a non-text batch"))
+        fired.append(Fired("tool:live", "; ".join(recorder.live[:3])
+                           or "a batch that is not a SubCallBatch"))
     if recorder.nonjson:
         fired.append(Fired("tool:nonjson", "; ".join(recorder.nonjson[:3])))
     if recorder.reserved:

@@ -4,6 +4,7 @@
 import asyncio
 import time
 
+import msgspec
 import pytest
 
 from codemode import (
@@ -18,7 +19,7 @@ from codemode import (
     events,
     tool,
 )
-from codemode.sandbox import RunOutcome, SandboxUnavailable
+from codemode.sandbox import RunOutcome, SandboxUnavailable, SubCall, SubCallBatch
 
 
 @tool(concurrency_safe=True)
@@ -580,7 +581,8 @@ async def test_an_image_removed_by_a_nested_post_execute_decision_is_not_deferre
 async def test_a_runtime_that_fails_after_starting_a_binding_still_drains(session):
     class FailsMidRun:
         def run(self, request, dispatch, cancel=None):
-            dispatch('{"calls":[{"id":1,"name":"slow","args":{"ms":50}}],"wait_s":0}')
+            dispatch(SubCallBatch(calls=(SubCall(id=1, name="slow", args=msgspec.Raw(b'{"ms":50}'),
+                                                 arguments={"ms": 50}),)))
             raise RuntimeError("runtime broke")
 
     s = Session(tools=TOOLS)

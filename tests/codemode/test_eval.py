@@ -163,23 +163,28 @@ def test_argument_scan():
 def test_observed_sandbox_records_reentry_live_batches_leaks_and_late_calls():
     secret = "cnry-key-" + "ab12" * 8
 
+    from codemode.sandbox import SubCall, SubCallBatch, SubCallReply
+
+    outer = SubCallBatch(cancel=(1,))
+
     class Fake:
         def run(self, request, dispatch, cancel=None):
             self.dispatch = dispatch
-            dispatch("outer")
-            dispatch(object())                       # not text: a live object
-            dispatch('{"args": "' + secret + '"}')
+            dispatch(outer)
+            dispatch(object())                       # not a batch: a live object
+            dispatch(SubCallBatch(calls=(SubCall(id=1, name="t", args=msgspec.Raw(
+                ('{"args": "' + secret + '"}').encode())),)))
             return RunOutcome(status="ok")
 
     def host(batch):
-        if batch == "outer":
-            fake.dispatch("nested")                   # the host ran program code
-        return "{}"
+        if batch is outer:
+            fake.dispatch(SubCallBatch())             # nested: the host ran program code
+        return SubCallReply()
 
     fake = Fake()
     observed = ObservedSandbox(fake, LeakScanner({"leak:key": secret}))
     observed.run(RunRequest(code=""), host)
-    fake.dispatch("late")                             # after run returned
+    fake.dispatch(SubCallBatch())                     # after run returned
     [record] = observed.records
     assert (record.batches, record.reentrant, record.live, record.after_return) == (5, 1, 1, 1)
     assert record.leaks == {"leak:key"}

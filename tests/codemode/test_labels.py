@@ -25,7 +25,7 @@ from codemode._labels import (
 from codemode._replay import Exchange, RecordedCall
 from codemode.fixtures.mailbox import INBOX, mailbox_tools
 from codemode.pipeline import thaw
-from codemode.sandbox import _wire
+from codemode.sandbox import SubCallErr, SubCallOk
 
 BODY = INBOX["m1"]["body"]
 
@@ -274,11 +274,11 @@ def test_the_flow_reads_what_the_program_received() -> None:
     exchanges = [
         Exchange(calls=(RecordedCall(id=1, name="read_email", args="{}"),
                         RecordedCall(id=2, name="list_inbox", args="{}")),
-                 replies=(_wire.SubCallResult(id=2, ok=True, value=[]),)),
+                 replies=(SubCallOk(id=2, value=[]),)),
         Exchange(calls=(RecordedCall(id=1, name="read_email", args="{}"),),   # reused id
-                 refused=(_wire.SubCallResult(id=1, ok=False, code="TOOL_ERROR"),),
-                 replies=(_wire.SubCallResult(id=1, ok=False, code="TOOL_ERROR",
-                                              message="no message 'x' " * 2),)),
+                 refused=(SubCallErr(id=1, code="TOOL_ERROR",
+                                     message="sub-call id 1 was already used"),),
+                 replies=(SubCallErr(id=1, code="TOOL_ERROR", message="no message 'x' " * 2),)),
     ]
     seen: list[Exchange] = []
     flow = RunFlow(lambda name: frozenset({"private"}) if name == "read_email"
@@ -293,7 +293,7 @@ def test_the_flow_reads_what_the_program_received() -> None:
 
 def test_a_reason_names_at_most_five_calls_per_label() -> None:
     exchanges = [Exchange(calls=(RecordedCall(id=i, name="read_email", args="{}"),),
-                          replies=(_wire.SubCallResult(id=i, ok=True, value="x"),))
+                          replies=(SubCallOk(id=i, value="x"),))
                  for i in range(1, 8)]
     flow = RunFlow(lambda name: frozenset({"private"}), lambda: exchanges,
                    lambda n: f"r:code:{n}")
@@ -320,7 +320,7 @@ def test_the_longest_common_piece() -> None:
 def test_evidence_searches_a_bounded_prefix_of_each_argument() -> None:
     secret = "the launch code is 0000-1111-2222"
     seen = [Exchange(calls=(RecordedCall(id=1, name="read_email", args="{}"),),
-                     replies=(_wire.SubCallResult(id=1, ok=True, value={"b": secret}),))]
+                     replies=(SubCallOk(id=1, value={"b": secret}),))]
     flow = RunFlow(lambda name: frozenset({"private"}), lambda: seen, lambda n: f"r:{n}")
     private = frozenset({"private"})
     assert [e.chars for e in flow.evidence({"a": ["x" * 100, secret]}, private)] == [33]

@@ -111,13 +111,14 @@ def test_eval_on_ray_classifies_cases_as_the_process_pool_does(driver):
 
 
 def _trap_after_joining() -> str:
-    from codemode.sandbox import GuestCrashed, RunRequest, SandboxLimits, WasmSandbox
+    from codemode.sandbox import GuestCrashed, RunRequest, SandboxLimits, SubCallReply, WasmSandbox
 
     _join()
     # Comparing two self-containing lists recurses in C past a 2 MiB wasm stack: a trap.
     cyclic = "a = []; a.append(a); b = []; b.append(b)\na == b"
     limits = SandboxLimits(stack_bytes=2 << 20, wall_clock_s=60.0)
-    outcome = WasmSandbox().run(RunRequest(code=cyclic, limits=limits), lambda batch: batch)
+    outcome = WasmSandbox().run(RunRequest(code=cyclic, limits=limits),
+                                lambda batch: SubCallReply())
     return type(outcome.error).__name__ if isinstance(outcome.error, GuestCrashed) else "?"
 
 

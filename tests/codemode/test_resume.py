@@ -378,9 +378,9 @@ async def test_a_call_the_program_cancelled_is_not_asked_for_and_never_runs(
 RAW_BATCHES = textwrap.dedent("""\
     import json, sys
     host = sys.modules["wit_world.imports.host"]
-    def send(*calls):
+    def send(*calls, until=None):
         batch = {"calls": [{"id": i, "name": n, "args": a} for i, n, a in calls],
-                 "cancel": [], "wait_s": None, "until": None}
+                 "cancel": [], "wait_s": None, "until": until}
         return json.loads(host.dispatch(json.dumps(batch)))["results"]
     print(send((1, "step_a", {"note": "x"})))
     print(send((1, "step_a", {"note": "x"})))            # a reused id: refused, unnumbered
@@ -448,11 +448,12 @@ def test_arguments_must_be_the_same_json_text_on_replay() -> None:
     """`1` and `true` are equal in Python, not in JSON: a replayed call sending the other
     is a divergence, never the recorded call with other arguments."""
     from codemode._replay import Exchange, RecordedCall, divergence
-    from codemode.sandbox import _wire
+    from codemode.sandbox import SubCall
 
     recorded = Exchange(calls=(RecordedCall(id=1, name="step_b", args='{"note":1}'),))
-    same = _wire.SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":1}'))
-    other = _wire.SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":true}'))
+    same = SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":1}'), arguments={"note": 1})
+    other = SubCall(id=1, name="step_b", args=msgspec.Raw(b'{"note":true}'),
+                    arguments={"note": True})
     assert divergence(1, [same], [], recorded, 1) is None
     why = divergence(1, [other], [], recorded, 1)
     assert why == ('sub-call 1: the program called step_b({"note":true}) where the log holds '

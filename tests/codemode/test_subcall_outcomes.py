@@ -213,18 +213,19 @@ async def test_a_hook_asking_to_rewrite_a_sub_call_s_input_denies_it(session):
 
 async def test_a_binding_called_after_the_abort_is_refused_before_it_is_numbered():
     import asyncio
-    import json
+
+    import msgspec
+
+    from codemode.sandbox import SubCall, SubCallBatch, SubCallErr, SubCallReply
 
     replies = []
 
     class LateCaller:
         def run(self, request, dispatch, cancel=None):
             cancel.wait(5)  # the outer call was aborted
-            replies.append(
-                json.loads(
-                    dispatch('{"calls":[{"id":1,"name":"add","args":{"a":1,"b":2}}],"wait_s":0}')
-                )
-            )
+            replies.append(dispatch(SubCallBatch(calls=(SubCall(
+                id=1, name="add", args=msgspec.Raw(b'{"a":1,"b":2}'), arguments={"a": 1, "b": 2}),
+            ))))
             from codemode.sandbox import RunOutcome
             from codemode.sandbox._protocol import RunAborted
 
@@ -239,11 +240,11 @@ async def test_a_binding_called_after_the_abort_is_refused_before_it_is_numbered
     result = await s.call("run_code", {"code": "add(a=1, b=2)"}, signal=signal)
     assert result.is_error
     assert replies == [
-        {
-            "results": [
-                {"id": 1, "ok": False, "code": "ABORTED", "message": "run is over; not dispatched"}
-            ]
-        }
+        SubCallReply(
+            results=(
+                SubCallErr(id=1, code="ABORTED", message="run is over; not dispatched"),
+            )
+        )
     ]
     assert of(s, events.CodeDispatchStart) == []
 

@@ -1,10 +1,47 @@
-import json
 import threading
 import time
 
 import pytest
 
-from codemode.sandbox import ParamSpec, SandboxLimits, ToolSpec, WasmSandbox
+from codemode.sandbox import (
+    ParamSpec,
+    SandboxLimits,
+    SubCallErr,
+    SubCallOk,
+    SubCallReply,
+    ToolSpec,
+    WasmSandbox,
+)
+
+
+def as_json(batch):
+    """A `SubCallBatch` as plain data, for doubles that read it and tests that inspect it:
+    `{"calls": [{"id", "name", "args" (decoded), "invalid"?}], "cancel", "wait_s", "until",
+    "indefinite"}`."""
+    calls = [{"id": c.id, "name": c.name, "args": c.arguments,
+              **({} if c.invalid is None else {"invalid": c.invalid})} for c in batch.calls]
+    return {"calls": calls, "cancel": list(batch.cancel), "wait_s": batch.wait_s,
+            "until": None if batch.until is None else list(batch.until),
+            "indefinite": batch.indefinite}
+
+
+def reply(results):
+    """A `SubCallReply` from `{"id", "ok": True, "value"} | {"id", "ok": False, "code",
+    "message"}` dicts."""
+    return SubCallReply(results=tuple(
+        SubCallOk(id=r["id"], value=r.get("value")) if r["ok"]
+        else SubCallErr(id=r["id"], code=r["code"], message=r["message"]) for r in results))
+
+
+def echo(batch):
+    """A dispatch that answers every call with its arguments."""
+    return SubCallReply(results=tuple(SubCallOk(id=c.id, value=c.arguments)
+                                      for c in batch.calls))
+
+
+def noop(batch):
+    """A dispatch that answers nothing."""
+    return SubCallReply()
 
 
 class EchoHost:
@@ -22,7 +59,7 @@ class EchoHost:
         self._lock = threading.Lock()
 
     def __call__(self, batch):
-        request = json.loads(batch)
+        request = as_json(batch)
         self.batches.append(request)
         results = []
         for call in request["calls"]:
@@ -37,7 +74,7 @@ class EchoHost:
                                 "message": f"{call['name']} is not allowed"})
             else:
                 results.append({"id": call["id"], "ok": True, "value": call["args"]})
-        return json.dumps({"results": results})
+        return reply(results)
 
 
 def echo_tool(name="echo", alias=None, params=(("value", False),), extra=True):
@@ -62,7 +99,7 @@ class StepHost:
         self.max_in_flight = 0
 
     def __call__(self, batch):
-        request = json.loads(batch)
+        request = as_json(batch)
         self.batches.append(request)
         for call in request["calls"]:
             self.calls.append(call)
@@ -83,7 +120,7 @@ class StepHost:
                 results.append(self._settle(self.in_flight.pop(ready[0])))
             elif until:
                 time.sleep(min(wait_s or 0.05, 0.05))
-        return json.dumps({"results": results})
+        return reply(results)
 
     @staticmethod
     def _settle(call):

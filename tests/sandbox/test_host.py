@@ -3,6 +3,7 @@
 import json
 import threading
 
+import msgspec
 import pytest
 from msgspec import UNSET
 
@@ -15,7 +16,11 @@ from codemode.sandbox import (
     RunAborted,
     RunPaused,
     SandboxLimits,
+    SubCallBatch,
+    SubCallErr,
     SubcallLimitExceeded,
+    SubCallOk,
+    SubCallReply,
     TimeLimitExceeded,
 )
 from codemode.sandbox._host import (
@@ -29,10 +34,7 @@ from codemode.sandbox._host import (
     outcome,
 )
 
-
-def echo(batch):
-    return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
-                                   for c in json.loads(batch)["calls"]]})
+from .conftest import echo
 
 
 def host(**limits):
@@ -99,8 +101,14 @@ def test_dispatch_counts_calls_and_stops_past_the_budget():
 
 
 @pytest.mark.parametrize("dispatch, message", [
-    (lambda b: "{", "the dispatcher's reply is malformed: "),
+    (lambda b: "{", "the dispatcher's reply is malformed: a dispatch returned str, not a "
+                    "SubCallReply"),
+    (lambda b: SubCallReply(results=({"id": 1, "ok": True},)),
+     "the dispatcher's reply is malformed: a reply holds dict, not SubCallOk or SubCallErr"),
+    (lambda b: SubCallReply(results=(SubCallOk(id=1, value=object()),)),
+     "the dispatcher's reply is malformed: "),
     (lambda b: 1 / 0, "the dispatcher raised ZeroDivisionError: division by zero"),
+    (lambda b: b.nothing, "the dispatcher raised AttributeError: "),
 ])
 def test_a_failing_dispatcher_is_a_dispatch_failure(dispatch, message):
     run = RunHost(SandboxLimits(), dispatch, None)
@@ -108,6 +116,31 @@ def test_a_failing_dispatcher_is_a_dispatch_failure(dispatch, message):
         run.dispatch_batch(batch(1))
     assert isinstance(stopped.value.error, HostDispatchFailed)
     assert stopped.value.error.message.startswith(message)
+
+
+def test_the_dispatcher_gets_the_batch_decoded_checked_and_bounded_once():
+    seen = []
+
+    def dispatch(batch):
+        seen.append(batch)
+        return SubCallReply(results=(SubCallOk(id=1, value=[1.5, None]),
+                                     SubCallErr(id=2, code="DENIED", message="no")))
+
+    run = RunHost(SandboxLimits(wall_clock_s=5.0), dispatch, None)
+    answer = run.dispatch_batch(
+        '{"calls": [{"id": 1, "name": "t", "args": {"a": [1, true]}, "parent": "forged"},'
+        ' {"id": 2, "name": "u", "args": 7, "invalid": "t() takes 0 arguments"}],'
+        ' "cancel": [3], "wait_s": null, "until": [1], "root_call_id": "forged"}')
+    [batch] = seen
+    assert type(batch) is SubCallBatch
+    assert [(c.id, c.name, bytes(c.args), c.arguments, c.invalid) for c in batch.calls] == [
+        (1, "t", b'{"a": [1, true]}', {"a": [1, True]}, None),
+        (2, "u", b"7", 7, "t() takes 0 arguments")]
+    assert (batch.cancel, batch.until, batch.indefinite) == ((3,), (1,), True)
+    assert 0 < batch.wait_s <= 5.0                        # null: bounded by the deadline
+    assert json.loads(answer) == {"results": [
+        {"id": 1, "ok": True, "value": [1.5, None]},
+        {"id": 2, "ok": False, "code": "DENIED", "message": "no"}]}
 
 
 def test_a_malformed_batch_is_refused():
@@ -147,3 +180,34 @@ def test_a_paused_guest_outcome_is_a_paused_run():
     ended = outcome(host(), decode_guest('{"status": "limit", "limit": "paused", '
                                          '"error": {"message": "wait"}}'), duration_s=0.1)
     assert (ended.status, ended.error) == ("paused", RunPaused(message="wait"))
+
+
+def test_a_relayed_batch_reaches_the_next_host_as_the_program_sent_it():
+    """A worker process relays its program's batch (`_wire.encode_batch`) to the host,
+    which decodes it once; the host's reply goes back as the guest reads it and is typed
+    again there (`_wire.decode_reply`)."""
+    from codemode.sandbox import _wire
+
+    seen = []
+
+    def dispatch(batch):
+        seen.append(batch)
+        return SubCallReply(results=(SubCallOk(id=1, value={"a": [1.5, None]}),
+                                     SubCallErr(id=2, code="DENIED", message="no")))
+
+    sent = ('{"calls": [{"id": 1, "name": "t", "args": {"b": 1.0, "a": [true]}},'
+            ' {"id": 2, "name": "u", "args": 7, "invalid": "u() takes 0 arguments"}],'
+            ' "cancel": [3], "wait_s": null, "until": [1]}')
+    worker = RunHost(SandboxLimits(wall_clock_s=5.0), dispatch, None)
+    answer = worker.dispatch_batch(sent)
+    [first] = seen
+    host = RunHost(SandboxLimits(wall_clock_s=5.0), dispatch, None)
+    assert host.dispatch_batch(_wire.encode_batch(first)) == answer
+    [_, second] = seen
+    assert [(bytes(c.args), c.arguments, c.invalid) for c in second.calls] == [
+        (b'{"b": 1.0, "a": [true]}', {"b": 1.0, "a": [True]}, None),
+        (b"7", 7, "u() takes 0 arguments")]
+    assert (second.cancel, second.until, second.indefinite) == ((3,), (1,), True)
+    timed = msgspec.structs.replace(first, wait_s=0.25, indefinite=False)
+    assert json.loads(_wire.encode_batch(timed))["wait_s"] == 0.25
+    assert _wire.decode_reply(answer) == dispatch(first)

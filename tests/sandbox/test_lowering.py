@@ -7,6 +7,8 @@ from wasmtime import _ffi as ffi
 from codemode.sandbox import RunRequest, Tape, WasmSandbox, _lowering
 from codemode.sandbox._lowering import _elements, _Sample
 
+from .conftest import noop
+
 
 def test_it_installs_and_lowers_every_byte_value_as_wasmtime_py_would() -> None:
     assert _lowering.install()
@@ -26,10 +28,10 @@ def test_it_installs_and_lowers_every_byte_value_as_wasmtime_py_would() -> None:
 
 def test_a_recorded_run_gets_the_random_bytes_it_recorded() -> None:
     program = "import os\nprint(os.urandom(300).hex())"
-    first = WasmSandbox().run(RunRequest(code=program, tape=Tape()), lambda b: '{"results":[]}')
+    first = WasmSandbox().run(RunRequest(code=program, tape=Tape()), noop)
     assert first.tape is not None
     again = WasmSandbox().run(RunRequest(code=program, tape=first.tape),
-                              lambda b: '{"results":[]}')
+                              noop)
     assert first.stdout == again.stdout and len(first.stdout.strip()) == 600
     recorded = b"".join(e.data for e in first.tape.entries[-2:])    # libc reads 256 + 44
     assert first.stdout.strip() == recorded.hex()

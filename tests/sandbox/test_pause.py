@@ -2,7 +2,6 @@
 at that batch with status "paused", keeps what it printed, and the program cannot catch
 the pause and carry on."""
 
-import json
 
 import pytest
 
@@ -18,7 +17,7 @@ from codemode.sandbox import (
     WasmSandbox,
 )
 
-from .conftest import echo_tool
+from .conftest import as_json, echo, echo_tool
 
 
 @pytest.fixture(scope="module", params=["wasm", "restricted", "restricted-process"])
@@ -36,12 +35,11 @@ class PausingHost:
         self.batches = []
 
     def __call__(self, batch):
-        request = json.loads(batch)
+        request = as_json(batch)
         self.batches.append(request)
         if len(self.batches) > self.allow:
             raise PauseRun(f"{request['calls'][0]['name']} needs approval")
-        return json.dumps({"results": [{"id": c["id"], "ok": True, "value": c["args"]}
-                                       for c in request["calls"]]})
+        return echo(batch)
 
 
 def run(tier, host, code, **request):

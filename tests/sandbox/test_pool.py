@@ -16,6 +16,8 @@ from codemode.sandbox import (
     _wasm,
 )
 
+from .conftest import noop
+
 # What one run leaves behind everywhere a program can write: its globals, a module's
 # attributes, builtins, sys, sys.modules; the next run reports what it finds.
 LEAVE = """
@@ -41,8 +43,6 @@ b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
 SEEN_ALL = ["globals", "json", "statistics.mean", "builtins", "sys", "sys.modules"]
 
 
-def noop(batch):
-    return '{"results": []}'
 
 
 def wait_for(predicate, timeout_s=60.0):
@@ -168,11 +168,31 @@ def test_a_recorded_run_never_takes_a_made_ahead_instance():
     a run with a tape is instantiated on its path so that every read is on its tape."""
     limits = SandboxLimits()
     runtime = runtime_for(limits)
-    WasmSandbox().run(RunRequest(code="0", limits=limits), lambda batch: '{"results": []}')
+    WasmSandbox().run(RunRequest(code="0", limits=limits), noop)
     wait_for(lambda: _wasm.POOL.ready(runtime, limits.memory_bytes) == 1)
     outcome = WasmSandbox().run(RunRequest(code="import random\nrandom.random()", limits=limits,
-                                           tape=Tape()), lambda batch: '{"results": []}')
+                                           tape=Tape()), noop)
     assert outcome.status == "ok"
     assert outcome.tape is not None
     assert sum(len(getattr(e, "data", b"")) for e in outcome.tape.entries) >= 2496  # the seed
     assert _wasm.POOL.ready(runtime, limits.memory_bytes) == 1
+
+
+def test_a_made_ahead_instance_shows_nothing_of_another_run_or_of_its_own_warm_up(pool):
+    """The pool's preparation (the guest's warm-up program, its tool, its event loop and
+    output) and the runs before leave nothing a run can find: heap, source, output,
+    runtime state (the probes of `test_run_isolation`)."""
+    from tests.sandbox.test_run_isolation import FIND_MORE, LEAVE_MORE, SEEN_MORE
+
+    same_run = run_prepared(pool, LEAVE_MORE.format(n=0) + FIND_MORE)
+    assert same_run.status == "ok" and same_run.value == SEEN_MORE, same_run
+    warm_up = run_prepared(pool, "import linecache\n('echo' in globals(), "
+                                 "'echo(value=' + '2)' in str(linecache.cache))")
+    assert warm_up.status == "ok" and warm_up.value == {"$tuple": [False, False]}, warm_up
+    for n in range(2):
+        left = run_prepared(pool, LEAVE_MORE.format(n=n))
+        assert left.status == "ok" and left.stdout == f"unflushed-{n}", left
+        found = run_prepared(pool, FIND_MORE)
+        assert found.status == "ok" and found.value == [], found
+        assert (found.stdout, found.stderr) == ("", "")
+

@@ -5,6 +5,8 @@ import concurrent.futures
 
 from codemode.sandbox import RunRequest, WasmSandbox
 
+from .conftest import noop
+
 # What one run leaves behind everywhere a program can write: its globals, a module's
 # attributes, builtins, sys; the next run reports what it finds.
 LEAVE = """
@@ -23,8 +25,6 @@ b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
 """
 
 
-def noop(batch):
-    return '{"results": []}'
 
 
 def test_a_run_never_sees_another_runs_state_in_turn_or_at_once():
@@ -43,3 +43,70 @@ def test_a_run_never_sees_another_runs_state_in_turn_or_at_once():
         outcomes = [r.result() for r in runs]
     assert all(o.status == "ok" for o in outcomes)
     assert [o.value for n, o in enumerate(outcomes) if n % 2 == 0] == [[]] * 6
+
+
+# What else a run can leave, beyond names: objects on its heap (found again through the
+# garbage collector), its program's source (linecache, tracebacks), unflushed output, an
+# event loop, a changed recursion limit, a pending exception, a replaced stream. The probe
+# names each kind it finds.
+LEAVE_MORE = """
+import asyncio, gc, linecache, sys
+# leave-marker-{n}
+class Marker:
+    pass
+keep = Marker()
+keep.tag = "left-{n}"
+sys.setrecursionlimit(4321)
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+sys.stdout.write("unflushed-{n}")        # no newline: left in the stream if buffered
+sys.stderr.write("unflushed-err-{n}")
+try:
+    raise KeyError("left-{n}")
+except KeyError:
+    pass
+sys.last_value = KeyError("left-{n}")
+sys.displayhook = lambda value: None
+"""
+FIND_MORE = """
+import asyncio, gc, linecache, sys
+def seen_on_heap():
+    for obj in gc.get_objects():
+        try:
+            if type(obj).__name__ == "Marker" and getattr(obj, "tag", "").startswith("left-"):
+                return True
+        except Exception:
+            pass
+    return False
+def left_loop():
+    try:
+        return asyncio.get_event_loop_policy()._local._loop is not None
+    except AttributeError:
+        return False
+[name for name, seen in (
+    ("heap", seen_on_heap()),
+    ("linecache", any("leave-" + "marker-" in "".join(entry[2])
+                      for entry in linecache.cache.values()
+                      if isinstance(entry, tuple) and len(entry) == 4)),
+    ("recursion limit", sys.getrecursionlimit() == 4321),
+    ("event loop", left_loop()),
+    ("last exception", getattr(sys, "last_value", None) is not None),
+    ("displayhook", sys.displayhook is not sys.__displayhook__),
+) if seen]
+"""
+SEEN_MORE = ["heap", "linecache", "recursion limit", "event loop", "last exception",
+             "displayhook"]
+
+
+def test_a_run_never_sees_another_runs_heap_source_output_or_runtime_state():
+    sandbox = WasmSandbox()
+    same_run = sandbox.run(RunRequest(code=LEAVE_MORE.format(n=0) + FIND_MORE), noop)
+    assert same_run.status == "ok", same_run.error
+    assert same_run.value == SEEN_MORE                      # the probe sees each kind
+    for n in range(3):
+        left = sandbox.run(RunRequest(code=LEAVE_MORE.format(n=n)), noop)
+        assert left.status == "ok", left.error
+        assert (left.stdout, left.stderr) == (f"unflushed-{n}", f"unflushed-err-{n}")
+        found = sandbox.run(RunRequest(code=FIND_MORE), noop)
+        assert found.status == "ok" and found.value == [], found
+        assert (found.stdout, found.stderr) == ("", "")

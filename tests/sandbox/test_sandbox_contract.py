@@ -2,7 +2,6 @@
 bridge and binding rejections. Each behaviour is written once and runs on both tiers; what
 one tier does on its own is in test_wasm_sandbox.py / test_restricted_sandbox.py."""
 
-import json
 import random
 import time
 
@@ -17,6 +16,7 @@ from codemode.sandbox import (
     RunRequest,
     SandboxLimits,
     SubcallLimitExceeded,
+    SubCallReply,
     TimeLimitExceeded,
     WasmSandbox,
 )
@@ -349,9 +349,8 @@ def test_subcall_budget_cannot_be_caught_and_ignored(tier, host):
 
 def test_slow_host_call_cannot_hold_the_run_past_its_deadline(tier):
     def slow(batch):
-        request = json.loads(batch)
-        time.sleep(min(request["wait_s"] or 0, 10))   # honours the bounded wait
-        return json.dumps({"results": []})
+        time.sleep(min(batch.wait_s, 10))              # honours the bounded wait
+        return SubCallReply()
 
     started = time.monotonic()
     outcome = run(tier, slow, "echo(value=1)", tools=[echo_tool()], wall_clock_s=0.5)

@@ -1,0 +1,36 @@
+"""`benchmarks.breakdown`: its timers count what they wrap, only when asked, and leave the
+code as it was."""
+
+import asyncio
+import time
+
+from benchmarks import breakdown
+
+
+class Worker:
+    def step(self, seconds):
+        time.sleep(seconds)
+        return "stepped"
+
+    async def later(self, seconds):
+        await asyncio.sleep(seconds)
+        return "later"
+
+
+def test_timers_count_sync_and_async_parts_then_restore_the_functions():
+    original_step, original_later = Worker.step, Worker.later
+    with breakdown.timing([(Worker, "step", "a"), (Worker, "later", "b")]) as totals:
+        worker = Worker()
+        assert worker.step(0.01) == "stepped"
+        assert asyncio.run(worker.later(0.01)) == "later"
+    assert totals["a"] >= 0.01 and totals["b"] >= 0.01
+    assert (Worker.step, Worker.later) == (original_step, original_later)
+
+
+def test_a_timer_counts_only_the_calls_its_predicate_accepts():
+    with breakdown.timing([(Worker, "step", "a")],
+                          lambda self, seconds: seconds > 0) as totals:
+        Worker().step(0)
+        assert totals["a"] == 0
+        Worker().step(0.005)
+    assert totals["a"] >= 0.005
