@@ -11,7 +11,8 @@ The invariants:
 - turns and steps nest: a turn opens while none is open, a step inside an open turn, and
   each end closes what is open (``TURN_ALREADY_OPEN``, ``STEP_ALREADY_OPEN`` for a step
   number opened twice, ``NO_OPEN_TURN``, ``NO_OPEN_STEP``). Steps of one turn may overlap
-  (concurrent batches on one session); each event names its step;
+  (concurrent batches on one session); each event names its step; a turn ends with every
+  step of it ended (``UNCLOSED_STEP``);
 - ``tool/call`` and ``tool/result`` sit inside the open step they name, of the open turn
   (``NO_OPEN_STEP``); a ``tool/result`` answers a ``tool/call`` of that step still waiting
   for one (``RESULT_WITHOUT_CALL``; crash repair may answer a call block that has no
@@ -82,6 +83,7 @@ class ViolationKind(str, enum.Enum):  # noqa: UP042  (str() stays the member's n
     UNSETTLED_SUB_CALL = "UNSETTLED_SUB_CALL"
     UNCLOSED_TURN = "UNCLOSED_TURN"
     RESUME_WITHOUT_SUSPEND = "RESUME_WITHOUT_SUSPEND"
+    UNCLOSED_STEP = "UNCLOSED_STEP"
 
 
 #: Violations an open log refuses to append (``LogInvariantError``): no writer makes them
@@ -266,6 +268,14 @@ class LogChecker:
         if self._turn is None:
             return found
         turn = self._turn.turn
+        for step in self._steps:
+            found.append(
+                Violation(
+                    kind=ViolationKind.UNCLOSED_STEP,
+                    seq=seq,
+                    message=f"turn {turn} {how} before step {step} ended",
+                )
+            )
         for call_id in (c for waiting in self._steps.values() for c in waiting):
             found.append(
                 Violation(
