@@ -69,7 +69,15 @@ from codemode.pipeline import (
 from codemode.sandbox import PauseRun, SandboxLimits, Tape, _wire
 
 from ._rejections import rejection_code
-from ._replay import Exchange, RecordedCall, ReplayDiverged, RunRecord, describe, divergence
+from ._replay import (
+    EarlierAnswer,
+    Exchange,
+    RecordedCall,
+    ReplayDiverged,
+    RunRecord,
+    describe,
+    divergence,
+)
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -141,11 +149,14 @@ class Replay:
         decisions: by request id (`"<run id>:<n>"`), each used once.
         requests: what each request showed the person (the tool and its arguments): a
             decision applies only to the call it was shown for.
+        earlier: by sub-call number, what earlier resumptions that crashed ran and settled
+            (`_replay.earlier_answers`): the same call is answered from the log, not run.
     """
 
     record: RunRecord
     decisions: dict[str, ApprovalDecision]
     requests: dict[str, PendingApproval]
+    earlier: dict[int, EarlierAnswer] = field(default_factory=dict)
 
 
 class _RunApprovals:
@@ -219,6 +230,8 @@ class SubCallDispatcher:
         self._unreported: list[_Slot] = []     # sent by the program, not yet answered
         self._replay = replay
         self._answers = replay.record.answers() if replay is not None else {}
+        self._earlier = dict(replay.earlier) if replay is not None else {}
+        self._resumed = replay is not None      # live answers are logged (`_log_settle`)
         self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
         self.went_live = replay is None         # a resumed run: past the paused exchange
         # A denial given to the resumption holds even if no rule asks about the call any
@@ -400,11 +413,17 @@ class SubCallDispatcher:
         if answer is None:
             self._held.append((wire_call, n))
             return None
+        replayed_from = self._replay.record.settled_by.get(str(wire_call.id), "") \
+            if self._replay is not None else ""
+        self._answer_from_log(wire_call, n, answer, replayed_from)
+        return None
+
+    def _answer_from_log(self, wire_call: _wire.SubCall, n: int, answer: _wire.SubCallResult,
+                         replayed_from: str) -> None:
+        """Call `n` is answered with `answer` without running (`tool/code-replayed`)."""
         sub = self._sub_call(wire_call, n)
         done: asyncio.Future[None] = self._loop.create_future()
         done.set_result(None)
-        replayed_from = self._replay.record.settled_by.get(str(wire_call.id), "") \
-            if self._replay is not None else ""
         slot = _Slot(sub=sub, done=done, reply=answer, answered_by=replayed_from)
         self._by_guest_id[sub.guest_id] = slot
         self._unreported.append(slot)
@@ -415,7 +434,6 @@ class SubCallDispatcher:
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
                 sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
                 replayed_from=replayed_from or sub.sub_call_id))
-        return None
 
     def _go_live(self, request: _wire.BatchRequest,
                  recorded: Exchange) -> list[_wire.SubCallResult]:
@@ -461,6 +479,11 @@ class SubCallDispatcher:
                         signal=Signal.any(self._run_signal))
 
     def _start_live(self, wire_call: _wire.SubCall, n: int) -> None:
+        earlier = self._earlier.pop(n, None)
+        if earlier is not None and earlier.fits(wire_call):   # ran before a crash: not again
+            self._answer_from_log(wire_call, n, msgspec.structs.replace(
+                earlier.reply, id=wire_call.id), earlier.sub_call_id)
+            return
         outer = self._outer.execution
         sub = self._sub_call(wire_call, n)
         inp = ExecutionInput(
@@ -529,11 +552,13 @@ class SubCallDispatcher:
             return
         sub: _SubCall = call.data
         outer = self._outer.execution
+        code = rejection_code(result) if result.is_error else msgspec.UNSET
+        answer = msgspec.to_builtins(_answer_of(sub.guest_id, result)) \
+            if self._resumed and code != "APPROVAL_PENDING" else msgspec.UNSET
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),
-            is_error=result.is_error, content=content,
-            code=rejection_code(result) if result.is_error else msgspec.UNSET))
+            is_error=result.is_error, content=content, code=code, answer=answer))
 
     def _reply(self, slot: _Slot) -> _wire.SubCallResult:
         if slot.reply is not None:
@@ -545,11 +570,7 @@ class SubCallDispatcher:
         if result is None:
             return _wire.SubCallResult(id=guest_id, ok=False, code="TOOL_ERROR",
                                        message=f"sub-call failed in the host: {call.error}")
-        if not result.is_error:
-            return _wire.SubCallResult(id=guest_id, ok=True, value=result.value)
-        assert result.error is not None
-        return _wire.SubCallResult(id=guest_id, ok=False, code=rejection_code(result),
-                                   message=result.error.message)
+        return _answer_of(guest_id, result)
 
     async def drain(self) -> None:
         """After the run settled: abort the run scope, drop calls that never started, and
@@ -595,6 +616,15 @@ def _reserved_reason(raw_args: bytes) -> str | None:
         return None
     return (f'"{reserved[0]}" is reserved for the host (it sets the parent token of every '
             "sub-call)")
+
+
+def _answer_of(guest_id: int, result: CallResult) -> _wire.SubCallResult:
+    """What the program is answered for a settled call."""
+    if not result.is_error:
+        return _wire.SubCallResult(id=guest_id, ok=True, value=result.value)
+    assert result.error is not None
+    return _wire.SubCallResult(id=guest_id, ok=False, code=rejection_code(result),
+                               message=result.error.message)
 
 
 def _is_media(block: Any) -> bool:

@@ -12,9 +12,12 @@ same calls at the same positions, and goes live at the exchange where the run pa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import msgspec
 
-from codemode.pipeline import HarnessError
+from codemode.pipeline import HarnessError, events
 from codemode.sandbox import SandboxLimits, Tape, _wire
 
 
@@ -119,3 +122,61 @@ def divergence(position: int, sent: list[_wire.SubCall], cancel: list[int],
         return (f"exchange {position}: the program cancelled calls {sorted(cancel)} where the "
                 f"log holds {sorted(recorded.cancel)}")
     return None
+
+
+class EarlierAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """A sub-call that a resumption which then crashed ran and settled: the next
+    resumption answers the same call (same number, tool and arguments) with `reply`
+    instead of running it again (its idempotency key is the same)."""
+
+    sub_call_id: str
+    name: str
+    arguments: Any
+    reply: _wire.SubCallResult
+
+    def fits(self, call: _wire.SubCall) -> bool:
+        """`call` is this one: the same tool and the same arguments (as JSON)."""
+        try:
+            sent = msgspec.json.encode(msgspec.json.decode(bytes(call.args)))
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        return call.name == self.name and sent == msgspec.json.encode(self.arguments)
+
+
+def earlier_answers(log: Iterable[events.Event], run_id: str,
+                    resuming: str) -> dict[int, EarlierAnswer]:
+    """By sub-call number, the live answers of the resumptions of `run_id` since its latest
+    suspension whose call crashed (crash repair answered it `TOOL_OUTCOME_UNKNOWN`), other
+    than `resuming` (the current one); a later attempt's answer wins."""
+    attempts: list[str] = []
+    crashed: set[str] = set()
+    settled: dict[str, events.CodeDispatch] = {}
+    for event in log:
+        if isinstance(event, events.ToolSuspended) and event.run_id == run_id:
+            attempts, crashed = [], set()        # a new suspension starts over
+        elif isinstance(event, events.ToolResumed) and event.run_id == run_id:
+            attempts.append(event.call_id)
+        elif isinstance(event, events.ToolResult) and event.error is not msgspec.UNSET \
+                and event.error.code == "TOOL_OUTCOME_UNKNOWN":
+            crashed.add(event.call_id)
+        elif isinstance(event, events.CodeDispatch) and event.answer is not msgspec.UNSET:
+            settled[event.sub_call_id] = event
+        elif isinstance(event, events.CodeReplayed) and event.replayed_from in settled:
+            settled[event.sub_call_id] = settled[event.replayed_from]
+    found: dict[int, EarlierAnswer] = {}
+    for attempt in attempts:
+        if attempt == resuming or attempt not in crashed:
+            continue
+        prefix = f"{attempt}:code:"
+        for sub_call_id, settle in settled.items():
+            number = sub_call_id[len(prefix):]
+            if not (sub_call_id.startswith(prefix) and number.isdigit()):
+                continue
+            try:
+                reply = msgspec.convert(settle.answer, _wire.SubCallResult)
+            except msgspec.ValidationError:
+                continue                        # not an answer this version wrote
+            found[int(number)] = EarlierAnswer(sub_call_id=settle.sub_call_id,
+                                               name=settle.name, arguments=settle.arguments,
+                                               reply=reply)
+    return found

@@ -42,7 +42,7 @@ from codemode.sandbox import (
 )
 
 from ._dispatch import Replay, SubCallDispatcher
-from ._replay import ReplayDiverged, RunRecord
+from ._replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from ._stubs import ToolStub, build_stubs, describe_tools
 
 RUN_CODE = "run_code"
@@ -294,7 +294,7 @@ class CodeMode:
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
-        replay, run_id = _replay_of(ctx.resumption, code), ctx.execution.call_id
+        replay, run_id = self._replay_of(ctx, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
             run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
@@ -336,6 +336,16 @@ class CodeMode:
         if outcome.status == "paused":
             return self._suspend(args, ctx, run_id, dispatcher, outcome, request)
         return self._value(outcome, dispatcher)
+
+    def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
+        """The replay of a resumed run (`_replay_of`), with the answers of its resumptions
+        that crashed, read from the session's log."""
+        resumption = ctx.resumption
+        if resumption is None:
+            return None
+        earlier = earlier_answers(self.session.log.read(), resumption.run_id,
+                                  ctx.execution.call_id)
+        return _replay_of(resumption, code, earlier)
 
     def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
@@ -387,9 +397,11 @@ class CodeMode:
         return value
 
 
-def _replay_of(resumption: Resumption | None, code: str) -> Replay | None:
+def _replay_of(resumption: Resumption | None, code: str,
+               earlier: dict[int, EarlierAnswer] | None = None) -> Replay | None:
     """The replay a resumption asks for, its state checked: a state that does not decode,
-    or holds another program than the call's `code`, is refused."""
+    or holds another program than the call's `code`, is refused. `earlier`: what
+    resumptions that crashed already settled (`Replay.earlier`)."""
     if resumption is None:
         return None
     try:
@@ -399,7 +411,7 @@ def _replay_of(resumption: Resumption | None, code: str) -> Replay | None:
     if record.code != code:
         raise ReplayDiverged("the paused run's record holds another program than its call")
     return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
-                  requests={r.id: r for r in resumption.requests})
+                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {})
 
 
 def _why_diverged(dispatcher: SubCallDispatcher, outcome: RunOutcome) -> str:

@@ -180,7 +180,12 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     ``DENIED`` for a denial (pre-execute, approval, guard, post-execute block),
     ``TOOL_ERROR`` for a tool that raised an untyped exception, else the typed error's code
     (``INVALID_ARGS``, ``HOOK_FAILED``, ``TOOL_OUTCOME_UNKNOWN``, ...). Logs written before
-    the field existed have none."""
+    the field existed have none.
+
+    ``answer`` is what the program was answered (Code Mode's reply, e.g. ``{"ok": true,
+    "value": ...}``), kept only for the sub-calls a resumed run ran live: a resumption
+    that crashed leaves them settled, and the next resumption answers them from here
+    instead of running them again."""
 
     root_call_id: str
     parent_call_id: str
@@ -190,6 +195,7 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     is_error: bool
     content: tuple[Any, ...]
     code: str | UnsetType = UNSET
+    answer: Any | UnsetType = UNSET
 
 
 class CodeReplayed(Event, tag="tool/code-replayed", frozen=True):
