@@ -25,7 +25,9 @@ name visible nowhere: pre-execute, guards and the finalizer see it, and it fails
 `UNKNOWN_TOOL` at dispatch, logged like any sub-call. A call the guest found not to fit the
 tool's signature (`invalid` on the wire) is recorded the same way and fails `INVALID_ARGS`.
 Arguments naming a parent-token field (`RESERVED_ARGUMENTS`) are refused the same way:
-only the host mints those, so such a call fails `INVALID_ARGS`.
+only the host mints those, so such a call fails `INVALID_ARGS`. A call with an empty tool
+name is refused `INVALID_ARGS` by the scheduler (no pipeline call can be made for it) and
+logged with that empty name, as a `tool/call` may be.
 
 Approvals (docs/codemode.md "Pausing for approval"). Every sub-call's approval goes through
 the run's own channel (`_RunApprovals`): a decision given to the resumption answers it (and

@@ -38,6 +38,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ._errors import InvalidArgumentsError
 from ._execution import ExecutionInput
 from ._normalize import failure_from
 from ._registry import PendingCall
@@ -227,7 +228,9 @@ class Scheduler:
                 return
             try:
                 call.pending = self._prepare(call.input)
-            except Exception as exc:  # a malformed input (an empty name): answered
+            except (TypeError, ValueError) as exc:  # a malformed input (an empty name):
+                call.result = failure_from(InvalidArgumentsError(str(exc)))  # refused, typed
+            except Exception as exc:
                 call.result = failure_from(exc)
             if call.pending is not None:
                 # S3–S7 and S8–S10 as tasks of their own: abandoning a call never waits on

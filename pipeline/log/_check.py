@@ -19,8 +19,9 @@ The invariants:
   ``tool/call`` only with ``TOOL_NOT_STARTED``); a step or turn ends with every call of the
   step answered (``UNANSWERED_CALL``); a call id is not reused while it waits
   (``DUPLICATE_CALL``);
-- call ids, sub-call ids and dispatch names are non-empty (``EMPTY_ID``; a ``tool/call``
-  may carry the empty name a model sent, answered like any unknown tool);
+- call ids and sub-call ids are non-empty (``EMPTY_ID``); a ``tool/call`` may carry the
+  empty name a model sent and a dispatch event the empty name a program sent, each
+  answered as a failed call;
 - dispatch events sit inside an open turn (``DISPATCH_OUTSIDE_TURN``); a sub-call starts
   once (``DUPLICATE_SUB_CALL``), settles once and only after it started
   (``SETTLE_WITHOUT_START``), keeps its root (``ROOT_CHANGED``), and its ``parentCallId``
@@ -223,10 +224,10 @@ class LogChecker:
             found.append(Violation(kind=what, seq=event.seq, message=message))
 
         sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
-        if not sub or not root or not parent or not event.name:
-            add(
+        if not sub or not root or not parent:   # an empty *name* is the program's, refused
+            add(                                 # like a model's (INVALID_ARGS), and logged
                 ViolationKind.EMPTY_ID,
-                f"a dispatch {kind} has an empty subCallId, rootCallId, parentCallId or name",
+                f"a dispatch {kind} has an empty subCallId, rootCallId or parentCallId",
             )
             return found
         if self._turn is None:
