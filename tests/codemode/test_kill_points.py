@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codemode.pipeline import Session, events
 from codemode.pipeline.log import check, load
+from tests._fuzz import examples
 from tests.codemode.test_cli import report
 from tests.codemode.test_cli_resume import ASK_POLICY, counter
 from tests.codemode.test_resume import PROGRAM
@@ -193,3 +196,29 @@ def test_kill_during_two_concurrent_calls_closes_both_steps(tmp_path: Path,
         repaired = [type(e).__name__ for e in session.log.repaired]
     assert repaired == ["ToolResult", "ToolResult", "StepEnd", "StepEnd", "TurnEnd"]
     assert check(load(log)) == []
+
+
+@settings(max_examples=examples(2), deadline=None, derandomize=False,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(suffix=st.sampled_from([".db", ".jsonl"]), pause_at=st.integers(1, 14),
+       resume_at=st.integers(1, 13))
+def test_kill_at_any_event_of_a_pause_then_of_its_resumption(
+        tmp_path_factory: pytest.TempPathFactory, suffix: str, pause_at: int,
+        resume_at: int) -> None:
+    """A kill after any event of the run (the 14th: none, it ends), then after any event of
+    a resumption: the run still finishes once resumed, each tool at most once per key."""
+    root = tmp_path_factory.mktemp("any")
+    log, counts = root / f"s{suffix}", root / "counts.json"
+    (root / "prog.py").write_text(PROGRAM)
+    (root / "ask.toml").write_text(ASK_POLICY)
+    tools = ["--mcp", counter(counts), "--policy", str(root / "ask.toml")]
+    cli("run", str(root / "prog.py"), *tools, "--log", str(log), "--json",
+        kill_after=("*", pause_at))
+    reopen(log)
+    for run_id in suspended_runs(log):
+        killed = cli("resume", str(log), run_id, *tools, "--approve-all",
+                     kill_after=("*", resume_at))
+        reopen(log)
+        if killed.returncode == -9:
+            finishes(log, run_id, tools)
+    at_most_once(counts, log)
