@@ -655,8 +655,11 @@ class McpServer:
                     _log.warning("MCP server %r sent unpaired surrogates; replaced with U+FFFD",
                                  self.name)
                 return [SessionMessage(message)]
-        if (isinstance(data, dict) and "method" in data) or (
-                data is None and isinstance(raw, str) and '"method"' in raw):
+        # A request or notification names a method and answers nothing. A line too broken
+        # to decode may be an answer whatever it holds (its keys may be what broke), so it
+        # is treated as one: failing a call early beats leaving it waiting.
+        if isinstance(data, dict) and isinstance(data.get("method"), str) \
+                and not data.keys() & {"result", "error"}:
             # A request or notification from the server: it answers none of our calls
             # (its id, if any, is the server's own), so there is nothing to fail.
             _log.warning("MCP server %r sent a request or notification that could not be "
@@ -665,7 +668,7 @@ class McpServer:
         request_id = _message_id(data, raw)
         if request_id is not None:
             return [self._parse_error(request_id, detail)]
-        looks_like_a_message = isinstance(data, dict) or (
+        looks_like_a_message = isinstance(data, dict) or _an_object_refused(exc) or (
             isinstance(raw, str) and raw.lstrip().startswith(("{", "[")))
         if looks_like_a_message:
             self._fail_in_flight(detail)
@@ -712,7 +715,8 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     return default_render(value)
 
 
-_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+# an id followed by what ends a JSON value: a number cut short (`"id": 1` of 12) is no id
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}\]]')
 _LONE_SURROGATE = re.compile(
     "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
@@ -739,6 +743,18 @@ def _raw_input(exc: Exception) -> Any:
         if len(loc) <= 1 or (len(loc) == 2 and error.get("type") == "missing"):
             return error.get("input")
     return found[0].get("input") if found else None
+
+
+def _an_object_refused(exc: Exception) -> bool:
+    """The SDK's parser refused a JSON object by its fields (an error below the top of a
+    union member): a message, though its fields may not say which call it answers."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return False
+    try:
+        return any(len(error.get("loc", ())) >= 2 for error in errors())
+    except Exception:
+        return False
 
 
 def _parse_detail(exc: Exception) -> str:

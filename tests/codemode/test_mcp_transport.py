@@ -5,19 +5,25 @@ JSON-RPC errors are classified by code, and the connection survives all of it.""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codemode._mcp import (
     McpCallTimeout,
+    McpError,
     McpProtocolError,
     McpServer,
     McpStartError,
     McpToolError,
 )
+from tests._fuzz import examples
 
 pytestmark = [pytest.mark.mcp, pytest.mark.asyncio(loop_scope="module")]
 
@@ -95,3 +101,79 @@ async def test_a_tool_listing_nested_too_deeply_fails_start_up_at_once():
     assert caught.value.code == "MCP_START_FAILED"
     assert caught.value.message.split("\n")[0].endswith(
         "failed: MCPError: " + parse_error("JSON nested too deeply to parse"))
+
+
+# ---- any reply: property-based ------------------------------------------------------------
+
+GOOD = {"jsonrpc": "2.0", "id": "@ID@", "result": {"content": [{"type": "text", "text": "x"}],
+                                                   "isError": False}}
+junk = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                 st.text(max_size=4), st.lists(st.integers(), max_size=2),
+                 st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+edits = st.lists(st.one_of(
+    st.tuples(st.just("set"), st.sampled_from(["jsonrpc", "result", "error"]), junk),
+    # a method that is no name: a valid one would make the reply the server's own request
+    st.tuples(st.just("set"), st.just("method"), junk.filter(lambda v: not isinstance(v, str))),
+    st.tuples(st.just("drop"), st.sampled_from(["jsonrpc", "id", "result"])),
+    st.tuples(st.just("error"), st.integers(-33000, 1000), st.text(max_size=8)),
+    st.tuples(st.just("text"), st.sampled_from(["\ud835", "a\udc00", "\x00", "é" * 3])),
+    st.tuples(st.just("deep"), st.integers(1, 3000)),
+    st.tuples(st.just("batch")),
+), max_size=3)
+bytes_edits = st.lists(st.one_of(
+    st.tuples(st.just("cut"), st.integers(0, 200)),
+    st.tuples(st.just("bytes"), st.binary(min_size=1, max_size=3).filter(
+        lambda b: b"\n" not in b)),
+    st.tuples(st.just("tail"), st.sampled_from([b"}", b"]", b" garbage", b"\xff"])),
+), max_size=2)
+
+
+def reply_bytes(edit_list: list[Any], byte_list: list[Any]) -> bytes:
+    """GOOD edited as JSON, then as bytes (never inside the id: a reply naming another call
+    can only wait for its timeout)."""
+    reply: Any = json.loads(json.dumps(GOOD))
+    deep = 0
+    for edit in edit_list:
+        if edit[0] == "set" and isinstance(reply, dict):
+            reply[edit[1]] = edit[2]
+        elif edit[0] == "drop" and isinstance(reply, dict):
+            reply.pop(edit[1], None)
+        elif edit[0] == "error" and isinstance(reply, dict):
+            reply.pop("result", None)
+            reply["error"] = {"code": edit[1], "message": edit[2]}
+        elif edit[0] == "text" and isinstance(reply, dict) and isinstance(reply.get("result"),
+                                                                         dict):
+            reply["result"]["content"] = [{"type": "text", "text": edit[1]}]
+        elif edit[0] == "deep":
+            deep = edit[1]
+        elif edit[0] == "batch":
+            reply = [reply]
+    text = json.dumps(reply).replace('"@ID@"', "@ID@")
+    if deep and '"isError": false' in text:
+        text = text.replace('"isError": false', '"isError": false, "structuredContent": {"v": '
+                            + "[" * deep + "]" * deep + "}", 1)
+    data = text.encode("utf-8", "surrogatepass")
+    after_id = data.find(b"@ID@") + 4 if b"@ID@" in data else 0
+    for edit in byte_list:
+        if edit[0] == "cut":
+            data = data[: max(after_id + 1, edit[1] % (len(data) + 1))]
+        elif edit[0] == "bytes":
+            at = after_id + 1 + (len(edit[1]) % max(1, len(data) - after_id))
+            data = data[:at] + edit[1] + data[at:]
+        else:
+            data += edit[1]
+    return data
+
+
+@settings(max_examples=examples(25), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(edit_list=edits, byte_list=bytes_edits)
+async def test_any_reply_answers_its_call_at_once_and_the_server_goes_on(
+        hostile, edit_list, byte_list):
+    line = reply_bytes(edit_list, byte_list)
+    try:
+        await hostile.call("raw", {"hex": line.hex()}, timeout_s=5)
+    except McpError as exc:
+        assert not isinstance(exc, McpCallTimeout), (line, exc)
+        assert exc.server == "hostile"
+    assert await hostile.call("echo", {"text": "next"}, timeout_s=5) == "next", line
