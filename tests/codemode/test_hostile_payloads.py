@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from codemode import CodeMode, Session, events, tool
 from codemode.pipeline.log import check
+from tests._fuzz import examples
 
 SEND = """\
 import json, sys
@@ -70,7 +71,7 @@ calls = st.lists(st.fixed_dictionaries({
         st.integers(), st.none(), st.text(max_size=3))}), max_size=4)
 
 
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(calls, min_size=1, max_size=3))
 async def test_any_batches_are_answered_recorded_and_the_run_goes_on(tmp_path: Path,

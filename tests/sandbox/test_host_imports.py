@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codemode.sandbox import RunRequest, SandboxLimits, WasmSandbox
+from tests._fuzz import examples
 
 from .conftest import EchoHost
 
@@ -99,7 +100,7 @@ batches = st.fixed_dictionaries(
      "until": st.none()})
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(import_=st.sampled_from(["dispatch", "sleep", "_raw_dispatch", "_raw_sleep"]),
        value=values)
 def test_any_value_to_any_import_has_a_typed_outcome(sandbox, import_, value):
@@ -113,7 +114,7 @@ def test_any_value_to_any_import_has_a_typed_outcome(sandbox, import_, value):
     assert outcome.stdout.startswith("before\n")
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=batches)
 def test_any_batch_has_a_typed_outcome(sandbox, batch):
     outcome = run(sandbox, HOST + f"print(host.dispatch({json.dumps(batch)!r}))")
