@@ -44,3 +44,26 @@ def test_resume_refuses_a_log_out_of_order_and_check_says_why(tmp_path: Path) ->
     assert b"Traceback" not in resumed.stderr
     assert (f"corrupt session log {path} at event 1: seq 2 where seq 1 belongs: the log is "
             "out of order and cannot be appended to").encode() in resumed.stderr
+
+
+def test_a_hot_journal_is_read_by_check_and_show(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.db"
+    with open_log(path) as log:
+        log.append(events.TurnStart(turn=1))
+        log.append(events.TurnEnd(turn=1))
+    killer = (f"import os, signal, sqlite3\ndb = sqlite3.connect({str(path)!r}, "
+              "isolation_level=None)\ndb.execute('PRAGMA cache_size = 1')\n"
+              "db.execute('BEGIN')\nfor n in range(100, 400):\n"
+              "    db.execute(\"INSERT INTO events VALUES (?, 'x', 0, ?)\", (n, 'x' * 4000))\n"
+              f"os.kill(os.getpid(), {int(signal.SIGKILL)})\n")
+    subprocess.run([sys.executable, "-c", killer], check=False)
+    assert (tmp_path / "s.db-journal").stat().st_size > 0
+    checked = codemode("log", "check", "--partial", str(path))
+    assert checked.returncode == 0, checked.stderr.decode()
+    assert checked.stdout.decode() == f"{path}: 2 events, no violations\n"
+    shown = codemode("log", "show", str(path))
+    assert shown.returncode == 0, shown.stderr.decode()
