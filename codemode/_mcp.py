@@ -414,8 +414,7 @@ class McpServer:
                     relays.start_soon(_relay, read, relayed, ended, self._recover)
                     async with ClientSession(inbox, write) as session:
                         try:
-                            init = await session.initialize()
-                            tools = await _list_all_tools(session)
+                            init, tools = await self._handshake(session)
                         except Exception as exc:
                             _fail(ready, _StartFailure(_describe(exc)))
                             relays.cancel_scope.cancel()
@@ -435,6 +434,32 @@ class McpServer:
             _fail(ready, _StartFailure(_describe(exc)))
         finally:
             self._session = None
+
+    async def _handshake(self, session: ClientSession) -> tuple[Any, list[Any]]:
+        """`initialize` and the tool listing; a broken message that names no request fails
+        it at once (`_fail_in_flight`), as it fails a call.
+
+        Raises:
+            McpProtocolError: such a message arrived first; else what the SDK raised."""
+        async def both() -> tuple[Any, list[Any]]:
+            return await session.initialize(), await _list_all_tools(session)
+
+        broken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight.add(broken)
+        steps = asyncio.ensure_future(both())
+        waiters: set[asyncio.Future[Any]] = {steps, broken}
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._in_flight.discard(broken)
+            if not steps.done():
+                steps.cancel()
+                await asyncio.wait({steps})
+        if steps.done() and not steps.cancelled() and steps.exception() is None:
+            return steps.result()
+        if broken.done():
+            raise broken.exception()  # type: ignore[misc]
+        return steps.result()
 
     async def _shutdown(self, *, cancel: bool) -> None:
         self._closed = True

@@ -103,6 +103,14 @@ async def test_a_tool_listing_nested_too_deeply_fails_start_up_at_once():
         "failed: MCPError: " + parse_error("JSON nested too deeply to parse"))
 
 
+async def test_a_broken_tool_listing_naming_no_id_fails_start_up_at_once():
+    with pytest.raises(McpStartError) as caught:
+        await McpServer.connect((*HOSTILE, "--anonymous-listing"), name="hostile",
+                                startup_timeout_s=WAIT_S)
+    assert caught.value.message.split("\n")[0].endswith(
+        "failed: McpProtocolError: Invalid JSON: EOF while parsing a list at line 1 column 40")
+
+
 # ---- any reply: property-based ------------------------------------------------------------
 
 GOOD = {"jsonrpc": "2.0", "id": "@ID@", "result": {"content": [{"type": "text", "text": "x"}],
