@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
     from ._run_code import RUN_CODE as RUN_CODE
     from ._run_code import CodeMode as CodeMode
     from ._run_code import CodeRunFailed as CodeRunFailed
+    from ._seal import ResumeTampered as ResumeTampered
+    from ._seal import SealKey as SealKey
+    from ._seal import SealKeyError as SealKeyError
     from ._serve import CodeModeServer as CodeModeServer
 
 # name -> the private module that defines it
@@ -36,6 +39,7 @@ _LAZY = {
     **dict.fromkeys(("Policy", "PolicyError"), "._policy"),
     "rejection_code": "._rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
+    **dict.fromkeys(("ResumeTampered", "SealKey", "SealKeyError"), "._seal"),
     "CodeModeServer": "._serve",
 }
 

@@ -90,8 +90,11 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
 
 def _report(setup: _Setup, result: CallResult, duration_s: float, limits: SandboxLimits,
             run_id: str) -> RunReport:
+    log_events = setup.session.log.read()
+    calls = [e for e in log_events if isinstance(e, events.ToolCall)]
+    labels = setup.mode.labels(calls[-1].call_id) if calls else {}
     return build_report(outcome=setup.sandbox.outcome, failure=setup.sandbox.failure,
-                        result=result, log_events=setup.session.log.read(),
+                        result=result, log_events=log_events, labels=labels,
                         rejections=setup.rejections,
                         exposed={d.name for d in setup.mode.exposed_tools()},
                         duration_s=round(duration_s, 6), limits=limits, run_id=run_id)

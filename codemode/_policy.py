@@ -26,10 +26,23 @@ A policy file is TOML::
     action = "deny"
     when = { arg = "path", matches = "^/etc/" }   # or a list of conditions (all must hold)
 
+    [[labels]]                          # results of these tools carry these labels
+    tool = "read_email"
+    label = "private"                   # or a list of labels
+
+    [[rules]]
+    tool = "send_*"
+    action = "ask"
+    when = { run_has = "private" }      # the run received a result labelled so
+
 A condition names one argument (`arg`, a top-level key; `a.b` walks into objects) and one
 test: `equals` (==), `matches` (regular expression, `re.search` on a string), `contains`
 (substring of a string, or item of a list), `gt` / `lt` (numbers). A missing argument, or
-one of the wrong type, fails the test.
+one of the wrong type, fails the test. A `run_has` condition (a label or a list of labels)
+holds when the program's run has received a result carrying any of them (`_labels.py`); a
+direct call is in no run, so it never holds there. The reason of a rule that fired on
+labels names them and the calls that brought them, and any argument holding a verbatim
+piece of such a result.
 
 `Policy.apply(session)` builds the tier's sandbox, reserves `run_code` with the exposed
 tools, and registers a `tools/pre-execute` listener for the rules. `deny` becomes
@@ -56,7 +69,9 @@ from msgspec import UNSET, UnsetType
 from codemode.pipeline import Allow, Ask, Deny, Session
 from codemode.sandbox import Sandbox, SandboxLimits
 
+from ._labels import LabelRule, RunFlow, describe_evidence, describe_sources
 from ._run_code import RUN_CODE, CodeMode
+from ._seal import SealKey
 
 Tier = Literal["wasm", "restricted"]
 Action = Literal["allow", "deny", "ask"]
@@ -85,17 +100,21 @@ class PolicyError(ValueError):
 
 
 class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One test on one argument; exactly one of the tests is given.
+    """One test on one argument (exactly one of the tests is given), or on the labels the
+    run holds (`run_has` alone).
 
     Attributes:
         arg: a top-level argument name; dots walk into nested objects (`"options.mode"`).
+        run_has: a label or a list of labels: the call's run received a result carrying
+            any of them (never for a direct call).
         equals: the argument equals this JSON value.
         matches: a regular expression found in the (string) argument (`re.search`).
         contains: a substring of a string argument, or an item of a list argument.
         gt, lt: the (numeric, not bool) argument is greater / less than this number.
     """
 
-    arg: str
+    arg: str | None = None
+    run_has: str | tuple[str, ...] | None = None
     equals: Any | UnsetType = UNSET
     matches: str | None = None
     contains: Any | UnsetType = UNSET
@@ -105,6 +124,14 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     def __post_init__(self) -> None:
         given = [name for name in ("equals", "matches", "contains", "gt", "lt")
                  if getattr(self, name) is not None and getattr(self, name) is not UNSET]
+        if self.run_has is not None:
+            if self.arg is not None or given:
+                raise ValueError("`run_has`: a label condition takes no `arg` and no test")
+            if not self.labels or not all(self.labels):
+                raise ValueError("`run_has`: a label is a non-empty string (or a list of them)")
+            return
+        if self.arg is None:
+            raise ValueError("a condition needs `arg` (an argument to test) or `run_has`")
         if len(given) != 1:
             raise ValueError("a condition needs exactly one of equals, matches, contains, "
                              f"gt, lt (got {', '.join(given) or 'none'})")
@@ -114,8 +141,19 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             except re.error as exc:
                 raise ValueError(f"`matches`: not a valid regular expression: {exc}") from None
 
-    def holds(self, arguments: Any) -> bool:
-        """True when the test passes on `arguments` (the call's argument object)."""
+    @property
+    def labels(self) -> frozenset[str]:
+        """The labels of `run_has` (empty for an argument test)."""
+        if self.run_has is None:
+            return frozenset()
+        return frozenset((self.run_has,) if isinstance(self.run_has, str) else self.run_has)
+
+    def holds(self, arguments: Any, held: frozenset[str] = frozenset()) -> bool:
+        """True when the test passes on `arguments` (the call's argument object), or, for
+        `run_has`, when `held` (the run's labels) holds any of its labels."""
+        if self.run_has is not None:
+            return not self.labels.isdisjoint(held)
+        assert self.arg is not None
         value = _lookup(arguments, self.arg)
         if value is _MISSING:
             return False
@@ -181,16 +219,36 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
             return ()
         return self.when if isinstance(self.when, tuple) else (self.when,)
 
-    def applies(self, name: str, arguments: Any) -> bool:
-        """The rule matches the tool name and every condition holds."""
-        return fnmatch.fnmatchcase(name, self.tool) and all(
-            c.holds(arguments) for c in self.conditions)
+    def applies(self, name: str, arguments: Any, flow: RunFlow | None = None) -> bool:
+        """The rule matches the tool name and every condition holds (a `run_has` one on
+        the labels `flow`, the call's run, holds; None: a direct call, which holds none)."""
+        if not fnmatch.fnmatchcase(name, self.tool):
+            return False
+        held = flow.labels() if flow is not None and self.label_conditions else frozenset()
+        return all(c.holds(arguments, held) for c in self.conditions)
 
-    def decision(self, name: str) -> Allow | Deny | Ask:
+    @property
+    def label_conditions(self) -> frozenset[str]:
+        """Every label the rule's `run_has` conditions name."""
+        return frozenset().union(*(c.labels for c in self.conditions))
+
+    def decision(self, name: str, arguments: Any = None,
+                 flow: RunFlow | None = None) -> Allow | Deny | Ask:
+        """The rule's decision for a call it applies to; when it fired on labels of
+        `flow`, the reason names them, the calls that brought them, and the arguments
+        that hold verbatim pieces of those calls' results."""
         if self.action == "allow":
             return Allow()
         reason = self.reason or (f'policy denies tool "{name}"' if self.action == "deny"
                                  else f'policy requires approval for tool "{name}"')
+        held = self.label_conditions.intersection(flow.labels()) if flow is not None \
+            else frozenset()
+        if flow is not None and held:
+            detail = "the run holds " + describe_sources(flow.sources(), held, flow.sub_call_id)
+            evidence = flow.evidence(arguments, held)
+            if evidence:
+                detail += "; " + describe_evidence(evidence, flow.sub_call_id)
+            reason = f"{reason} ({detail})"
         return Deny(reason) if self.action == "deny" else Ask(reason, defer=self.defer)
 
 
@@ -206,6 +264,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             programs see the tools matching any of them. A glob or name that matches no
             tool of the session is skipped (see `apply` for when that is an error).
         rules: per-tool rules, first match wins; a call no rule matches is allowed.
+        labels: `[[labels]]` entries: the labels the results of matching tools carry (on
+            top of each tool definition's own `labels`).
         description: what the policy is for, for people.
     """
 
@@ -213,6 +273,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     limits: SandboxLimits = SandboxLimits()
     expose: tuple[str, ...] = ("*",)
     rules: tuple[Rule, ...] = ()
+    labels: tuple[LabelRule, ...] = ()
     description: str = ""
 
     # ---- loading ------------------------------------------------------------------------
@@ -276,22 +337,32 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 if d.name != RUN_CODE
                 and any(fnmatch.fnmatchcase(d.name, pattern) for pattern in self.expose)]
 
-    def decide(self, name: str, arguments: Any) -> Allow | Deny | Ask | None:
-        """The first matching rule's decision for one call, or None when no rule matches."""
+    def decide(self, name: str, arguments: Any,
+               flow: RunFlow | None = None) -> Allow | Deny | Ask | None:
+        """The first matching rule's decision for one call, or None when no rule matches.
+
+        Args:
+            name, arguments: the call.
+            flow: the labels of the run the call is a sub-call of (`CodeMode.flow_of`);
+                None for a direct call.
+        """
         for rule in self.rules:
-            if rule.applies(name, arguments):
-                return rule.decision(name)
+            if rule.applies(name, arguments, flow):
+                return rule.decision(name, arguments, flow)
         return None
 
-    def apply(self, session: Session, *, sandbox: Sandbox | None = None) -> CodeMode:
-        """Install the policy on `session`: the rules as a `tools/pre-execute` listener
-        (registered now, first come first asked), then `run_code` with this policy's tier,
-        limits and exposed tools (resolved against the tools registered now).
+    def apply(self, session: Session, *, sandbox: Sandbox | None = None,
+              seal_key: SealKey | bytes | str | None = None) -> CodeMode:
+        """Install the policy on `session`: `run_code` with this policy's tier, limits,
+        labels and exposed tools (resolved against the tools registered now), then the
+        rules as a `tools/pre-execute` listener (registered now, first come first asked;
+        it reads the labels of a sub-call's run from the `CodeMode`).
 
         Args:
             session: the session to govern.
             sandbox: a sandbox to use instead of building one for `tier` (the evaluator
                 wraps the tier's sandbox to observe it).
+            seal_key: the key sealing paused runs (`CodeMode(seal_key=...)`).
         Returns:
             The `CodeMode` that reserved `run_code`.
         Raises:
@@ -306,16 +377,18 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             raise PolicyError(f"{list(self.expose)} matches none of the session's tools "
                               f"({', '.join(tools)})", key="expose")
         chosen = sandbox if sandbox is not None else self.build_sandbox()
-        if self.rules:
-            session.on("tools/pre-execute", self._listener())
         resumable = True if any(r.defer for r in self.rules) else None
-        return CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
-                        resumable=resumable)
+        mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
+                        resumable=resumable, labels=self.labels, seal_key=seal_key)
+        if self.rules:
+            session.on("tools/pre-execute", self._listener(mode))
+        return mode
 
-    def _listener(self) -> Any:
+    def _listener(self, mode: CodeMode) -> Any:
         async def enforce_policy_rules(execution: Any, next: Any) -> Any:
             if execution.name != RUN_CODE:
-                decision = self.decide(execution.name, execution.arguments)
+                decision = self.decide(execution.name, execution.arguments,
+                                       mode.flow_of(execution))
                 if decision is not None:
                     return decision
             return await next()

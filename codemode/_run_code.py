@@ -42,10 +42,15 @@ from codemode.sandbox import (
 )
 
 from ._dispatch import Replay, SubCallDispatcher
+from ._labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from ._replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
+from ._seal import SealKey
 from ._stubs import ToolStub, build_stubs, describe_tools
 
 RUN_CODE = "run_code"
+
+REMEMBERED_RUNS = 1024
+"""Finished runs whose labels `CodeMode.labels` still knows (per `CodeMode`)."""
 
 RUN_CODE_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -166,6 +171,8 @@ def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
                      f"[request {request.get('id')}]")
     lines.append("When they are decided the program resumes where it stopped and its result "
                  "arrives; do not run it again.")
+    if value.get("labels"):
+        lines.append(_labels_line(value["labels"]))
     logs = "".join(value.get("logs", ()))
     if logs:
         lines.append("Output so far:\n" + _bounded(logs.rstrip("\n")))
@@ -200,7 +207,16 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
         if summary.get("failed"):
             line += f", {summary['failed']} failed ({summary.get('denied', 0)} denied)"
         parts.append(line + "]")
+    if value.get("labels"):
+        parts.append(_labels_line(value["labels"]))
     return [{"type": "text", "text": "\n".join(parts)}]
+
+
+def _labels_line(labels: Any) -> str:
+    """`[labels: private from r1:code:1; untrusted from r1:code:2, r1:code:3]`: what the run
+    holds, in the text the model reads and the log keeps."""
+    return "[labels: " + "; ".join(f"{label} from {', '.join(ids)}"
+                                   for label, ids in labels.items()) + "]"
 
 
 def _present_call(args: Any) -> dict[str, Any]:
@@ -225,13 +241,27 @@ class CodeMode:
             is mounted but rules may say `defer = true`. A run that pauses unrecorded still
             resumes: its calls replay, and a program whose calls depend on the time or
             randomness may then stop with `REPLAY_DIVERGED`.
+        labels: `LabelRule`s: the labels the results of matching tools carry, on top of
+            each definition's own `labels` (a policy's `[[labels]]`). A run's labels (the
+            union of those of every result it received) are in its value (`"labels"`)
+            and, while it runs, `flow_of(execution)` of its sub-calls.
+        seal_key: the key that seals the record of a paused run and checks it when the run
+            is resumed (`RESUME_TAMPERED` when it does not match): a `SealKey`, or the key's
+            bytes (at least 32). Default: `SealKey()` (the environment, else a key file
+            made on first use; see `SealKey`).
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
                  limits: SandboxLimits | None = None,
                  expose: Sequence[str] | None = None,
-                 resumable: bool | None = None) -> None:
+                 resumable: bool | None = None,
+                 labels: Sequence[LabelRule] = (),
+                 seal_key: SealKey | bytes | str | None = None) -> None:
         self.session = session
+        self.label_rules = tuple(labels)
+        self.flows = RunFlows()
+        self._finished: dict[str, dict[str, list[str]]] = {}   # call id -> labels, oldest first
+        self.seal_key = seal_key if isinstance(seal_key, SealKey) else SealKey(seal_key)
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
         self.resumable = resumable
@@ -285,6 +315,35 @@ class CodeMode:
         return (_PREAMBLE + _modules_text(modules) + _limits_text(self.limits) + rule
                 + _LISTING_HEADING + listing)
 
+    def flow_of(self, execution: Any) -> RunFlow | None:
+        """The labels of the run `execution` is a sub-call of, while it runs; None for a
+        direct call (or a sub-call of another `CodeMode`'s run)."""
+        return self.flows.of(execution)
+
+    def labels(self, call_id: str) -> dict[str, list[str]]:
+        """The labels a finished run of this `CodeMode` held, by its `run_code` call id (a
+        resumption's own id, `"<run id>:resume:<k>"`, for a resumed run), also when it
+        failed: `{label: [sub-call ids whose results brought it]}`; `{}` when it held none
+        or is not known (the latest `REMEMBERED_RUNS` runs of this process are kept)."""
+        found = self._finished.get(call_id)
+        return {label: list(ids) for label, ids in found.items()} if found else {}
+
+    def _remember(self, call_id: str, flow: RunFlow) -> None:
+        self._finished[call_id] = flow.by_label()
+        while len(self._finished) > REMEMBERED_RUNS:
+            self._finished.pop(next(iter(self._finished)))
+
+    def labels_of(self, name: str, agent: str | None = None) -> frozenset[str]:
+        """The labels results of the tool `name` carry: its definition's (as `agent` sees
+        it) and those of the matching `labels` rules."""
+        return self._labeller(agent)(name)
+
+    def _labeller(self, agent: str | None) -> Callable[[str], frozenset[str]]:
+        def definition_labels(name: str) -> frozenset[str]:
+            definition = self.session.resolve(name, agent)
+            return definition.labels if definition is not None else frozenset()
+        return labeller(self.label_rules, definition_labels)
+
     # ---- the body ------------------------------------------------------------------------
 
     async def _execute(self, args: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -294,6 +353,8 @@ class CodeMode:
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
+        if ctx.resumption is not None:       # before anything of the record is used
+            self._check_seal(args, ctx)
         replay, run_id = self._replay_of(ctx, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
@@ -301,6 +362,11 @@ class CodeMode:
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay)
+        outer_id = ctx.execution.call_id
+        labelled = bool(self.label_rules) or any(d.labels for d in self.exposed_tools(agent))
+        flow = RunFlow(self._labeller(agent) if labelled else no_labels,
+                       lambda: dispatcher.exchanges, lambda n: f"{outer_id}:code:{n}")
+        close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=tuple(_tool_spec(s) for s in stubs),
@@ -320,6 +386,8 @@ class CodeMode:
         finally:
             dispose()
             await dispatcher.drain()
+            close_flow()
+            self._remember(ctx.execution.call_id, flow)
         if not dispatcher.went_live and outcome.status != "paused":
             # The resumed program ended (or diverged) before it reached the calls it paused
             # on: nothing ran, so the run stays paused and may be resumed again.
@@ -334,8 +402,9 @@ class CodeMode:
                 f"paused run ({_why_diverged(dispatcher, outcome)}) after the approved calls "
                 "ran")
         if outcome.status == "paused":
-            return self._suspend(args, ctx, run_id, dispatcher, outcome, request)
-        return self._value(outcome, dispatcher)
+            return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
+                             flow)
+        return _labelled(self._value(outcome, dispatcher, flow), flow)
 
     def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
         """The replay of a resumed run (`_replay_of`), with the answers of its resumptions
@@ -355,6 +424,15 @@ class CodeMode:
             return self.resumable
         return self.session.may_ask(agent) and not self.session.has_approver(agent)
 
+    def _check_seal(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """Raises:
+            ResumeTampered: the paused run's record is not the one `run_code` sealed."""
+        resumption = ctx.resumption
+        assert resumption is not None
+        self.seal_key.check(run_id=resumption.run_id, name=RUN_CODE, arguments=dict(args),
+                            requests=resumption.requests, state=resumption.state,
+                            agent=ctx.execution.agent)
+
     def _suspend_again(self, args: dict[str, Any], ctx: RunContext) -> None:
         """Log the resumption's suspension again, unchanged, so that it can be resumed."""
         resumption = ctx.resumption
@@ -372,10 +450,12 @@ class CodeMode:
         requests = dispatcher.requests()
         record = dispatcher.run_record(request.code, request.limits, outcome.tape)
         agent = ctx.execution.agent
+        state = self.seal_key.sealed(run_id=run_id, name=RUN_CODE, arguments=dict(args),
+                                     requests=requests, state=msgspec.to_builtins(record),
+                                     agent=agent)
         self.session.log.append(events.ToolSuspended(
             run_id=run_id, call_id=ctx.execution.call_id, name=RUN_CODE, arguments=dict(args),
-            requests=requests, state=msgspec.to_builtins(record),
-            agent=agent if agent is not None else UNSET))
+            requests=requests, state=state, agent=agent if agent is not None else UNSET))
         value: dict[str, Any] = {
             "status": "pending", "run_id": run_id,
             "approvals": [msgspec.to_builtins(r) for r in requests],
@@ -385,9 +465,14 @@ class CodeMode:
         value["subcalls"] = dispatcher.summary.to_json()
         return value
 
-    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher) -> dict[str, Any]:
+    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher,
+               flow: RunFlow) -> dict[str, Any]:
         if outcome.status != "ok":
-            raise CodeRunFailed(_failure_message(outcome), outcome=outcome)
+            message = _failure_message(outcome)
+            labels = flow.by_label()
+            if labels:                       # what it printed may hold labelled data
+                message += "\n\n" + _labels_line(labels)
+            raise CodeRunFailed(message, outcome=outcome)
         value: dict[str, Any] = {"logs": outcome.stdout.splitlines(keepends=True)}
         if outcome.value is not UNSET:
             value["result"] = outcome.value
@@ -395,6 +480,14 @@ class CodeMode:
             value["stderr"] = outcome.stderr
         value["subcalls"] = dispatcher.summary.to_json()
         return value
+
+
+def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:
+    """`value` with the run's labels, `"labels": {label: [sub-call ids]}`, when it holds any."""
+    labels = flow.by_label()
+    if labels:
+        value["labels"] = labels
+    return value
 
 
 def _replay_of(resumption: Resumption | None, code: str,

@@ -28,6 +28,7 @@ name not exposed to the run (`UNKNOWN_TOOL`) and a call the run's end cut off (`
     RunAborted            aborted         abort       null
     RunPaused             pending         paused      null
     ReplayDiverged        replay_diverged replay-diverged null
+    (RESUME_TAMPERED)     resume_tampered resume-tampered null
     GuestCrashed          sandbox_error   trap        null
     HostDispatchFailed    sandbox_error   dispatch    null
     (no outcome)          sandbox_error   runtime     null
@@ -60,7 +61,7 @@ from codemode.sandbox import (
 )
 
 Kind = Literal["ok", "program_error", "limit", "aborted", "sandbox_error", "pending",
-               "replay_diverged"]
+               "replay_diverged", "resume_tampered"]
 Limit = Literal["time", "fuel", "memory", "output", "subcalls"]
 
 _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
@@ -147,7 +148,8 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         ok: the program completed (false for a paused run too).
         kind: "ok", "program_error", "limit", "aborted", "sandbox_error", "pending" (paused,
             waiting for approval) or "replay_diverged" (a resumed program did not repeat the
-            paused run).
+            paused run) or "resume_tampered" (the paused run's record was changed after it
+            paused: nothing ran).
         code: the stable name of the ending, null when ok.
         limit: the limit that ended the run, null unless kind is "limit".
         stdout, stderr: what the program printed, each cut at the output limit with a
@@ -164,6 +166,8 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             `codemode resume LOG RUN_ID` goes on with a paused run.
         approvals: what a paused run waits on (`ApprovalReport`s, in call order); empty
             unless kind is "pending".
+        labels: the labels the run holds (docs/codemode.md "Labels"): for each label, the
+            sub-call ids whose results brought it; empty when it holds none.
     """
 
     ok: bool
@@ -179,6 +183,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     limits: SandboxLimits
     run_id: str
     approvals: tuple[ApprovalReport, ...]
+    labels: dict[str, list[str]] = {}
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -191,7 +196,8 @@ class Rejection(msgspec.Struct, frozen=True):
 def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                  result: CallResult, log_events: Sequence[events.Event],
                  rejections: Mapping[str, Rejection], exposed: Collection[str],
-                 duration_s: float, limits: SandboxLimits, run_id: str) -> RunReport:
+                 duration_s: float, limits: SandboxLimits, run_id: str,
+                 labels: Mapping[str, Sequence[str]] | None = None) -> RunReport:
     """The report of the last `run_code` call in `log_events` (a run, or a resumption).
 
     Args:
@@ -205,10 +211,14 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         duration_s: seconds the `run_code` call took.
         limits: the limits the run had.
         run_id: the run's id (the first call's id, the same for its resumptions).
+        labels: the labels the run held (`CodeMode.labels`; a failed run's too); None: those
+            of the result's value.
     """
     subcalls = _subcalls(log_events, rejections, exposed)
     common: dict[str, Any] = {"subcalls": subcalls, "duration_s": duration_s,
-                              "limits": limits, "run_id": run_id, "approvals": ()}
+                              "limits": limits, "run_id": run_id, "approvals": (),
+                              "labels": _labels(result) if labels is None else
+                              {str(k): [str(i) for i in v] for k, v in labels.items()}}
     detail = result.error if result.is_error else None
     if detail is not None and detail.code == "REPLAY_DIVERGED":
         # Found by the dispatcher (another call) or by the tape (another clock read): either
@@ -218,6 +228,11 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         return RunReport(ok=False, kind="replay_diverged", code="replay-diverged", limit=None,
                          stdout=stdout, stderr=stderr, value=None,
                          error=ErrorReport(type="ReplayDiverged", message=detail.message),
+                         **common)
+    if detail is not None and detail.code == "RESUME_TAMPERED":     # refused before any run
+        return RunReport(ok=False, kind="resume_tampered", code="resume-tampered", limit=None,
+                         stdout="", stderr="", value=None,
+                         error=ErrorReport(type="ResumeTampered", message=detail.message),
                          **common)
     if outcome is None:
         error = ErrorReport(type=type(failure).__name__ if failure else "RuntimeError",
@@ -244,6 +259,15 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                          **common)
     return RunReport(ok=True, kind="ok", code=None, limit=None, value=value,
                      error=None, **common)
+
+
+def _labels(result: CallResult) -> dict[str, list[str]]:
+    """The labels a `run_code` value holds (`{"labels": {label: [sub-call ids]}}`)."""
+    value = result.value if not result.is_error else None
+    labels = value.get("labels") if isinstance(value, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return {}
+    return {str(label): [str(i) for i in ids] for label, ids in labels.items()}
 
 
 def _approvals(result: CallResult) -> tuple[ApprovalReport, ...]:

@@ -30,7 +30,7 @@ Pausing (`approvals`): with "auto", a program's sub-call that asks, from a clien
 cannot be asked, pauses the run instead (docs/codemode.md "Pausing for approval"); with
 "defer", every such sub-call does, and nobody is elicited. A paused `run_code` succeeds with
 `structuredContent` `{"status": "pending", "run_id", "approvals": [{"id", "toolName",
-"arguments", "reason"?}], "logs", "stderr"?, "subcalls"}`, and the tool `resume_run`
+"arguments", "reason"?}], "logs", "stderr"?, "subcalls", "labels"?}`, and the tool `resume_run`
 (`{"run_id", "approve": [id], "deny": [{"id", "reason"?}]}`, listed only then) resumes it
 with `Session.resume`, answering as `run_code` does. Whoever calls `resume_run` approves:
 a client must keep it away from its model. A direct call (mode "both") that asks is never
@@ -150,6 +150,13 @@ RUN_CODE_OUTPUT_SCHEMA: dict[str, Any] = {
                                      "arguments": {},
                                      "reason": {"type": "string"}},
                       "required": ["id", "toolName", "arguments"]},
+        },
+        "labels": {
+            "type": "object",
+            "description": "The labels the run holds (the union of those of every result "
+                           "it received), each with the sub-call ids that brought it; "
+                           "absent when it holds none.",
+            "additionalProperties": {"type": "array", "items": {"type": "string"}},
         },
     },
     "required": ["logs", "subcalls"],

@@ -22,6 +22,8 @@ and ours:
     codemode.agent            the calling agent, when there is one
     codemode.code             `run_code` only: the program (cut to `max_code_chars`)
     codemode.limits.<field>   `run_code` only: the run's `SandboxLimits` (wall_clock_s, ...)
+    codemode.labels           `run_code` only, when its run holds labels: their names,
+                              sorted (a string array; docs/codemode.md "Labels")
     codemode.outcome          "ok" | "error" | "denied" | "limit"
     codemode.error.code       on failure: DENIED, UNKNOWN_TOOL, CODE_RUN_FAILED, ...
     codemode.limit            on "limit": which one (timeout, fuel, memory, output, subcalls)
@@ -143,6 +145,10 @@ def _limits_of(session: Session) -> Any:
 
 
 def _finish(span: Span, result: CallResult) -> None:
+    labels = result.value.get("labels") if not result.is_error \
+        and isinstance(result.value, dict) else None
+    if isinstance(labels, dict) and labels:             # a run_code value (a FrozenDict)
+        span.set_attribute("codemode.labels", sorted(str(label) for label in labels))
     if not result.is_error:
         span.set_attribute("codemode.outcome", "ok")
         span.end()

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -45,6 +45,9 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
+        labels: what this tool's results carry (``"private"``, ``"untrusted"``): a Code-Mode
+            run that receives one of its results holds these labels, and policy rules can
+            decide later calls on them (docs/codemode.md "Labels"). Empty: none.
     """
 
     name: str
@@ -60,10 +63,16 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     present_call: Callable[[Any], Any] | None = None
     present_result: Callable[[Any, Any], Any] | None = None
     resumable: bool = False
+    labels: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("a tool name must be a non-empty string")
+        if isinstance(self.labels, str) or not all(
+                isinstance(label, str) and label for label in self.labels):
+            raise TypeError(f"tool {self.name!r}: labels must be a set of non-empty strings")
+        if not isinstance(self.labels, frozenset):
+            object.__setattr__(self, "labels", frozenset(self.labels))
         if not isinstance(self.description, str):
             raise TypeError(f"tool {self.name!r}: description must be a string")
         if not isinstance(self.parameters, dict):
@@ -177,6 +186,7 @@ def tool(
     finalize_content: Callable[[Execution, Any], Any] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
+    labels: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
 
@@ -194,6 +204,7 @@ def tool(
     finalize_content: Callable[[Execution, Any], Any] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
+    labels: Iterable[str] = (),
 ) -> Any:
     """Build a ``ToolDefinition`` from a typed function (sync or async).
 
@@ -213,6 +224,7 @@ def tool(
       functions. A returned msgspec Struct or dataclass is converted to builtins.
     - ``present_call``/``present_result`` are called only for arguments that validate and
       return ``None`` (generic card) on any problem: they never raise.
+    - ``labels``: what the tool's results carry (``ToolDefinition.labels``).
 
     Usable as ``@tool`` or ``@tool(name=..., ...)``.
     """
@@ -231,6 +243,7 @@ def tool(
             finalize_content=finalize_content,
             present_call=present_call,
             present_result=present_result,
+            labels=frozenset(labels),
         )
 
     return build(fn) if fn is not None else build
@@ -250,6 +263,7 @@ def _build_tool(
     finalize_content: Callable[[Execution, Any], Any] | None,
     present_call: Callable[[Any], Any] | None,
     present_result: Callable[[Any, Any], Any] | None,
+    labels: frozenset[str] = frozenset(),
 ) -> ToolDefinition:
     tool_name = name or func.__name__
     hints = typing.get_type_hints(func, include_extras=True)
@@ -357,6 +371,7 @@ def _build_tool(
         is_concurrency_safe=classifier,
         present_call=soft(present_call),
         present_result=soft(present_result),
+        labels=labels,
     )
 
 

@@ -31,6 +31,17 @@ def git_repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def seal_key_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Paused runs are sealed with a key made on first use in a file of the tests' own
+    (`CODEMODE_SEAL_KEY_FILE`), never in the user's config directory; processes the
+    tests start inherit it."""
+    import os
+
+    os.environ["CODEMODE_SEAL_KEY_FILE"] = str(tmp_path_factory.mktemp("seal") / "seal.key")
+    os.environ.pop("CODEMODE_SEAL_KEY", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def warm_sandbox_component() -> None:
     """Build/load the guest component once before any test, so the first test that runs a
     program does not pay for it (on a fresh machine: ~15 s) and timing-sensitive tests

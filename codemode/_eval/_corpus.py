@@ -9,6 +9,7 @@ A case is a `*.py` file whose leading comment lines form a header::
     # source: where the technique comes from
     # oracle: leak:file, fs:write          (checks that mean the sandbox FAILED)
     # expect_error: text                   (optional: the run must fail with this message)
+    # labels: search_docs=private          (optional: labels of the reference tools' results)
 
 Every `*.py` under the given files and directories (recursively) is a case: a new file
 dropped into a corpus directory is picked up with no code change.
@@ -25,7 +26,8 @@ import msgspec
 PHASE_SPLIT = re.compile(r"^# ---- phase 2 \(fresh sandbox, same host\) ----[ \t]*$", re.M)
 PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 _HEADER_LINE = re.compile(r"^#\s*(?P<key>[a-z_]+):\s*(?P<value>.*)$")
-_KNOWN_KEYS = frozenset({"id", "category", "expect", "source", "oracle", "expect_error"})
+_KNOWN_KEYS = frozenset({"id", "category", "expect", "source", "oracle", "expect_error",
+                         "labels"})
 
 
 class CorpusError(ValueError):
@@ -42,6 +44,8 @@ class Case(msgspec.Struct, frozen=True, kw_only=True):
         origin: the header's `source` (the report or technique the case is based on).
         oracles: the header's oracle checks, in order (e.g. "leak:file", "tool:budget:1000").
         expect_error: a benign program must end with an error whose message contains this.
+        labels: `tool=label` items: labels of the reference tools' results in this case
+            (added to the policy's `[[labels]]`; `_flow.py`).
         path: the file.
         source: the whole program text, placeholders not yet substituted.
     """
@@ -52,6 +56,7 @@ class Case(msgspec.Struct, frozen=True, kw_only=True):
     origin: str = ""
     oracles: tuple[str, ...] = ()
     expect_error: str | None = None
+    labels: tuple[str, ...] = ()
     path: str = ""
     source: str = ""
 
@@ -95,6 +100,8 @@ def parse_case(path: Path) -> Case:
     return Case(id=header.get("id") or path.stem, category=header.get("category", "unknown"),
                 expect=header.get("expect", ""), origin=header.get("source", ""),
                 oracles=oracles, expect_error=header.get("expect_error") or None,
+                labels=tuple(x.strip() for x in header.get("labels", "").split(",")
+                             if x.strip()),
                 path=str(path), source=source)
 
 

@@ -30,6 +30,7 @@ from .._policy import Policy
 from ._canaries import SECRET_ENV, Listener, Plant, Secrets, fresh_token
 from ._classify import classify
 from ._corpus import Case, substitute
+from ._flow import with_case_labels
 from ._messages import (
     Fired,
     Job,
@@ -202,7 +203,8 @@ class Slot:
             values = self.plant.placeholders(listener.port, secrets.state)
             phases = [substitute(p, values) for p in case.phases]
             job = Job(case_id=case.id, phases=phases, oracles=list(case.oracles),
-                      policy=msgspec.to_builtins(self.policy),
+                      policy=with_case_labels(msgspec.to_builtins(self.policy),
+                                              case.labels),
                       secrets=msgspec.to_builtins(secrets), grace_s=_grace(case.oracles))
             timeout = _hard_timeout(len(phases), self.policy, case.oracles)
             if worker.jobs_done == 0:

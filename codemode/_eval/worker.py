@@ -9,7 +9,8 @@ private descriptors at start, so whatever a run writes to fd 0/1 cannot corrupt 
 Per job: plant the tool module's key, build a session with the recorded reference tools,
 apply the policy with an observed sandbox, run each phase through `run_code`, close the
 recorder (later calls are "after return"), wait the grace period, then check leaks, tool
-oracles, phase-2 text, output size, host poisoning and bridge tampering.
+oracles, labelled values reaching sinks (`_flow.py`), phase-2 text, output size, host
+poisoning and bridge tampering.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, BinaryIO
 import msgspec
 from msgspec import UNSET
 
+from ._flow import FlowWatch
 from ._messages import (
     Fired,
     Job,
@@ -103,7 +105,9 @@ async def run_job(job: Job) -> JobReport:
     recorder = reference_tools.ToolRecorder()
     session = Session(tools=reference_tools.reference_tools(recorder))
     observed = ObservedSandbox(policy.build_sandbox(), scanner)
-    policy.apply(session, sandbox=observed)
+    mode = policy.apply(session, sandbox=observed)
+    flow = FlowWatch(mode.labels_of)
+    session.on("tools/execute", flow.wrapper)
     host_before = HostState()
     bridge_before = BridgeState(session)
     fired: list[Fired] = []
@@ -135,6 +139,7 @@ async def run_job(job: Job) -> JobReport:
         fired += [Fired(name, f"the secret appeared in {where}")
                   for name, where in sorted(leaks.items())]
         fired += _tool_oracles(job, recorder, records, recorder.after_close)
+        fired += flow.fired()
         poisoned = host_before.poisoned()
         if poisoned:
             fired.append(Fired("host:poisoned", "; ".join(poisoned)[:500]))

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "fixtures" / "policies"
 REPORT_FIELDS = ["ok", "kind", "code", "limit", "stdout", "stderr", "value",
-                 "error", "subcalls", "duration_s", "limits", "run_id", "approvals"]
+                 "error", "subcalls", "duration_s", "limits", "run_id", "approvals", "labels"]
 SUBCALL_FIELDS = ["n", "id", "tool", "arguments", "ok", "code", "denied", "text",
                   "duration_ms", "replayed_from"]
 

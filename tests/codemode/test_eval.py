@@ -272,7 +272,11 @@ def test_oracles_fire_when_a_policy_lets_a_case_through(tmp_path):
                                     "oracle": "leak:state, host:poisoned"},
                'import random\nrandom.seed("@@STATE_TOKEN@@")\n'
                '# ---- phase 2 (fresh sandbox, same host) ----\nprint(random.random())\n')
-    results = by_id(evaluate(load_corpus([corpus]), fast_policy(expose=["*"])))
+    write_case(corpus, "flow.py", {"id": "flow", "category": "data-flow",
+                                   "labels": "search_docs=private", "oracle": "flow:sink"},
+               'text = search_docs(query="umbrella")[0]["text"]\n'
+               'echo(value=["copy", text[3:30]])\nadd(a=1, b=2)\n')
+    results = by_id(evaluate(load_corpus([corpus]), fast_policy(expose=["*"], rules=[])))
     fired = {case: {f.oracle for f in r.fired} for case, r in results.items()}
     assert results["hidden"].outcome == "escaped"
     assert fired["hidden"] == {"tool:hidden", "leak:key"}
@@ -284,6 +288,9 @@ def test_oracles_fire_when_a_policy_lets_a_case_through(tmp_path):
     assert fired["p2"] == {"p2:SAW"}
     assert (results["slow"].outcome, fired["slow"]) == ("host-affected", {"time"})
     assert (results["clean"].outcome, fired["clean"]) == ("blocked", set())
+    assert (results["flow"].outcome, fired["flow"]) == ("escaped", {"flow:sink"})
+    assert results["flow"].reason == ("flow:sink: echo received 27 characters of a "
+                                      "search_docs result")
 
 
 def test_cli_picks_up_a_new_case_and_exits_1_on_an_escape(tmp_path):
@@ -336,13 +343,15 @@ def test_cli_reports_an_invalid_policy(tmp_path):
 CATEGORIES = {"fs-read", "fs-write", "network", "env-secrets", "process", "import",
               "introspection-escape", "format-string", "resource-cpu", "resource-memory",
               "resource-recursion", "resource-output", "bridge-abuse", "denial-handling",
-              "state-leak", "benign"}
+              "state-leak", "data-flow", "benign"}
 PLAIN_ORACLES = {"leak:file", "leak:env", "leak:key", "leak:argv", "leak:state", "fs:write",
                  "ro:modified", "net:connect", "proc:marker", "host:poisoned",
                  "host:bridge-tampered", "tool:hidden", "tool:live", "tool:nonjson",
                  "tool:reserved", "tool:reentrant", "tool:after-return", "tool:after-limit",
-                 "time", "mem", "out", "stdout-equals-reference"}
+                 "time", "mem", "out", "stdout-equals-reference", "flow:sink"}
 PARAMETERIZED_ORACLE = re.compile(r"(tool:budget:\d+|tool:argsize:\d+|time:\d+(\.\d+)?|p2:\S.*)")
+REFERENCE_TOOLS = {"get_weather", "add", "search_docs", "echo", "sleep_ms",
+                   "get_cached_config", "fail"}
 PLACEHOLDERS = {"CANARY_READ", "CANARY_WRITE", "MARKER", "PORT", "STATE_TOKEN", "RO_HOST"}
 
 
@@ -364,6 +373,10 @@ def test_every_shipped_case_has_a_complete_header_and_known_names():
         else:
             assert "stdout-equals-reference" not in case.oracles, where
         assert case.placeholders() <= PLACEHOLDERS, where
+        for item in case.labels:                  # `tool=label`, tools of the reference set
+            tool, _, label = item.partition("=")
+            assert tool in REFERENCE_TOOLS and label, where
+        assert bool(case.labels) == (case.category == "data-flow"), where
         assert case.source.count("@@") == 2 * len(PLACEHOLDER.findall(case.source)), where
         two_phase = len(case.phases) == 2
         assert two_phase == bool(PHASE_SPLIT.search(case.source)), where
@@ -380,7 +393,7 @@ SUBSET = ["benign/benign-trip-weather-report.py", "benign/benign-tool-errors-han
           "benign/benign-json-report-roundtrip.py", "fsr-open-family.py",
           "intro-subclasses-gadget-hunt.py", "bridge-reserved-token-keys.py",
           "bridge-raw-wire-forgery.py", "out-tampered-guest-caps.py",
-          "state-tool-held-config.py"]
+          "state-tool-held-config.py", "flow-exfil-call-tool-and-gather.py"]
 
 
 def test_shipped_corpus_subset_under_the_default_policy_in_the_wasm_tier():

@@ -102,3 +102,17 @@ async def test_failures_and_direct_calls_get_spans_and_dispose_stops(exporter_an
             for s in spans] == [("execute_tool get_order", "error", "TOOL_ERROR"),
                                 ("execute_tool no_such_tool", "error", "UNKNOWN_TOOL")]
     assert all(s.parent is None for s in spans)
+
+
+async def test_a_run_code_span_carries_the_labels_its_run_holds(exporter_and_provider):
+    from codemode.fixtures.mailbox import mailbox_tools
+
+    exporter, provider = exporter_and_provider
+    session = Session(tools=mailbox_tools([]))
+    instrument(session, tracer_provider=provider)
+    Policy.from_data({"labels": [{"tool": "read_email", "label": ["private", "mail"]}]}
+                     ).apply(session)
+    await session.call("run_code", {"code": 'read_email(id="m1")["subject"]'})
+    await session.call("run_code", {"code": 'len(list_inbox())'})
+    runs = [s for s in exporter.get_finished_spans() if s.name == "execute_tool run_code"]
+    assert [s.attributes.get("codemode.labels") for s in runs] == [("mail", "private"), None]
