@@ -79,7 +79,9 @@ from ._replay import (
     RunRecord,
     describe,
     divergence,
+    sealed_answer,
 )
+from ._seal import SealKey
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -216,7 +218,7 @@ class SubCallDispatcher:
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
                  run_signal: Signal, *, run_id: str | None = None,
-                 replay: Replay | None = None) -> None:
+                 replay: Replay | None = None, seal: SealKey | None = None) -> None:
         self._session = session
         self._outer = outer
         self._exposed = exposed
@@ -234,6 +236,7 @@ class SubCallDispatcher:
         self._answers = replay.record.answers() if replay is not None else {}
         self._earlier = dict(replay.earlier) if replay is not None else {}
         self._resumed = replay is not None      # live answers are logged (`_log_settle`)
+        self._seal = seal                       # ... and sealed (`_replay.answer_seal`)
         self._held: list[tuple[_wire.SubCall, int]] = []   # replayed, not answered: call, n
         self.went_live = replay is None         # a resumed run: past the paused exchange
         # A denial given to the resumption holds even if no rule asks about the call any
@@ -555,8 +558,10 @@ class SubCallDispatcher:
         sub: _SubCall = call.data
         outer = self._outer.execution
         code = rejection_code(result) if result.is_error else msgspec.UNSET
-        answer = msgspec.to_builtins(_answer_of(sub.guest_id, result)) \
-            if self._resumed and code != "APPROVAL_PENDING" else msgspec.UNSET
+        answer: Any = msgspec.UNSET
+        if self._resumed and code != "APPROVAL_PENDING":
+            answer = sealed_answer(self._seal, self.run_id, sub.sub_call_id, sub.arguments(),
+                                   _answer_of(sub.guest_id, result))
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments(),

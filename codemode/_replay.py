@@ -20,6 +20,8 @@ import msgspec
 from codemode.pipeline import HarnessError, events
 from codemode.sandbox import SandboxLimits, Tape, _wire
 
+from ._seal import ResumeTampered, SealKey
+
 
 class RecordedCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One sub-call as the program sent it.
@@ -143,11 +145,25 @@ class EarlierAnswer(msgspec.Struct, frozen=True, kw_only=True):
         return call.name == self.name and sent == msgspec.json.encode(self.arguments)
 
 
-def earlier_answers(log: Iterable[events.Event], run_id: str,
-                    resuming: str) -> dict[int, EarlierAnswer]:
+def sealed_answer(seal: SealKey | None, run_id: str, sub_call_id: str, arguments: Any,
+                  reply: _wire.SubCallResult) -> dict[str, Any]:
+    """What `tool/code-dispatch` keeps as `answer` for a resumed run's live call: `{"reply":
+    ..., "seal": ...}`, sealed like a paused run's record (`_seal`, the name `"answer
+    <sub-call id>"` keeps the two apart), so that a later resumption trusts only answers
+    `run_code` wrote. Without a key (a dispatcher made by hand) it is not sealed."""
+    state = {"reply": msgspec.to_builtins(reply)}
+    if seal is None:
+        return state
+    return seal.sealed(run_id=run_id, name=f"answer {sub_call_id}", arguments=arguments,
+                       requests=(), state=state, agent=None)
+
+
+def earlier_answers(log: Iterable[events.Event], run_id: str, resuming: str,
+                    seal: SealKey) -> dict[int, EarlierAnswer]:
     """By sub-call number, the live answers of the resumptions of `run_id` since its latest
     suspension whose call crashed (crash repair answered it `TOOL_OUTCOME_UNKNOWN`), other
-    than `resuming` (the current one); a later attempt's answer wins."""
+    than `resuming` (the current one); a later attempt's answer wins. An answer whose seal
+    does not check (`sealed_answer`) is left out: that call runs again."""
     attempts: list[str] = []
     crashed: set[str] = set()
     settled: dict[str, events.CodeDispatch] = {}
@@ -172,10 +188,15 @@ def earlier_answers(log: Iterable[events.Event], run_id: str,
             number = sub_call_id[len(prefix):]
             if not (sub_call_id.startswith(prefix) and number.isdigit()):
                 continue
+            answer = settle.answer
+            if not isinstance(answer, dict):
+                continue
             try:
-                reply = msgspec.convert(settle.answer, _wire.SubCallResult)
-            except msgspec.ValidationError:
-                continue                        # not an answer this version wrote
+                seal.check(run_id=run_id, name=f"answer {settle.sub_call_id}",
+                           arguments=settle.arguments, requests=(), state=answer, agent=None)
+                reply = msgspec.convert(answer.get("reply"), _wire.SubCallResult)
+            except (ResumeTampered, msgspec.ValidationError):
+                continue                        # not an answer run_code wrote
             found[int(number)] = EarlierAnswer(sub_call_id=settle.sub_call_id,
                                                name=settle.name, arguments=settle.arguments,
                                                reply=reply)

@@ -361,7 +361,7 @@ class CodeMode:
             run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
-                                       run_id=run_id, replay=replay)
+                                       run_id=run_id, replay=replay, seal=self.seal_key)
         outer_id = ctx.execution.call_id
         labelled = bool(self.label_rules) or any(d.labels for d in self.exposed_tools(agent))
         flow = RunFlow(self._labeller(agent) if labelled else no_labels,
@@ -413,7 +413,7 @@ class CodeMode:
         if resumption is None:
             return None
         earlier = earlier_answers(self.session.log.read(), resumption.run_id,
-                                  ctx.execution.call_id)
+                                  ctx.execution.call_id, self.seal_key)
         return _replay_of(resumption, code, earlier)
 
     def _records_runs(self, agent: str | None) -> bool:

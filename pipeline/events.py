@@ -182,10 +182,10 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     (``INVALID_ARGS``, ``HOOK_FAILED``, ``TOOL_OUTCOME_UNKNOWN``, ...). Logs written before
     the field existed have none.
 
-    ``answer`` is what the program was answered (Code Mode's reply, e.g. ``{"ok": true,
-    "value": ...}``), kept only for the sub-calls a resumed run ran live: a resumption
-    that crashed leaves them settled, and the next resumption answers them from here
-    instead of running them again."""
+    ``answer`` is what the program was answered (Code Mode's ``{"reply": {"ok": true,
+    "value": ...}, "seal": ...}``), kept only for the sub-calls a resumed run ran live: a
+    resumption that crashed leaves them settled, and the next resumption answers them from
+    here instead of running them again (when the seal checks)."""
 
     root_call_id: str
     parent_call_id: str

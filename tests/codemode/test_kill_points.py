@@ -222,3 +222,25 @@ def test_kill_at_any_event_of_a_pause_then_of_its_resumption(
         if killed.returncode == -9:
             finishes(log, run_id, tools)
     at_most_once(counts, log)
+
+
+def test_an_answer_changed_in_the_log_is_not_trusted(
+        tmp_path: Path, paused: dict[str, tuple[Path, Path, str]]) -> None:
+    """The answers a crashed resumption left are sealed like the paused run's record: one
+    changed in the log file is not used, its call runs again."""
+    source, source_counts, run_id = paused[".jsonl"]
+    log, counts = tmp_path / source.name, tmp_path / "counts.json"
+    shutil.copyfile(source, log)
+    shutil.copyfile(source_counts, counts)
+    policy = tmp_path / "ask.toml"
+    policy.write_text(ASK_POLICY)
+    tools = ["--mcp", counter(counts), "--policy", str(policy)]
+    killed = cli("resume", str(log), run_id, *tools, "--approve-all",
+                 kill_after=("tool/code-dispatch", 1))
+    assert killed.returncode == -9
+    text = log.read_text()
+    assert text.count('"tool": "step_b"') + text.count('"tool":"step_b"') >= 1
+    log.write_text(text.replace('"tool":"step_b"', '"tool":"forged"'))
+    reopen(log)
+    finishes(log, run_id, tools)           # prints "b: step_b": the real answer, run again
+    assert keys_run(counts)[f"{run_id}:2"] == 2
