@@ -26,7 +26,9 @@ name visible nowhere: pre-execute, guards and the finalizer see it, and it fails
 `UNKNOWN_TOOL` at dispatch, logged like any sub-call. A call the guest found not to fit the
 tool's signature (`invalid` on the wire) is recorded the same way and fails `INVALID_ARGS`.
 Arguments naming a parent-token field (`RESERVED_ARGUMENTS`) are refused the same way:
-only the host mints those, so such a call fails `INVALID_ARGS`.
+only the host mints those, so such a call fails `INVALID_ARGS`. A call with an empty tool
+name is refused `INVALID_ARGS` by the scheduler (no pipeline call can be made for it) and
+logged with that empty name, as a `tool/call` may be.
 
 Approvals (docs/codemode.md "Pausing for approval"). Every sub-call's approval goes through
 the run's own channel (`_RunApprovals`): a decision given to the resumption answers it (and
@@ -84,7 +86,17 @@ from codemode.sandbox import (
 )
 
 from ._rejections import rejection_code
-from ._replay import Exchange, RecordedCall, ReplayDiverged, RunRecord, describe, divergence
+from ._replay import (
+    EarlierAnswer,
+    Exchange,
+    RecordedCall,
+    ReplayDiverged,
+    RunRecord,
+    describe,
+    divergence,
+    sealed_answer,
+)
+from ._seal import SealKey
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -153,11 +165,14 @@ class Replay:
         decisions: by request id (`"<run id>:<n>"`), each used once.
         requests: what each request showed the person (the tool and its arguments): a
             decision applies only to the call it was shown for.
+        earlier: by sub-call number, what earlier resumptions that crashed ran and settled
+            (`_replay.earlier_answers`): the same call is answered from the log, not run.
     """
 
     record: RunRecord
     decisions: dict[str, ApprovalDecision]
     requests: dict[str, PendingApproval]
+    earlier: dict[int, EarlierAnswer] = field(default_factory=dict)
 
 
 class _RunApprovals:
@@ -215,7 +230,7 @@ class SubCallDispatcher:
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
                  run_signal: Signal, *, run_id: str | None = None,
-                 replay: Replay | None = None) -> None:
+                 replay: Replay | None = None, seal: SealKey | None = None) -> None:
         self._session = session
         self._outer = outer
         self._exposed = exposed
@@ -231,6 +246,9 @@ class SubCallDispatcher:
         self._unreported: list[_Slot] = []     # sent by the program, not yet answered
         self._replay = replay
         self._answers = replay.record.answers() if replay is not None else {}
+        self._earlier = dict(replay.earlier) if replay is not None else {}
+        self._resumed = replay is not None      # live answers are logged (`_log_settle`)
+        self._seal = seal                       # ... and sealed (`_replay.answer_seal`)
         self._held: list[tuple[SubCall, int]] = []   # replayed, not answered: call, n
         self.went_live = replay is None         # a resumed run: past the paused exchange
         # A denial given to the resumption holds even if no rule asks about the call any
@@ -431,11 +449,17 @@ class SubCallDispatcher:
         if answer is None:
             self._held.append((wire_call, n))
             return None
+        replayed_from = self._replay.record.settled_by.get(str(wire_call.id), "") \
+            if self._replay is not None else ""
+        self._answer_from_log(wire_call, n, answer, replayed_from)
+        return None
+
+    def _answer_from_log(self, wire_call: SubCall, n: int, answer: SubCallOutcome,
+                         replayed_from: str) -> None:
+        """Call `n` is answered with `answer` without running (`tool/code-replayed`)."""
         sub = self._sub_call(wire_call, n)
         done: asyncio.Future[None] = self._loop.create_future()
         done.set_result(None)
-        replayed_from = self._replay.record.settled_by.get(str(wire_call.id), "") \
-            if self._replay is not None else ""
         slot = _Slot(sub=sub, done=done, reply=answer, answered_by=replayed_from)
         self._by_guest_id[sub.guest_id] = slot
         self._unreported.append(slot)
@@ -446,7 +470,6 @@ class SubCallDispatcher:
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
                 sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
                 replayed_from=replayed_from or sub.sub_call_id))
-        return None
 
     def _go_live(self, request: SubCallBatch,
                  recorded: Exchange) -> list[SubCallOutcome]:
@@ -496,6 +519,11 @@ class SubCallDispatcher:
                         signal=Signal.any(self._run_signal))
 
     def _start_live(self, wire_call: SubCall, n: int) -> None:
+        earlier = self._earlier.pop(n, None)
+        if earlier is not None and earlier.fits(wire_call):   # ran before a crash: not again
+            self._answer_from_log(wire_call, n, msgspec.structs.replace(
+                earlier.reply, id=wire_call.id), earlier.sub_call_id)
+            return
         outer = self._outer.execution
         sub = self._sub_call(wire_call, n)
         inp = ExecutionInput(
@@ -564,11 +592,15 @@ class SubCallDispatcher:
             return
         sub: _SubCall = call.data
         outer = self._outer.execution
+        code = rejection_code(result) if result.is_error else msgspec.UNSET
+        answer: Any = msgspec.UNSET
+        if self._resumed and code != "APPROVAL_PENDING":
+            answer = sealed_answer(self._seal, self.run_id, sub.sub_call_id, sub.arguments,
+                                   _answer_of(sub.guest_id, result))
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
-            is_error=result.is_error, content=content,
-            code=rejection_code(result) if result.is_error else msgspec.UNSET))
+            is_error=result.is_error, content=content, code=code, answer=answer))
 
     def _reply(self, slot: _Slot) -> SubCallOutcome:
         if slot.reply is not None:
@@ -580,11 +612,7 @@ class SubCallDispatcher:
         if result is None:
             return SubCallErr(id=guest_id, code="TOOL_ERROR",
                                        message=f"sub-call failed in the host: {call.error}")
-        if not result.is_error:
-            return SubCallOk(id=guest_id, value=result.value)
-        assert result.error is not None
-        return SubCallErr(id=guest_id, code=rejection_code(result),
-                                   message=result.error.message)
+        return _answer_of(guest_id, result)
 
     async def drain(self) -> None:
         """After the run settled: abort the run scope, drop calls that never started, and
@@ -628,6 +656,14 @@ def _reserved_reason(arguments: Any) -> str | None:
         return None
     return (f'"{reserved[0]}" is reserved for the host (it sets the parent token of every '
             "sub-call)")
+
+
+def _answer_of(guest_id: int, result: CallResult) -> SubCallOutcome:
+    """What the program is answered for a settled call."""
+    if not result.is_error:
+        return SubCallOk(id=guest_id, value=result.value)
+    assert result.error is not None
+    return SubCallErr(id=guest_id, code=rejection_code(result), message=result.error.message)
 
 
 def _is_media(block: Any) -> bool:

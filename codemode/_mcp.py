@@ -36,10 +36,21 @@ defers the media blocks to after the result.
 
 A message from the server that cannot be parsed never leaves a call waiting for its
 timeout. Unpaired surrogate escapes (`"\ud835"`, which Node servers emit) are repaired to
-U+FFFD and the message is delivered. Anything else that does not parse fails the call it
-answers (found by its `id`) at once with `McpProtocolError`, naming the server; a broken
-line that names no id but looks like a message (`{...`) fails every call in flight on that
-server; a line that is not JSON at all (stray output on stdout) is ignored with a warning.
+U+FFFD and the message is delivered; so are bytes that are not UTF-8 (each becomes U+FFFD:
+the stdio transport decodes with `errors="replace"`). Anything else that does not parse
+(JSON nested deeper than the parser follows, a `"jsonrpc"` other than `"2.0"`, a JSON-RPC
+batch, which MCP does not use) fails the call it answers (found by its `id`, also inside a
+batch or a line too deep to decode) at once with `McpProtocolError`, naming the server; a
+broken line that names no id but looks like a message (`{...`, `[...`) fails every call in
+flight on that server, and so does a line whose recovery itself fails; a line that is not
+JSON at all (stray output on stdout) is ignored with a warning. The same holds for the
+answers of the handshake and the tool listing: start-up fails at once (`McpStartError`)
+instead of waiting out `startup_timeout_s`.
+
+A JSON-RPC error is classified by its code: `-32700` (parse error) is `McpProtocolError`;
+the SDK's own "connection closed" (`-32000`, raised when the server's stdout ends) is
+`McpServerDied`, but the same code sent by a live server is the server's error,
+`McpToolError`, like every other code.
 
 The error tree (each is a `HarnessError`, so a failed call keeps `{name, code}` in the log
 and the program sees the code on its `ToolCallError`)::
@@ -244,6 +255,7 @@ class McpServer:
         self._stderr = stderr
         self._session: ClientSession | None = None
         self._in_flight: set[asyncio.Future[None]] = set()   # fail all: a broken answer
+        self._ended = asyncio.Event()   # the server's messages stopped (stdout closed)
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._closed = False
@@ -292,7 +304,8 @@ class McpServer:
                      call_timeout_s=call_timeout_s, stderr=stderr)
         params = StdioServerParameters(
             command=argv[0], args=argv[1:], env=dict(env) if env is not None else None,
-            cwd=os.fspath(cwd) if cwd is not None else None)
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            encoding_error_handler="replace")       # a stray byte must not end the reader
         return await server._start(lambda: stdio_client(params, errlog=server._stderr),  # type: ignore[arg-type]
                                    startup_timeout_s)
 
@@ -403,13 +416,12 @@ class McpServer:
         try:
             async with transport() as (read, write):
                 relayed, inbox = anyio.create_memory_object_stream[Any](0)
-                ended = asyncio.Event()
+                ended = self._ended
                 async with anyio.create_task_group() as relays:
                     relays.start_soon(_relay, read, relayed, ended, self._recover)
                     async with ClientSession(inbox, write) as session:
                         try:
-                            init = await session.initialize()
-                            tools = await _list_all_tools(session)
+                            init, tools = await self._handshake(session)
                         except Exception as exc:
                             _fail(ready, _StartFailure(_describe(exc)))
                             relays.cancel_scope.cancel()
@@ -429,6 +441,32 @@ class McpServer:
             _fail(ready, _StartFailure(_describe(exc)))
         finally:
             self._session = None
+
+    async def _handshake(self, session: ClientSession) -> tuple[Any, list[Any]]:
+        """`initialize` and the tool listing; a broken message that names no request fails
+        it at once (`_fail_in_flight`), as it fails a call.
+
+        Raises:
+            McpProtocolError: such a message arrived first; else what the SDK raised."""
+        async def both() -> tuple[Any, list[Any]]:
+            return await session.initialize(), await _list_all_tools(session)
+
+        broken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight.add(broken)
+        steps = asyncio.ensure_future(both())
+        waiters: set[asyncio.Future[Any]] = {steps, broken}
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._in_flight.discard(broken)
+            if not steps.done():
+                steps.cancel()
+                await asyncio.wait({steps})
+        if steps.done() and not steps.cancelled() and steps.exception() is None:
+            return steps.result()
+        if broken.done():
+            raise broken.exception()  # type: ignore[misc]
+        return steps.result()
 
     async def _shutdown(self, *, cancel: bool) -> None:
         self._closed = True
@@ -567,7 +605,8 @@ class McpServer:
         if exc is None:
             return self._unwrap(tool_name, request.result(), media)
         if isinstance(exc, MCPError):
-            if exc.code == CONNECTION_CLOSED:
+            # the SDK's own: the server's stdout ended, or we are closing the session
+            if exc.code == CONNECTION_CLOSED and (self._ended.is_set() or self._stop.is_set()):
                 raise self._died(f"closed the connection while {tool_name!r} was running") \
                     from exc
             if exc.code == REQUEST_TIMEOUT:
@@ -602,53 +641,83 @@ class McpServer:
             return "\n".join(texts)
         return blocks
 
-    def _recover(self, exc: Exception) -> SessionMessage | None:
+    def _recover(self, exc: Exception) -> list[SessionMessage]:
         """What to deliver for a line of the server's stdout the SDK could not parse
-        (module docstring): the message with unpaired surrogates repaired, a JSON-RPC error
-        answering the call it names, or nothing (then calls in flight may have failed)."""
+        (module docstring): the message with unpaired surrogates repaired, JSON-RPC errors
+        answering the calls it names, or nothing (then calls in flight may have failed).
+        Never raises: a recovery that fails fails every call in flight instead."""
+        try:
+            return self._recover_line(exc)
+        except Exception as failure:
+            self._fail_in_flight(f"a message that could not be parsed nor recovered "
+                                 f"({type(failure).__name__}: {failure})")
+            return []
+
+    def _fail_in_flight(self, detail: str) -> None:
+        for waiting in tuple(self._in_flight):
+            if not waiting.done():
+                waiting.set_exception(McpProtocolError(detail, server=self.name))
+
+    def _parse_error(self, request_id: int | str, detail: str) -> SessionMessage:
+        """A JSON-RPC error answering `request_id`: its call fails `McpProtocolError`."""
+        return SessionMessage(mcp_types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(
+                code=PARSE_ERROR, message=f"MCP server {self.name!r} sent an answer that "
+                                          f"could not be parsed: {detail}")))
+
+    def _recover_line(self, exc: Exception) -> list[SessionMessage]:
         raw = _raw_input(exc)
         detail = _parse_detail(exc)
         data: Any = raw
         if isinstance(raw, str):
             try:
                 data = json.loads(raw)
+            except RecursionError:
+                data, detail = None, _TOO_DEEP
             except ValueError:
                 data = None
-            if data is not None:
+        if isinstance(data, list):              # a JSON-RPC batch: fail each call it answers
+            ids = [found for item in data if (found := _message_id(item, None)) is not None]
+            detail = "a JSON-RPC batch (MCP sends one message per line)"
+            if not ids:
+                self._fail_in_flight(detail)
+            return [self._parse_error(found, detail) for found in ids]
+        if isinstance(data, dict):
+            try:
                 repaired = _without_lone_surrogates(data)
-                try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_python(
-                        repaired, by_name=False)
-                except ValueError:
-                    pass
-                else:
-                    if repaired != data:
-                        _log.warning("MCP server %r sent unpaired surrogates; replaced with U+FFFD",
-                                     self.name)
-                    return SessionMessage(message)
-        if (isinstance(data, dict) and "method" in data) or (
-                data is None and isinstance(raw, str) and '"method"' in raw):
+                message = mcp_types.jsonrpc_message_adapter.validate_python(
+                    repaired, by_name=False)
+            except RecursionError:
+                detail = _TOO_DEEP
+            except ValueError:
+                if data.get("jsonrpc") != "2.0":
+                    detail = f'its "jsonrpc" is {json.dumps(data.get("jsonrpc"))}, not "2.0"'
+            else:
+                if repaired != data:
+                    _log.warning("MCP server %r sent unpaired surrogates; replaced with U+FFFD",
+                                 self.name)
+                return [SessionMessage(message)]
+        # A request or notification names a method and answers nothing. A line too broken
+        # to decode may be an answer whatever it holds (its keys may be what broke), so it
+        # is treated as one: failing a call early beats leaving it waiting.
+        if isinstance(data, dict) and isinstance(data.get("method"), str) \
+                and not data.keys() & {"result", "error"}:
             # A request or notification from the server: it answers none of our calls
             # (its id, if any, is the server's own), so there is nothing to fail.
             _log.warning("MCP server %r sent a request or notification that could not be "
                          "parsed: %s", self.name, detail)
-            return None
+            return []
         request_id = _message_id(data, raw)
         if request_id is not None:
-            return SessionMessage(mcp_types.JSONRPCError(
-                jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(
-                    code=PARSE_ERROR, message=f"MCP server {self.name!r} sent an answer that "
-                                              f"could not be parsed: {detail}")))
-        looks_like_a_message = isinstance(data, dict) or (
-            isinstance(raw, str) and raw.lstrip().startswith("{"))
+            return [self._parse_error(request_id, detail)]
+        looks_like_a_message = isinstance(data, dict) or _an_object_refused(exc) or (
+            isinstance(raw, str) and raw.lstrip().startswith(("{", "[")))
         if looks_like_a_message:
-            for waiting in tuple(self._in_flight):
-                if not waiting.done():
-                    waiting.set_exception(McpProtocolError(detail, server=self.name))
+            self._fail_in_flight(detail)
         else:
             _log.warning("MCP server %r wrote a line to stdout that is not a message: %s",
                          self.name, detail)
-        return None
+        return []
 
 
 async def _list_all_tools(session: ClientSession) -> list[Any]:
@@ -688,22 +757,46 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     return default_render(value)
 
 
-_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+# an id followed by what ends a JSON value: a number cut short (`"id": 1` of 12) is no id
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}\]]')
 _LONE_SURROGATE = re.compile(
     "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
 
+_TOO_DEEP = "JSON nested too deeply to parse"
+
+
 def _raw_input(exc: Exception) -> Any:
-    """The line (or its decoded JSON) the SDK's parser refused, when it says."""
+    """The line (or its decoded JSON) the SDK's parser refused, when it says: the line of a
+    JSON error, else the whole message a validation error names (an error at the top of a
+    union member, or a field missing there), else the first error's input."""
     errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            found = errors()
-        except Exception:
-            return None
-        if found:
-            return found[0].get("input")
-    return None
+    if not callable(errors):
+        return None
+    try:
+        found = errors()
+    except Exception:
+        return None
+    for error in found:
+        if error.get("type") == "json_invalid":
+            return error.get("input")
+    for error in found:
+        loc = error.get("loc", ())
+        if len(loc) <= 1 or (len(loc) == 2 and error.get("type") == "missing"):
+            return error.get("input")
+    return found[0].get("input") if found else None
+
+
+def _an_object_refused(exc: Exception) -> bool:
+    """The SDK's parser refused a JSON object by its fields (an error below the top of a
+    union member): a message, though its fields may not say which call it answers."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return False
+    try:
+        return any(len(error.get("loc", ())) >= 2 for error in errors())
+    except Exception:
+        return False
 
 
 def _parse_detail(exc: Exception) -> str:
@@ -713,7 +806,8 @@ def _parse_detail(exc: Exception) -> str:
         with contextlib.suppress(Exception):
             found = errors()
             if found and found[0].get("type") == "json_invalid":
-                return str(found[0].get("msg") or exc)
+                text = str(found[0].get("msg") or exc)
+                return _TOO_DEEP if "recursion limit" in text else text
             if found:
                 return "valid JSON, but not a JSON-RPC message"
     return str(exc) or type(exc).__name__
@@ -747,23 +841,19 @@ def _without_lone_surrogates(value: Any) -> Any:
 
 
 async def _relay(source: Any, sink: Any, ended: asyncio.Event,
-                 recover: Callable[[Exception], Any]) -> None:
+                 recover: Callable[[Exception], list[Any]]) -> None:
     """Forward the transport's messages to the session; set `ended` when they stop. A line
-    the transport could not parse arrives as an exception: `recover` makes it a message to
-    deliver, or nothing."""
+    the transport could not parse arrives as an exception: `recover` makes it the messages
+    to deliver (none, one, or one per call a batch answered)."""
     try:
         async with sink:
             async for message in source:
                 if isinstance(message, Exception):
-                    try:
-                        message = recover(message)
-                    except Exception:          # e.g. nesting too deep to repair
-                        _log.warning("an unparseable MCP message could not be recovered",
-                                     exc_info=True)
-                        message = None
-                    if message is None:
-                        continue
+                    for recovered in recover(message):     # never raises
+                        await sink.send(recovered)
+                    continue
                 await sink.send(message)
+            ended.set()             # before the session sees its stream close (`_value`)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass
     finally:

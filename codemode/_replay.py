@@ -12,12 +12,15 @@ same calls at the same positions, and goes live at the exchange where the run pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
-from codemode.pipeline import HarnessError
+from codemode.pipeline import HarnessError, events
 from codemode.sandbox import SandboxLimits, SubCall, SubCallOutcome, Tape
+
+from ._seal import ResumeTampered, SealKey
 
 
 class RecordedCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -121,3 +124,80 @@ def divergence(position: int, sent: Sequence[SubCall], cancel: Sequence[int],
         return (f"exchange {position}: the program cancelled calls {sorted(cancel)} where the "
                 f"log holds {sorted(recorded.cancel)}")
     return None
+
+
+class EarlierAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """A sub-call that a resumption which then crashed ran and settled: the next
+    resumption answers the same call (same number, tool and arguments) with `reply`
+    instead of running it again (its idempotency key is the same)."""
+
+    sub_call_id: str
+    name: str
+    arguments: Any
+    reply: SubCallOutcome
+
+    def fits(self, call: SubCall) -> bool:
+        """`call` is this one: the same tool and the same arguments (as JSON)."""
+        try:
+            sent = msgspec.json.encode(msgspec.json.decode(bytes(call.args)))
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        return call.name == self.name and sent == msgspec.json.encode(self.arguments)
+
+
+def sealed_answer(seal: SealKey | None, run_id: str, sub_call_id: str, arguments: Any,
+                  reply: SubCallOutcome) -> dict[str, Any]:
+    """What `tool/code-dispatch` keeps as `answer` for a resumed run's live call: `{"reply":
+    ..., "seal": ...}`, sealed like a paused run's record (`_seal`, the name `"answer
+    <sub-call id>"` keeps the two apart), so that a later resumption trusts only answers
+    `run_code` wrote. Without a key (a dispatcher made by hand) it is not sealed."""
+    state = {"reply": msgspec.to_builtins(reply)}
+    if seal is None:
+        return state
+    return seal.sealed(run_id=run_id, name=f"answer {sub_call_id}", arguments=arguments,
+                       requests=(), state=state, agent=None)
+
+
+def earlier_answers(log: Iterable[events.Event], run_id: str, resuming: str,
+                    seal: SealKey) -> dict[int, EarlierAnswer]:
+    """By sub-call number, the live answers of the resumptions of `run_id` since its latest
+    suspension whose call crashed (crash repair answered it `TOOL_OUTCOME_UNKNOWN`), other
+    than `resuming` (the current one); a later attempt's answer wins. An answer whose seal
+    does not check (`sealed_answer`) is left out: that call runs again."""
+    attempts: list[str] = []
+    crashed: set[str] = set()
+    settled: dict[str, events.CodeDispatch] = {}
+    for event in log:
+        if isinstance(event, events.ToolSuspended) and event.run_id == run_id:
+            attempts, crashed = [], set()        # a new suspension starts over
+        elif isinstance(event, events.ToolResumed) and event.run_id == run_id:
+            attempts.append(event.call_id)
+        elif isinstance(event, events.ToolResult) and event.error is not msgspec.UNSET \
+                and event.error.code == "TOOL_OUTCOME_UNKNOWN":
+            crashed.add(event.call_id)
+        elif isinstance(event, events.CodeDispatch) and event.answer is not msgspec.UNSET:
+            settled[event.sub_call_id] = event
+        elif isinstance(event, events.CodeReplayed) and event.replayed_from in settled:
+            settled[event.sub_call_id] = settled[event.replayed_from]
+    found: dict[int, EarlierAnswer] = {}
+    for attempt in attempts:
+        if attempt == resuming or attempt not in crashed:
+            continue
+        prefix = f"{attempt}:code:"
+        for sub_call_id, settle in settled.items():
+            number = sub_call_id[len(prefix):]
+            if not (sub_call_id.startswith(prefix) and number.isdigit()):
+                continue
+            answer = settle.answer
+            if not isinstance(answer, dict):
+                continue
+            try:
+                seal.check(run_id=run_id, name=f"answer {settle.sub_call_id}",
+                           arguments=settle.arguments, requests=(), state=answer, agent=None)
+                reply = msgspec.convert(answer.get("reply"), SubCallOutcome)
+            except (ResumeTampered, msgspec.ValidationError):
+                continue                        # not an answer run_code wrote
+            found[int(number)] = EarlierAnswer(sub_call_id=settle.sub_call_id,
+                                               name=settle.name, arguments=settle.arguments,
+                                               reply=reply)
+    return found

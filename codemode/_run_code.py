@@ -43,7 +43,7 @@ from codemode.sandbox import (
 
 from ._dispatch import Replay, SubCallDispatcher
 from ._labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
-from ._replay import ReplayDiverged, RunRecord
+from ._replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from ._seal import SealKey
 from ._stubs import ToolStub, build_stubs, describe_tools
 
@@ -381,13 +381,13 @@ class CodeMode:
         loop = asyncio.get_running_loop()
         if ctx.resumption is not None:       # before anything of the record is used
             self._check_seal(args, ctx)
-        replay, run_id = _replay_of(ctx.resumption, code), ctx.execution.call_id
+        replay, run_id = self._replay_of(ctx, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
             run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
-                                       run_id=run_id, replay=replay)
+                                       run_id=run_id, replay=replay, seal=self.seal_key)
         outer_id = ctx.execution.call_id
         labelled = bool(self.label_rules) or any(d.labels for d in self.exposed_tools(agent))
         flow = RunFlow(self._labeller(agent) if labelled else no_labels,
@@ -434,6 +434,16 @@ class CodeMode:
             return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
                              flow)
         return _labelled(self._value(outcome, dispatcher, flow), flow)
+
+    def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
+        """The replay of a resumed run (`_replay_of`), with the answers of its resumptions
+        that crashed, read from the session's log."""
+        resumption = ctx.resumption
+        if resumption is None:
+            return None
+        earlier = earlier_answers(self.session.log.read(), resumption.run_id,
+                                  ctx.execution.call_id, self.seal_key)
+        return _replay_of(resumption, code, earlier)
 
     def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
@@ -509,9 +519,11 @@ def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:
     return value
 
 
-def _replay_of(resumption: Resumption | None, code: str) -> Replay | None:
+def _replay_of(resumption: Resumption | None, code: str,
+               earlier: dict[int, EarlierAnswer] | None = None) -> Replay | None:
     """The replay a resumption asks for, its state checked: a state that does not decode,
-    or holds another program than the call's `code`, is refused."""
+    or holds another program than the call's `code`, is refused. `earlier`: what
+    resumptions that crashed already settled (`Replay.earlier`)."""
     if resumption is None:
         return None
     try:
@@ -521,7 +533,7 @@ def _replay_of(resumption: Resumption | None, code: str) -> Replay | None:
     if record.code != code:
         raise ReplayDiverged("the paused run's record holds another program than its call")
     return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
-                  requests={r.id: r for r in resumption.requests})
+                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {})
 
 
 def _why_diverged(dispatcher: SubCallDispatcher, outcome: RunOutcome) -> str:

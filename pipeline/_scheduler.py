@@ -40,6 +40,7 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
+from ._errors import InvalidArgumentsError
 from ._execution import ExecutionInput
 from ._normalize import failure_from
 from ._registry import PendingCall
@@ -277,7 +278,9 @@ class Scheduler:
                 return
             try:
                 call.pending = self._prepare(call.input)
-            except Exception as exc:  # a malformed input (an empty name): answered
+            except (TypeError, ValueError) as exc:  # a malformed input (an empty name):
+                call.result = failure_from(InvalidArgumentsError(str(exc)))  # refused, typed
+            except Exception as exc:
                 call.result = failure_from(exc)
             if call.pending is not None:
                 # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call

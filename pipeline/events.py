@@ -18,7 +18,7 @@ Schema evolution: new fields get defaults; existing fields never change type.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -57,6 +57,10 @@ __all__ = [
 ]
 
 
+#: an SQLite INTEGER key (a larger one could never be stored or follow)
+_Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
 class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Structured failure info ``{name, code}`` (only for typed harness errors)."""
 
@@ -86,7 +90,8 @@ class ToolResultMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     id: str
     role: Literal["user"] = "user"
     source: MessageSource
-    content: tuple[ToolResultBlock, ...]
+    # one block: a stored result without one answers no call (decoding refuses it)
+    content: Annotated[tuple[ToolResultBlock, ...], msgspec.Meta(min_length=1)]
 
 
 class UserMessageBody(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -101,7 +106,7 @@ class UserMessageBody(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
     """Envelope shared by every event. ``seq``/``time`` are 0 until the log assigns them."""
 
-    seq: int = 0                      # 1-based position in the log
+    seq: _Seq = 0                     # 1-based position in the log
     time: float = 0.0                 # Unix time, seconds
 
 
@@ -175,7 +180,12 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     ``DENIED`` for a denial (pre-execute, approval, guard, post-execute block),
     ``TOOL_ERROR`` for a tool that raised an untyped exception, else the typed error's code
     (``INVALID_ARGS``, ``HOOK_FAILED``, ``TOOL_OUTCOME_UNKNOWN``, ...). Logs written before
-    the field existed have none."""
+    the field existed have none.
+
+    ``answer`` is what the program was answered (Code Mode's ``{"reply": {"ok": true,
+    "value": ...}, "seal": ...}``), kept only for the sub-calls a resumed run ran live: a
+    resumption that crashed leaves them settled, and the next resumption answers them from
+    here instead of running them again (when the seal checks)."""
 
     root_call_id: str
     parent_call_id: str
@@ -185,6 +195,7 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     is_error: bool
     content: tuple[Any, ...]
     code: str | UnsetType = UNSET
+    answer: Any | UnsetType = UNSET
 
 
 class CodeReplayed(Event, tag="tool/code-replayed", frozen=True):
@@ -337,6 +348,17 @@ def encode_event(event: Event) -> bytes:
 
 
 def decode_event(data: bytes | str) -> Event:
-    """Decode one event. Raises ``msgspec.ValidationError``/``DecodeError`` saying where."""
-    event: Event = _decoder.decode(data)
+    """Decode one event from its JSON text (``bytes`` or ``str``).
+
+    Raises:
+        msgspec.ValidationError: valid JSON that is not an event (says where).
+        msgspec.DecodeError: not JSON, not text at all (an SQLite NULL or integer), or nested
+            deeper than the decoder can follow (a ``RecursionError`` inside msgspec).
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview, str)):
+        raise msgspec.DecodeError(f"an event is JSON text, not {type(data).__name__}")
+    try:
+        event: Event = _decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON nested too deeply to decode") from None
     return event

@@ -241,7 +241,9 @@ class GuestCrashed(RunError, tag="trap", frozen=True):
 
 
 class HostDispatchFailed(RunError, tag="dispatch", frozen=True):
-    """The host's dispatch callback raised or answered malformed data."""
+    """The host's dispatch callback raised or answered malformed data, or the program
+    called a host import with data the host refuses (a batch that does not decode, a
+    negative or NaN sleep)."""
 
 
 class RunPaused(RunError, tag="paused", frozen=True):

@@ -20,6 +20,7 @@ from ._protocol import (
     Dispatch,
     FuelExhausted,
     GuestCrashed,
+    HostDispatchFailed,
     RunOutcome,
     RunRequest,
     Tape,
@@ -102,7 +103,11 @@ def _host_dispatch(_store: Any, batch: str) -> str:
 
 
 def _host_sleep(_store: Any, seconds: float) -> None:
-    _current().sleep(seconds)
+    try:
+        _current().sleep(seconds)
+    except ValueError as exc:     # a program calling the raw import: its value, typed
+        raise HostStop(HostDispatchFailed(
+            message=f"the program called host.sleep({seconds!r}): {exc}")) from None
 
 
 # The recording linker's WASI clocks and randomness (`_component.Shadows`), for runs with a
@@ -266,10 +271,16 @@ class WasmSandbox:
         reason = run.stop_reason()
         if reason is not None:
             return reason
+        frames = [line.strip() for line in str(exc).splitlines()[1:] if "!" in line][:3]
+        where = f" in {' <- '.join(f.split('!', 1)[1] for f in frames)}" if frames else ""
+        text = str(exc)
+        if "call_import" in text and "panic" in text:
+            # The guest's bindings panic on a host import given a value its WIT type cannot
+            # carry (an int, None, bytes, a str with a lone surrogate for a string).
+            return GuestCrashed(message="the program called a host import with a value its "
+                                        "type cannot carry, and the guest's bindings aborted")
         # No limit explains it: native recursion exhausted the wasm stack (freeing a
         # structure nested hundreds of thousands deep), or C code aborted on an allocation
         # that failed near the memory limit.
-        frames = [line.strip() for line in str(exc).splitlines()[1:] if "!" in line][:3]
-        where = f" in {' <- '.join(f.split('!', 1)[1] for f in frames)}" if frames else ""
         return GuestCrashed(message="the sandbox instance trapped (wasm stack or memory "
                                     f"exhausted in native code){where}")

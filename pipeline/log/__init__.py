@@ -44,7 +44,8 @@ def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
 
     Raises:
         ValueError: unknown file suffix.
-        LogCorruptError: a stored event cannot be decoded (names file and position).
+        LogCorruptError: a stored event cannot be decoded (names file and position), or
+            the stored events are not numbered 1, 2, 3, ... (appends would clash).
     """
     if path is None:
         return MemoryLog()

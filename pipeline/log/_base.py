@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from .._errors import LogClosedError, LogInvariantError
+from .._errors import LogClosedError, LogCorruptError, LogInvariantError
 from ..events import Event
 from ._check import REFUSED, LogChecker
 from ._recovery import repair_events
@@ -64,7 +64,13 @@ class AppendOnlyLog:
 
     def _open(self) -> None:
         existing = self._load()
-        self._seq = max((event.seq for event in existing), default=0)
+        for position, event in enumerate(existing, start=1):
+            if event.seq != position:    # appends number on from the last: they would clash
+                raise LogCorruptError(self.path or "<memory>", position,
+                                      f"seq {event.seq} where seq {position} belongs: the log "
+                                      "is out of order and cannot be appended to",
+                                      unit="event")
+        self._seq = len(existing)
         for event in existing:     # what is stored is taken as it is, violations included
             self._checker.apply(event)
         for event in repair_events(existing):

@@ -11,15 +11,17 @@ The invariants:
 - turns and steps nest: a turn opens while none is open, a step inside an open turn, and
   each end closes what is open (``TURN_ALREADY_OPEN``, ``STEP_ALREADY_OPEN`` for a step
   number opened twice, ``NO_OPEN_TURN``, ``NO_OPEN_STEP``). Steps of one turn may overlap
-  (concurrent batches on one session); each event names its step;
+  (concurrent batches on one session); each event names its step; a turn ends with every
+  step of it ended (``UNCLOSED_STEP``);
 - ``tool/call`` and ``tool/result`` sit inside the open step they name, of the open turn
   (``NO_OPEN_STEP``); a ``tool/result`` answers a ``tool/call`` of that step still waiting
   for one (``RESULT_WITHOUT_CALL``; crash repair may answer a call block that has no
   ``tool/call`` only with ``TOOL_NOT_STARTED``); a step or turn ends with every call of the
   step answered (``UNANSWERED_CALL``); a call id is not reused while it waits
   (``DUPLICATE_CALL``);
-- call ids, sub-call ids and dispatch names are non-empty (``EMPTY_ID``; a ``tool/call``
-  may carry the empty name a model sent, answered like any unknown tool);
+- call ids and sub-call ids are non-empty (``EMPTY_ID``); a ``tool/call`` may carry the
+  empty name a model sent and a dispatch event the empty name a program sent, each
+  answered as a failed call;
 - dispatch events sit inside an open turn (``DISPATCH_OUTSIDE_TURN``); a sub-call starts
   once (``DUPLICATE_SUB_CALL``), settles once and only after it started
   (``SETTLE_WITHOUT_START``), keeps its root (``ROOT_CHANGED``), and its ``parentCallId``
@@ -82,6 +84,7 @@ class ViolationKind(str, enum.Enum):  # noqa: UP042  (str() stays the member's n
     UNSETTLED_SUB_CALL = "UNSETTLED_SUB_CALL"
     UNCLOSED_TURN = "UNCLOSED_TURN"
     RESUME_WITHOUT_SUSPEND = "RESUME_WITHOUT_SUSPEND"
+    UNCLOSED_STEP = "UNCLOSED_STEP"
 
 
 #: Violations an open log refuses to append (``LogInvariantError``): no writer makes them
@@ -221,10 +224,10 @@ class LogChecker:
             found.append(Violation(kind=what, seq=event.seq, message=message))
 
         sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
-        if not sub or not root or not parent or not event.name:
-            add(
+        if not sub or not root or not parent:   # an empty *name* is the program's, refused
+            add(                                 # like a model's (INVALID_ARGS), and logged
                 ViolationKind.EMPTY_ID,
-                f"a dispatch {kind} has an empty subCallId, rootCallId, parentCallId or name",
+                f"a dispatch {kind} has an empty subCallId, rootCallId or parentCallId",
             )
             return found
         if self._turn is None:
@@ -266,6 +269,14 @@ class LogChecker:
         if self._turn is None:
             return found
         turn = self._turn.turn
+        for step in self._steps:
+            found.append(
+                Violation(
+                    kind=ViolationKind.UNCLOSED_STEP,
+                    seq=seq,
+                    message=f"turn {turn} {how} before step {step} ended",
+                )
+            )
         for call_id in (c for waiting in self._steps.values() for c in waiting):
             found.append(
                 Violation(

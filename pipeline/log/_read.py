@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import msgspec
 
 from .._errors import LogCorruptError
 from ..events import Event, decode_event
+from ._sqlite import read_events
 
 __all__ = ["load"]
 
@@ -23,7 +26,11 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
         ValueError: the suffix is neither ``.jsonl`` nor ``.db``/``.sqlite``/``.sqlite3``.
         FileNotFoundError: no such file.
         LogCorruptError: a line or row that is not an event (names the file and position),
-            or a file that is not an SQLite database.
+            or an SQLite file that cannot be read as a log (``read_events``).
+
+    An SQLite file left with a hot journal (its writer was killed mid-append) is read as
+    it stands once the journal is rolled back: in a private copy, the file itself is not
+    written.
     """
     file = Path(path)
     suffix = file.suffix.lower()
@@ -44,20 +51,35 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
         if not file.is_file():
             raise FileNotFoundError(f"no such file: {file}")
         try:
-            db = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error as exc:
-            raise LogCorruptError(str(file), 0, str(exc), unit="row") from exc
-        try:
-            rows = db.execute("SELECT seq, body FROM events ORDER BY seq").fetchall()
-        except sqlite3.Error as exc:
-            raise LogCorruptError(str(file), 0, str(exc), unit="row") from exc
-        finally:
-            db.close()
-        events: list[Event] = []
-        for seq, body in rows:
-            try:
-                events.append(decode_event(body))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise LogCorruptError(str(file), seq, str(exc), unit="row") from exc
-        return events
+            return _read_sqlite(file, f"{file.resolve().as_uri()}?mode=ro")
+        except LogCorruptError as exc:
+            journal = file.with_name(file.name + "-journal")
+            if not (_is_readonly(exc.__cause__) and journal.is_file()):
+                raise
+        # A hot journal (a writer died mid-append): rolling it back takes a write, which a
+        # read-only reader may not make. The copy is rolled back instead; the file itself is
+        # left to the next writer, which rolls it back the same way.
+        with tempfile.TemporaryDirectory(prefix="codemode-log-") as scratch:
+            copy = Path(scratch) / file.name
+            shutil.copyfile(file, copy)
+            shutil.copyfile(journal, copy.with_name(journal.name))
+            return _read_sqlite(copy, str(copy), shown=str(file))
     raise ValueError(f"unknown session log type {str(file)!r}: use .db/.sqlite (SQLite) or .jsonl")
+
+
+def _read_sqlite(file: Path, target: str, *, shown: str | None = None) -> list[Event]:
+    """The events of the SQLite database at `target` (a path, or a URI naming `file`)."""
+    name = shown or str(file)
+    try:
+        db = sqlite3.connect(target, uri=target.startswith("file:"))
+    except sqlite3.Error as exc:
+        raise LogCorruptError(name, 0, str(exc), unit="row") from exc
+    try:
+        return read_events(db, name)
+    finally:
+        db.close()
+
+
+def _is_readonly(exc: BaseException | None) -> bool:
+    """SQLite said it needed a write (SQLITE_READONLY and its extended codes)."""
+    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == 8

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import msgspec
 
-from .._errors import LogCorruptError
+from .._errors import LogCorruptError, LogError
 from ..events import Event, decode_event, encode_event
 from ._base import AppendOnlyLog
 from ._lock import WriterLock
 
-__all__ = ["SqliteLog"]
+__all__ = ["SqliteLog", "read_events"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -25,11 +25,42 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
+def read_events(db: sqlite3.Connection, path: str) -> list[Event]:
+    """Every event of table ``events``, in ``seq`` order.
+
+    Raises:
+        LogCorruptError: ``events`` is not a table (a view, say: nothing could be appended),
+            a row is not an event (its body is not JSON text, or not an event), a row's key
+            is not the ``seq`` of the event it holds (the next append would collide with a
+            stored key or land out of order), or SQLite cannot read the file (not a
+            database, cut short, malformed); position 0 when no row is to blame.
+    """
+    try:
+        kind = db.execute("SELECT type FROM sqlite_master WHERE name = 'events'").fetchone()
+        if kind is not None and kind[0] != "table":
+            raise LogCorruptError(path, 0, f"'events' is a {kind[0]}, not a table", unit="row")
+        rows = db.execute("SELECT seq, body FROM events ORDER BY seq").fetchall()
+    except sqlite3.Error as exc:
+        raise LogCorruptError(path, 0, str(exc), unit="row") from exc
+    events: list[Event] = []
+    for seq, body in rows:
+        try:
+            event = decode_event(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LogCorruptError(path, seq, str(exc), unit="row") from exc
+        if event.seq != seq:
+            raise LogCorruptError(path, seq, f"the row holds the event of seq {event.seq}",
+                                  unit="row")
+        events.append(event)
+    return events
+
+
 class SqliteLog(AppendOnlyLog):
     """One row per event in table ``events``; each append is its own committed transaction.
 
-    An undecodable row raises ``LogCorruptError`` naming the file and the row's ``seq``; a file
-    that is not an SQLite database raises it with position 0.
+    Reading raises ``LogCorruptError`` as ``read_events`` says (an undecodable row names the
+    file and the row's ``seq``; a file that is not an SQLite database has position 0). An
+    append SQLite refuses (a full disk, a read-only file) raises ``LogError``.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -51,21 +82,18 @@ class SqliteLog(AppendOnlyLog):
             raise
 
     def _load(self) -> list[Event]:
-        events: list[Event] = []
-        for seq, body in self._db.execute("SELECT seq, body FROM events ORDER BY seq"):
-            try:
-                event = decode_event(body)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise LogCorruptError(self.path or "", seq, str(exc), unit="row") from exc
-            events.append(event)
-        return events
+        return read_events(self._db, self.path or "")
 
     def _write(self, event: Event) -> None:
         body = encode_event(event).decode()
-        self._db.execute(
-            "INSERT INTO events (seq, type, time, body) VALUES (?, ?, ?, ?)",
-            (event.seq, type(event).__struct_config__.tag, event.time, body),
-        )
+        try:
+            self._db.execute(
+                "INSERT INTO events (seq, type, time, body) VALUES (?, ?, ?, ?)",
+                (event.seq, type(event).__struct_config__.tag, event.time, body),
+            )
+        except sqlite3.Error as exc:
+            raise LogError(f"session log {self.path} could not append seq {event.seq}: "
+                           f"{exc}") from exc
 
     def _close(self) -> None:
         self._db.close()

@@ -88,13 +88,35 @@ zoneinfo._tzpath.available_timezones = _available_timezones
 zoneinfo.available_timezones = _available_timezones
 
 
+_raw_dispatch, _raw_sleep = host.dispatch, host.sleep
+
+
 def _sleep(seconds):
     """`time.sleep` through the host, which bounds it by the run's deadline."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"sleep length must be a number, not {type(seconds).__name__}")
     seconds = float(seconds)
     if seconds != seconds or seconds < 0:
         raise ValueError("sleep length must be non-negative")
     if seconds:
-        host.sleep(seconds)
+        _raw_sleep(seconds)
+
+
+def _dispatch(batch):
+    """`host.dispatch` as a program may call it: a value the WIT string cannot carry is a
+    TypeError or ValueError in the program (the bindings would abort the instance)."""
+    if not isinstance(batch, str):
+        raise TypeError(f"host.dispatch takes a str, not {type(batch).__name__}")
+    try:
+        batch.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"host.dispatch takes valid Unicode text: {exc.reason} at index "
+                         f"{exc.start}") from None
+    return _raw_dispatch(batch)
+
+
+# What a program reaches through `sys.modules["wit_world.imports.host"]`: checked calls.
+host.dispatch, host.sleep = _dispatch, _sleep
 
 
 def _no_select(*args, **kwargs):
@@ -181,4 +203,4 @@ class WitWorld(wit_world.WitWorld):
         if request == PREPARE:                # the host's own warm-up, never a program
             _warm_up(1, _discard)
             return PREPARED
-        return runtime.run(request, host.dispatch, _sleep)
+        return runtime.run(request, _raw_dispatch, _sleep)
