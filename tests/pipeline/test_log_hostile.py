@@ -21,6 +21,16 @@ from conftest import make_tool
 DEEP = "[" * 5000 + "]" * 5000
 
 
+@pytest.fixture(autouse=True)
+def default_recursion_limit():
+    """CPython's default recursion limit while each test runs: how deep the decoder follows
+    depends on it, and a test run earlier in the same process may have left it raised."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(before)
+
+
 def a_log(path: Path, n_turns: int = 1) -> list[events.Event]:
     """A sound log of `n_turns` turns of one step holding nothing, written at `path`."""
     with open_log(path) as log:
