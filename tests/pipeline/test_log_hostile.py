@@ -57,12 +57,14 @@ def both_readers_refuse(path: Path, match: str) -> None:
         Session(log=path)
 
 
+@pytest.mark.log_unchecked("nested deeper than the decoder follows at the default limit")
 def test_deep_nesting_in_a_jsonl_log_is_corrupt_not_a_recursion_error(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text(dispatch_body(1, DEEP) + "\n")
     both_readers_refuse(path, r"at line 1: JSON nested too deeply to decode")
 
 
+@pytest.mark.log_unchecked("nested deeper than the decoder follows at the default limit")
 def test_deep_nesting_in_a_sqlite_log_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     a_log(path)
