@@ -17,7 +17,7 @@ import re
 import sys
 import traceback
 
-from . import aio, callsite, modules, output
+from . import aio, callsite, modules, output, profile
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
 from .pending import isinstance_
@@ -297,6 +297,9 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
     linecache.cache[PROGRAM_FILENAME] = (len(source), None, source.splitlines(True),
                                          PROGRAM_FILENAME)
     outcome = {"status": "ok"}
+    timers = profile.Profile() if request.get("profile") is True else None
+    if timers is not None:
+        timers.start(bridge)
     try:
         code, has_value, bridge.callsites = _compile(source)
         ns = _namespace(bridge, request.get("tools", ()))
@@ -320,6 +323,8 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
             stream.flush()
         except BaseException:
             pass
+    if timers is not None:
+        outcome["profile"] = timers.stop()
     apply_limit(outcome, state)
     return encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
 
