@@ -28,7 +28,7 @@ from pathlib import Path
 import wasmtime
 from wasmtime import component as wc
 
-from . import _lowering
+from . import _crossing, _lowering
 from ._export import RunExport
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -264,7 +264,7 @@ def _linker(engine: wasmtime.Engine, component: wc.Component, dispatch: HostFunc
     linker.add_wasip2()
     with linker.root() as root:
         with root.add_instance(HOST_INSTANCE) as host:
-            host.add_func("dispatch", dispatch)
+            _crossing.add_string_func(host, "dispatch", dispatch)   # one-step glue
             host.add_func("sleep", sleep)
         for interface, funcs in shadows.items():
             name = _versioned(component, engine, interface)
