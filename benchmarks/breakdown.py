@@ -14,7 +14,11 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
 
 - bare bridge: the bare sandbox's sub-call (the guest's bridge, the WIT crossing, the host's
   decoding and checks, an echo host), split into the host's part (`RunHost.dispatch_batch`
-  around the echo) and the guest's with the crossing (the rest);
+  around the echo) and the guest's with the crossing (the rest); that rest split again, in
+  a second run whose request asks the guest to time its own parts (`cm_guest/profile.py`):
+  the crossing (the guest's `dispatch` import less the host's part), the guest's encoding
+  of the arguments and decoding of the reply, and the rest of its bridge (the binding, its
+  checks and bookkeeping: the guest's whole part less the timed ones);
 - the same through `run_code`: the host's part; the dispatcher's round trip to the event
   loop (`SubCallDispatcher.dispatch`), split into each pipeline stage (S3 `prepare`,
   S4-S7 `start`, S8-S10 `dispatch`, S11-S14 `commit`), the dispatch events (on start, on
@@ -127,6 +131,14 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     parts["bare bridge, total"] = bare
     parts["  host: decode, checks, encode, echo (json)"] = per["host"]
     parts["  guest bridge and WIT crossing"] = bare - per["host"]
+    timed, guest, host = _guest_profiled(sandbox, n)
+    crossing = guest["dispatch"] - host
+    parts["    WIT crossing, both ways (wasmtime glue, lift, lower)"] = crossing
+    parts["    guest: check and encode the arguments"] = guest["encode"]
+    parts["    guest: decode the reply"] = guest["decode"]
+    parts["    guest: the rest of the bridge (binding, bookkeeping)"] = (
+        timed - host - crossing - guest["encode"] - guest["decode"])
+    parts["    (the same run with the guest's timers, total)"] = timed
     stages = [(_session.Session, "prepare", "S3 prepare"),
               (_registry.PendingCall, "start", "S4-S7 start"),
               (_registry.PendingCall, "dispatch", "S8-S10 dispatch"),
@@ -147,6 +159,47 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
         staged += per.get(part, 0.0)
     parts["    the rest: loop turns, scheduler, hand-offs"] = per["dispatcher"] - staged
     return parts
+
+
+def _guest_profiled(sandbox: _peers.Peer, n: int) -> tuple[float, dict[str, float], float]:
+    """The bare bridge again, the guest timing its own parts: microseconds per sub-call of
+    the whole (net of the loop without calls), of each guest part (`cm_guest/profile.py`)
+    and of the host's part, all from the fastest of 5 runs."""
+    import msgspec
+
+    from codemode.sandbox import _host, _pool, _wasm
+
+    profiles: list[dict[str, float]] = []
+    encoder, call = _wasm._REQUEST_ENCODER, _pool.Fresh.call
+
+    class ProfilingEncoder:
+        def encode(self, request: dict[str, Any]) -> bytes:
+            return msgspec.json.encode({**request, "profile": True})
+
+    def profiled_call(fresh: _pool.Fresh, text: str) -> str:
+        answer = call(fresh, text)
+        if '"profile"' in text:
+            profiles.append(msgspec.json.decode(answer).get("profile") or {})
+        return answer
+
+    _wasm._REQUEST_ENCODER = ProfilingEncoder()             # type: ignore[assignment]
+    _pool.Fresh.call = profiled_call                        # type: ignore[method-assign]
+    try:
+        base = min(bench._timed(lambda: sandbox.run(f"for i in range({n}):\n    pass\n0"))
+                   for _ in range(3))
+        best: tuple[float, float, dict[str, float]] | None = None
+        for _ in range(5):
+            with timing([(_host.RunHost, "dispatch_batch", "host")]) as totals:
+                wall = bench._timed(lambda: sandbox.run(_subcall_program(sandbox, n)))
+            if best is None or wall < best[0]:
+                best = (wall, totals["host"], profiles[-1])
+    finally:
+        _wasm._REQUEST_ENCODER = encoder
+        _pool.Fresh.call = call                             # type: ignore[method-assign]
+    assert best is not None
+    wall, host, guest = best
+    return ((wall - base) / n * 1e6, {k: v / n / 1e3 for k, v in guest.items()},
+            host / n * 1e6)
 
 
 def _is_subcall(owner: Any, *args: Any) -> bool:

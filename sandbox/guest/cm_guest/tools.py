@@ -17,6 +17,7 @@ import json
 import math
 import re
 import sys
+from asyncio.events import _get_running_loop
 
 from . import signature
 from .errors import rejection
@@ -58,7 +59,9 @@ class Bridge:
         budget is the host's to enforce: a call past it ends the run there, which the
         program cannot catch (an error raised here could be). `invalid`: why the call does
         not fit the tool's signature (the host records the attempt, answers INVALID_ARGS)."""
-        args_json = self._checked_args(alias, args)
+        args_json = encode_args(alias, args)
+        if len(args_json) > self._max_request_bytes:
+            raise self._too_large(alias, args_json)
         self._next_id += 1
         call = PendingCall(self, self._next_id, name, alias, args_json)
         call._invalid = invalid
@@ -72,7 +75,9 @@ class Bridge:
             return self.submit(name, alias, args, invalid)._value()
         # Nothing else is queued, in flight or to cancel (synchronous code): a batch of this
         # one call, with no PendingCall made for it.
-        args_json = self._checked_args(alias, args)
+        args_json = encode_args(alias, args)
+        if len(args_json) > self._max_request_bytes:
+            raise self._too_large(alias, args_json)
         self._next_id += 1
         call_id = self._next_id
         reply = _decode_reply(self._dispatch(_ONE_CALL % (
@@ -90,14 +95,10 @@ class Bridge:
         raise rejection(name, mine.get("code") or "TOOL_ERROR",
                         mine.get("message") or "tool call failed")
 
-    def _checked_args(self, alias, args):
-        args_json = encode_args(alias, args)
-        if len(args_json) > self._max_request_bytes:
-            raise ValueError(
-                f"arguments of {alias}(...) are {len(args_json)} bytes of JSON, over the "
-                f"sandbox's limit of {self._max_request_bytes} bytes per sub-call"
-            )
-        return args_json
+    def _too_large(self, alias, args_json):
+        return ValueError(
+            f"arguments of {alias}(...) are {len(args_json)} bytes of JSON, over the "
+            f"sandbox's limit of {self._max_request_bytes} bytes per sub-call")
 
     def resolve(self, call):
         """Wait until `call` settles (or turns out cancelled), sending what is queued."""
@@ -212,12 +213,20 @@ def encode_args(alias, args):
     walk is iterative, so deep nesting cannot overflow it.
     """
     for key, value in args.items():   # the common case first: str keys, scalar values
-        kind = type(value)
-        if type(key) is not str or not key.isascii() or (
-                kind not in _SCALARS or _scalar_problem(kind, value)):
+        if type(key) is not str or not key.isascii():
             break
+        kind = type(value)
+        if kind is int:
+            if not _INT_MIN <= value < _INT_MAX:
+                break
+        elif kind is str:
+            if not value.isascii():
+                break
+        elif not (value is None or kind is bool or (kind is float and value - value == 0.0
+                                                    and (value or _copysign(1.0, value) > 0))):
+            break                                 # not a scalar, or NaN, inf, -0.0
     else:
-        return _encode_checked(alias, args)
+        return "".join(_ENCODE(args, 0))
     stack = [(args, "arguments", None)]
     active = set()     # ids of the containers on the current path: a repeat is a cycle
     while stack:
@@ -296,6 +305,8 @@ def _decode_reply(text):
     except StopIteration:
         return json.loads(text)       # raises json's own error for text that is not JSON
 _INT_RANGE = (-(2**63), 2**63)
+_INT_MIN, _INT_MAX = _INT_RANGE
+_copysign = math.copysign
 
 
 def _scalar_problem(kind, value):
@@ -362,7 +373,7 @@ class Binding:
             for key, value in kwargs.items():
                 attempt.setdefault(key, value)
             return self._bridge.call(self.name, self.alias, attempt, invalid=invalid)
-        if self._loop_getter() is not None:
+        if _get_running_loop() is not None and self._loop_getter() is not None:
             sites = self._bridge.callsites
             if sites is None or sites.returns_pending(sys._getframe(1)) is not False:
                 return self._bridge.submit(self.name, self.alias, bound)
