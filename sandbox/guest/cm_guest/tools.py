@@ -44,13 +44,18 @@ class Bridge:
     """
 
     def __init__(self, dispatch, limits):
-        self._dispatch = dispatch
-        self._max_request_bytes = int(limits.get("request_bytes", 16 * 2**20))
+        self.bind(dispatch, limits)
         self._next_id = 0
         self._queued = []          # PendingCalls not yet sent, in submission order
         self._in_flight = {}       # id -> PendingCall sent, not yet settled
         self._cancel = []          # ids of calls in flight the host must abort, not yet sent
         self.callsites = None      # callsite.CallSites of the program, once compiled
+
+    def bind(self, dispatch, limits):
+        """Set the host's `dispatch` and the run's limits (a bridge made before its run's
+        request was known)."""
+        self._dispatch = dispatch
+        self._max_request_bytes = int(limits.get("request_bytes", 16 * 2**20))
 
     # ---- making calls -------------------------------------------------------------------
 
