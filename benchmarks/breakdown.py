@@ -18,7 +18,8 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
   a second run whose request asks the guest to time its own parts (`cm_guest/profile.py`):
   the crossing (the guest's `dispatch` import less the host's part), the guest's encoding
   of the arguments and decoding of the reply, and the rest of its bridge (the binding, its
-  checks and bookkeeping: the guest's whole part less the timed ones);
+  checks and bookkeeping: the guest's whole part less the timed ones; the timers' own cost,
+  shown by that run's total, lands mostly in the timed parts);
 - the same through `run_code`: the host's part; the dispatcher's round trip to the event
   loop (`SubCallDispatcher.dispatch`), split into each pipeline stage (S3 `prepare`,
   S4-S7 `start`, S8-S10 `dispatch`, S11-S14 `commit`), the dispatch events (on start, on
@@ -26,11 +27,12 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
 
 One fresh run of `x = 1`, in milliseconds, back to back (every run makes its own instance)
 and paced 20 ms apart (the pool's case: an instance made and prepared ahead): making the
-Store, instantiating, the guest's `run` (its program and the crossing), the host's own
-glue around them, retiring the instance; minor page faults of the run's thread per run
-(`getrusage(RUSAGE_THREAD)`: memory the instance touches for the first time) and the
-process's CPU per run (all threads, background work included); and `run_code`'s total
-beside the bare sandbox's.
+Store, instantiating, the guest's `run` (its program and the crossing; below it, the phases
+the guest times itself in a second pass of up to 50 runs: compiling, the program's globals,
+running it, and the rest), the host's own glue around them, retiring the instance; minor
+page faults of the run's thread per run (`getrusage(RUSAGE_THREAD)`: memory the instance
+touches for the first time) and the process's CPU per run (all threads, background work
+included); and `run_code`'s total beside the bare sandbox's.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import argparse
 import asyncio
 import functools
 import resource
+import statistics
 import sys
 import threading
 import time
@@ -133,12 +136,12 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     parts["  guest bridge and WIT crossing"] = bare - per["host"]
     timed, guest, host = _guest_profiled(sandbox, n)
     crossing = guest["dispatch"] - host
-    parts["    WIT crossing, both ways (wasmtime glue, lift, lower)"] = crossing
+    parts["    WIT crossing (wasmtime glue, lift, lower)"] = crossing
     parts["    guest: check and encode the arguments"] = guest["encode"]
     parts["    guest: decode the reply"] = guest["decode"]
-    parts["    guest: the rest of the bridge (binding, bookkeeping)"] = (
-        timed - host - crossing - guest["encode"] - guest["decode"])
-    parts["    (the same run with the guest's timers, total)"] = timed
+    parts["    guest: the rest (binding, bookkeeping)"] = (
+        bare - per["host"] - crossing - guest["encode"] - guest["decode"])
+    parts["    (total with the guest's timers on)"] = timed
     stages = [(_session.Session, "prepare", "S3 prepare"),
               (_registry.PendingCall, "start", "S4-S7 start"),
               (_registry.PendingCall, "dispatch", "S8-S10 dispatch"),
@@ -161,13 +164,13 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     return parts
 
 
-def _guest_profiled(sandbox: _peers.Peer, n: int) -> tuple[float, dict[str, float], float]:
-    """The bare bridge again, the guest timing its own parts: microseconds per sub-call of
-    the whole (net of the loop without calls), of each guest part (`cm_guest/profile.py`)
-    and of the host's part, all from the fastest of 5 runs."""
+@contextmanager
+def _guest_profiles() -> Iterator[list[dict[str, float]]]:
+    """While active, every run's request asks the guest to time its own parts
+    (`cm_guest/profile.py`), and the list yielded gets each run's profile (nanoseconds)."""
     import msgspec
 
-    from codemode.sandbox import _host, _pool, _wasm
+    from codemode.sandbox import _pool, _wasm
 
     profiles: list[dict[str, float]] = []
     encoder, call = _wasm._REQUEST_ENCODER, _pool.Fresh.call
@@ -185,6 +188,19 @@ def _guest_profiled(sandbox: _peers.Peer, n: int) -> tuple[float, dict[str, floa
     _wasm._REQUEST_ENCODER = ProfilingEncoder()             # type: ignore[assignment]
     _pool.Fresh.call = profiled_call                        # type: ignore[method-assign]
     try:
+        yield profiles
+    finally:
+        _wasm._REQUEST_ENCODER = encoder
+        _pool.Fresh.call = call                             # type: ignore[method-assign]
+
+
+def _guest_profiled(sandbox: _peers.Peer, n: int) -> tuple[float, dict[str, float], float]:
+    """The bare bridge again, the guest timing its own parts: microseconds per sub-call of
+    the whole (net of the loop without calls), of each guest part (`cm_guest/profile.py`)
+    and of the host's part, all from the fastest of 5 runs."""
+    from codemode.sandbox import _host
+
+    with _guest_profiles() as profiles:
         base = min(bench._timed(lambda: sandbox.run(f"for i in range({n}):\n    pass\n0"))
                    for _ in range(3))
         best: tuple[float, float, dict[str, float]] | None = None
@@ -193,13 +209,22 @@ def _guest_profiled(sandbox: _peers.Peer, n: int) -> tuple[float, dict[str, floa
                 wall = bench._timed(lambda: sandbox.run(_subcall_program(sandbox, n)))
             if best is None or wall < best[0]:
                 best = (wall, totals["host"], profiles[-1])
-    finally:
-        _wasm._REQUEST_ENCODER = encoder
-        _pool.Fresh.call = call                             # type: ignore[method-assign]
     assert best is not None
     wall, host, guest = best
     return ((wall - base) / n * 1e6, {k: v / n / 1e3 for k, v in guest.items()},
             host / n * 1e6)
+
+
+def _guest_phases(sandbox: _peers.Peer, runs: int, pause_s: float | None) -> dict[str, float]:
+    """Milliseconds per fresh run of `x = 1` of each phase the guest times of its `run`
+    (`cm_guest/profile.py`: compile, namespace, program), medians over `runs` runs."""
+    with _guest_profiles() as profiles:
+        for _ in range(runs):
+            if pause_s is not None:
+                time.sleep(pause_s)
+            sandbox.run(bench.TRIVIAL)
+    return {phase: statistics.median(p.get(phase, 0.0) for p in profiles) / 1e6
+            for phase in ("compile", "namespace", "program")}
 
 
 def _is_subcall(owner: Any, *args: Any) -> bool:
@@ -266,6 +291,20 @@ def run_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     parts["  hand-off to the runner thread and back"] = (
         parts["sandbox run, total"] - per.get("runner", 0.0))
     parts["page faults per run (run's thread)"] = sum(faults) / max(len(faults), 1)
+    # The guest's own phases of its `run`, in a second pass with its timers on, shown
+    # under the guest run's row.
+    phases = _guest_phases(sandbox, min(runs, 50), pause_s)
+    guest_rows = {f"    guest: {label}": phases[phase] for phase, label in (
+        ("compile", "compile"), ("namespace", "the program's globals"),
+        ("program", "the program, its value"))}
+    guest_rows["    the rest: crossing, request, outcome"] = (
+        parts["  guest run (program and crossing)"] - sum(guest_rows.values()))
+    ordered: dict[str, float] = {}
+    for label, value in parts.items():
+        ordered[label] = value
+        if label == "  guest run (program and crossing)":
+            ordered.update(guest_rows)
+    parts = ordered
     parts["CPU per run, all threads"] = cpu / runs * 1e3
     samples = []
     for _ in range(runs):

@@ -49,7 +49,7 @@ def test_the_guest_times_its_own_parts_of_a_sub_call_only_when_asked():
 
     sandbox = _peers.make("sandbox")
     try:
-        total, guest, host = breakdown._guest_profiled(sandbox, 20)
+        _total, guest, host = breakdown._guest_profiled(sandbox, 20)
         assert (_wasm._REQUEST_ENCODER, _pool.Fresh.call) == (encoder, call)   # restored
         _pool.Fresh.call = recorded
         try:
@@ -61,5 +61,6 @@ def test_the_guest_times_its_own_parts_of_a_sub_call_only_when_asked():
     assert set(guest) == {"encode", "dispatch", "decode", "clock", "compile", "namespace",
                           "program"}
     assert all(guest[part] > 0 for part in ("encode", "dispatch", "decode", "program"))
-    assert total > guest["dispatch"] > host > 0          # the crossing lies between them
+    # The guest's time in the import holds the host's part (the intervals nest).
+    assert guest["dispatch"] > host > 0
     assert answers and all('"profile"' not in answer for answer in answers)   # not asked
