@@ -87,7 +87,9 @@ def _arguments_fit(args: Any) -> bool:
 _RUN_WAITERS = concurrent.futures.ThreadPoolExecutor(max_workers=64,
                                                      thread_name_prefix="codemode-run-call")
 
-_STUB_KEY = msgspec.json.Encoder(order="deterministic")
+# Keys in insertion order: a schema reordered in place only misses the cache (a third
+# cheaper to encode than sorted keys, and every run encodes its tools' schemas).
+_STUB_KEY = msgspec.json.Encoder()
 _STUB_CACHE_SIZE = 8            # sets of tool definitions whose stubs are kept
 
 _PREAMBLE = """\
