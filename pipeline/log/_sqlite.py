@@ -59,7 +59,9 @@ def read_events(db: sqlite3.Connection, path: str) -> list[Event]:
 # three fsyncs of a rollback journal (~11 us an append instead of ~0.8 ms on this machine's
 # disk, six appends per model call). A committed append survives the process being killed,
 # as a flushed JSONL line does; a power cut may lose the last appends, never the file.
-_PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL")
+# (`synchronous = NORMAL` only with the write-ahead log: with a rollback journal it could.)
+_WAL = "PRAGMA journal_mode = WAL"
+_SYNC_AT_CHECKPOINTS = "PRAGMA synchronous = NORMAL"
 
 
 class SqliteLog(AppendOnlyLog):
@@ -94,12 +96,15 @@ class SqliteLog(AppendOnlyLog):
             raise
 
     def _fast_commits(self) -> None:
-        """`_PRAGMAS`, when the file takes them; otherwise each commit stays fully synced."""
-        for pragma in _PRAGMAS:
-            try:
-                self._db.execute(pragma)
-            except sqlite3.OperationalError:     # read-only: appends fail later, typed
-                return
+        """Write-ahead logging synced at checkpoints, when the file takes it; otherwise
+        (a read-only file or directory, a file system without shared memory) each commit
+        stays fully synced through the rollback journal."""
+        try:
+            mode = self._db.execute(_WAL).fetchone()
+            if mode is not None and str(mode[0]).lower() == "wal":
+                self._db.execute(_SYNC_AT_CHECKPOINTS)
+        except sqlite3.OperationalError:     # read-only: appends fail later, typed
+            pass
 
     def _load(self) -> list[Event]:
         return read_events(self._db, self.path or "")

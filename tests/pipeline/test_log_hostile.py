@@ -211,8 +211,9 @@ def test_an_sqlite_log_is_written_ahead_and_keeps_what_a_killed_writer_committed
     every committed event, and the next writer's log checks clean."""
     path = tmp_path / "s.db"
     with open_log(path) as log:
-        mode = log._db.execute("PRAGMA journal_mode").fetchone()  # type: ignore[attr-defined]
-        assert mode == ("wal",)
+        db = log._db                                      # type: ignore[attr-defined]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("PRAGMA synchronous").fetchone() == (1,)       # NORMAL
     sound = a_log(path, n_turns=2)
     killer = textwrap.dedent(f"""
         import os, signal
@@ -233,6 +234,24 @@ def test_an_sqlite_log_is_written_ahead_and_keeps_what_a_killed_writer_committed
         assert log.read()[:len(committed)] == committed
         assert isinstance(log.repaired[-1], events.TurnEnd)
     assert check(load(path)) == []
+
+
+def test_a_database_without_a_write_ahead_log_keeps_every_commit_synced(
+        tmp_path: Path) -> None:
+    """Syncing only at checkpoints is safe with a write-ahead log alone: where the mode
+    cannot be set (here an in-memory database, whose journal stays "memory"), commits stay
+    fully synced."""
+    with open_log(tmp_path / "s.db") as log:
+        saved = log._db                                   # type: ignore[attr-defined]
+        log._db = sqlite3.connect(":memory:")             # type: ignore[attr-defined]
+        try:
+            log._fast_commits()                           # type: ignore[attr-defined]
+            db = log._db                                  # type: ignore[attr-defined]
+            assert db.execute("PRAGMA journal_mode").fetchone() == ("memory",)
+            assert db.execute("PRAGMA synchronous").fetchone() == (2,)       # FULL
+        finally:
+            log._db.close()                               # type: ignore[attr-defined]
+            log._db = saved                               # type: ignore[attr-defined]
 
 
 def test_a_hot_journal_is_rolled_back_in_a_copy_by_readers(tmp_path: Path) -> None:
