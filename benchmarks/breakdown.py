@@ -32,7 +32,15 @@ the guest times itself in a second pass of up to 50 runs: compiling, the program
 running it, and the rest), the host's own glue around them, retiring the instance; minor
 page faults of the run's thread per run (`getrusage(RUSAGE_THREAD)`: memory the instance
 touches for the first time) and the process's CPU per run (all threads, background work
-included); and `run_code`'s total beside the bare sandbox's.
+included); and `run_code`'s total beside the bare sandbox's and beside the bare sandbox
+given `run_code`'s tool specs (what binding the tools costs the guest), split into its host
+parts, each timed in place on the event loop's thread: the session events it logs
+(`turn/start`, `step/start`, `tool/call`, `tool/result`, `step/end`, `turn/end`), the batch
+and call setup (parsing the call, the scheduler, S3-S7), the run's setup (exposed tools,
+stubs and specs, the dispatcher, the labels' flow), handing the run to its runner thread,
+the outcome (the dispatcher's drain, the value, S9's render and snapshot), the commit
+(S11-S14), the sandbox run itself on its runner thread, and the rest (event-loop turns,
+tasks, thread wake-ups).
 """
 
 from __future__ import annotations
@@ -306,15 +314,79 @@ def run_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
             ordered.update(guest_rows)
     parts = ordered
     parts["CPU per run, all threads"] = cpu / runs * 1e3
-    samples = []
-    for _ in range(runs):
-        if pause_s is not None:
-            time.sleep(pause_s)
-        started = time.perf_counter()
-        run_code.run(bench.TRIVIAL)
-        samples.append(time.perf_counter() - started)
-    parts["run_code run, total"] = sum(samples) / runs * 1e3
-    parts["  over the bare sandbox"] = parts["run_code run, total"] - parts["sandbox run, total"]
+    parts.update(run_code_parts(sandbox, run_code, runs, pause_s, parts["sandbox run, total"]))
+    return parts
+
+
+def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
+                   pause_s: float | None, bare_ms: float) -> dict[str, float]:
+    """Milliseconds per fresh `run_code` run of each part of its host work (on the event
+    loop's thread), beside the sandbox run it waits for (on its runner thread) and the
+    bare sandbox given the same tools (what binding them costs the guest), the two
+    alternating run by run so that the machine's load hits both alike."""
+    from codemode import _dispatch, _labels, _run_code
+    from codemode.pipeline import _registry, _scheduler, _session
+    from codemode.pipeline.log import _base
+    from codemode.sandbox import _wasm
+
+    assert isinstance(run_code, _peers.RunCodePeer) and isinstance(sandbox, _peers.SandboxPeer)
+    specs = run_code.code_mode._stubs_and_specs(None)[1]
+    targets = [
+        (_base.AppendOnlyLog, "append", "events"),
+        (_session.Session, "_parse_item", "setup"), (_scheduler.Scheduler, "__init__", "setup"),
+        (_registry.ToolRegistry, "prepare", "setup"), (_registry.PendingCall, "start", "setup"),
+        (_run_code.CodeMode, "exposed_tools", "run setup"),
+        (_run_code.CodeMode, "_stubs_and_specs", "run setup"),
+        (_run_code.CodeMode, "_records_runs", "run setup"),
+        (_dispatch.SubCallDispatcher, "__init__", "run setup"),
+        (_labels.RunFlows, "open", "run setup"),
+        (_wasm.WasmSandbox, "submit", "submit"),
+        (_dispatch.SubCallDispatcher, "drain", "outcome"),
+        (_run_code.CodeMode, "_value", "outcome"),
+        (_registry.PendingCall, "_success", "outcome"),
+        (_registry.PendingCall, "commit", "commit"),
+    ]
+    in_run_code = threading.Event()           # only run_code's runs are split
+
+    def on_loop(*args: Any) -> bool:
+        return in_run_code.is_set() and threading.current_thread() is threading.main_thread()
+
+    with_tools: list[float] = []
+    governed: list[float] = []
+    with timing(targets, on_loop) as totals, timing(
+            [(_wasm.WasmSandbox, "_run_here", "sandbox")],
+            lambda *args: in_run_code.is_set()) as inner:
+        for _ in range(runs):
+            if pause_s is not None:
+                time.sleep(pause_s)
+            with_tools.append(bench._timed(lambda: sandbox.run(bench.TRIVIAL, specs)))
+            if pause_s is not None:
+                time.sleep(pause_s)
+            in_run_code.set()
+            try:
+                governed.append(bench._timed(lambda: run_code.run(bench.TRIVIAL)))
+            finally:
+                in_run_code.clear()
+    per = {k: v / runs * 1e3 for k, v in {**totals, **inner}.items()}
+    total_ms = sum(governed) / runs * 1e3
+    tools_ms = sum(with_tools) / runs * 1e3
+    parts = {f"sandbox run, run_code's {len(specs)} tools, total": tools_ms,
+             "run_code run, total": total_ms,
+             "  over the bare sandbox": total_ms - bare_ms,
+             "  over the sandbox with its tools": total_ms - tools_ms,
+             "  the same, p50 of each": (statistics.median(governed)
+                                          - statistics.median(with_tools)) * 1e3,
+             "  the sandbox run (runner thread)": per.get("sandbox", 0.0)}
+    labels = {"events": "session events (turn, step, call, result)",
+              "setup": "batch and call: parse, scheduler, S3-S7",
+              "run setup": "run: tools, stubs, dispatcher, labels",
+              "submit": "hand the run to its runner thread",
+              "outcome": "outcome: drain, value, render, S9",
+              "commit": "commit S11-S14"}
+    for key, label in labels.items():
+        parts[f"  {label}"] = per.get(key, 0.0)
+    parts["  the rest: loop turns, tasks, wake-ups"] = (
+        total_ms - per.get("sandbox", 0.0) - sum(per.get(key, 0.0) for key in labels))
     return parts
 
 

@@ -291,10 +291,11 @@ class Scheduler:
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
                 # With a call queued behind it, the dispatch waits one turn of the loop, so
-                # that the next call starts (S3–S7) before this one's body runs.
+                # that the next call starts (S3–S7) before this one's body runs. (Once
+                # sealed, the queue's last item is the end marker, not a call.)
                 dispatch = call.pending.dispatch()
-                call._dispatching = (eager(dispatch) if self._queue.empty()
-                                     else asyncio.ensure_future(dispatch))
+                alone = self._queue.qsize() <= (1 if self._sealed else 0)
+                call._dispatching = eager(dispatch) if alone else asyncio.ensure_future(dispatch)
                 await asyncio.shield(call._dispatching)
             self._release(call)
             call.state = CallState.WAITING
