@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import wasmtime
@@ -28,6 +27,9 @@ from ._protocol import (
 from ._tape import TapeRecorder
 from ._ticker import EpochTicker
 from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
