@@ -238,10 +238,10 @@ class WasmSandbox:
         recorded = request.tape is not None
         fresh = None if recorded else POOL.take(runtime, limits.memory_bytes)
         fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
-        fresh.output.bind(run.stdout, run.stderr)
         store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:
+            fresh.output.bind(run.stdout, run.stderr)
             if limits.fuel is not None:
                 store.set_fuel(limits.fuel)
             _TICKER.catch_up()
