@@ -8,6 +8,7 @@ run ended at a limit, a trap or a cancellation is still returned with the outcom
 
 from __future__ import annotations
 
+import _thread
 import errno
 import os
 import select
@@ -182,8 +183,10 @@ class _Drain:
         with self._lock:
             if self._epoll is None:
                 self._epoll = select.epoll()
-                threading.Thread(target=self._loop, args=(self._epoll,),
-                                 name="codemode-output", daemon=True).start()
+                # Not `threading.Thread.start`, which waits until the new thread runs (up
+                # to milliseconds on a loaded machine, on the first run's path); a daemon
+                # either way, as nothing it holds needs saving at exit.
+                _thread.start_new_thread(self._loop, (self._epoll,))
             for fd, capture in pipes:
                 self._captures[fd] = capture
                 self._epoll.register(fd, select.EPOLLIN)

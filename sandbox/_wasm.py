@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import threading
 import time
 from collections.abc import Callable
@@ -52,9 +53,19 @@ def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
     return _RUNNERS.call(fn, *args)
 
 
+_background_started = False
+
+
 def _in_background(fn: Callable[[], None]) -> object:
-    """Start `fn` on a runner thread and return at once."""
-    _RUNNERS.start_background(fn)
+    """Start `fn` on a runner thread and return at once. The first time, no runner is idle
+    (the caller is a run on the only one) and starting one waits until it runs, which is
+    left to a short-lived thread of its own, off the path of a process's first run."""
+    global _background_started
+    if _background_started:
+        _RUNNERS.start_background(fn)
+    else:
+        _background_started = True
+        _thread.start_new_thread(_RUNNERS.start_background, (fn,))
     return None
 
 
