@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import hashlib
 import importlib.util
 import os
 import re
@@ -23,6 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import wasmtime
 from wasmtime import component as wc
@@ -79,10 +79,23 @@ def dist_version(name: str) -> str | None:
         return None
 
 
+def _sha256() -> Any:
+    """A SHA-256 hash object: CPython's own (`_sha2`, `_sha256` before 3.12) when present,
+    since `hashlib` loads OpenSSL (~4 ms of a new process's first run)."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            from hashlib import sha256
+    return sha256()
+
+
 def source_hash() -> str:
     """SHA-256 over the guest sources (its module list included), the WIT world and the
     componentize-py and tzdata versions."""
-    digest = hashlib.sha256()
+    digest = _sha256()
     digest.update(str(dist_version("componentize-py")).encode())
     digest.update((dist_version("tzdata") or "none").encode())
     for root in (GUEST_DIR, WIT_DIR):
@@ -90,7 +103,8 @@ def source_hash() -> str:
             if path.is_file() and path.suffix in (".py", ".wit", ".txt"):
                 digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
                 digest.update(path.read_bytes())
-    return digest.hexdigest()[:24]
+    hexdigest: str = digest.hexdigest()
+    return hexdigest[:24]
 
 
 def _set_async_stack_size(config: wasmtime.Config, size_bytes: int) -> None:
