@@ -109,8 +109,8 @@ class PipeCapture:
         """
         self._captures = (stdout, stderr)
         if self._reads:
+            self._draining = True             # so `finish` unwatches what `watch` got to
             _DRAIN.watch(zip(self._reads, self._captures, strict=True))
-            self._draining = True
 
     def attach(self, wasi: wasmtime.WasiConfig) -> None:
         """Make the pipes the stdout and stderr of the instance `wasi` configures.
@@ -191,8 +191,8 @@ class _Drain:
                 # either way, as nothing it holds needs saving at exit.
                 _thread.start_new_thread(self._loop, (self._epoll,))
             for fd, capture in pipes:
-                self._captures[fd] = capture
                 self._epoll.register(fd, select.EPOLLIN)
+                self._captures[fd] = capture
 
     def unwatch(self, fds: Iterable[int]) -> None:
         """Stop reading these pipes (waits for a read of one of them under way)."""
@@ -209,7 +209,11 @@ class _Drain:
                     capture = self._captures.get(fd)
                     if capture is None:           # unwatched since the poll returned
                         continue
-                    data = _read(fd)
+                    try:
+                        data = _read(fd)
+                    except OSError:               # never let one pipe stop the thread
+                        data = None
+                        event |= select.EPOLLERR
                     if data:
                         capture.write(data)
                     elif event & (select.EPOLLHUP | select.EPOLLERR):

@@ -393,3 +393,30 @@ def test_instances_share_one_output_thread_and_leave_no_pipe_open(sandbox, host)
     # instance and one Store waiting to be closed (2 fds each)
     assert len(os.listdir("/proc/self/task")) <= threads + 1
     assert len(os.listdir("/proc/self/fd")) <= fds + 4
+
+
+def test_a_forked_child_runs_programs_with_their_output_and_deadline(sandbox, host):
+    import os
+    import time
+
+    from codemode.sandbox import TimeLimitExceeded
+
+    run(sandbox, host, "print('parent')")       # the parent's threads are under way
+    pid = os.fork()
+    if pid == 0:                                # the child: its own ticker, drain, runners
+        ok = False
+        try:
+            out = run(sandbox, host, "print('child')\n2")
+            timed = run(sandbox, host, "while True:\n    pass", wall_clock_s=0.5)
+            ok = (out.stdout, out.value) == ("child\n", 2) and isinstance(
+                timed.error, TimeLimitExceeded)
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 120
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child's runs did not end")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(done[1]) == 0
