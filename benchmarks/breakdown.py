@@ -1,6 +1,6 @@
 """Where the time of one sub-call and of one fresh run goes, part by part, beside the totals.
 
-    python -m benchmarks.breakdown [--runs 200] [--subcalls 500]
+    python -m benchmarks.breakdown [--runs 200] [--subcalls 500] [--first [--spawns 9]]
 
 Each part is timed in place: the benchmark wraps the functions that do it (the host's batch
 handling, the dispatcher, each pipeline stage, the pool's steps, the guest call) with a
@@ -41,6 +41,16 @@ stubs and specs, the dispatcher, the labels' flow), handing the run to its runne
 the outcome (the dispatcher's drain, the value, S9's render and snapshot), the commit
 (S11-S14), the sandbox run itself on its runner thread, and the rest (event-loop turns,
 tasks, thread wake-ups).
+
+With `--first`, instead: the first result in a new process (`benchmarks.run`'s row, the same
+programs), per peer (`sandbox`, `run_code`), in milliseconds, median of `--spawns` new
+interpreters with the bytecode cache filled (`run.interpreter_env`): the interpreter's own
+start (spawn to the first statement, `site` and its import hooks included); importing the
+third-party libraries the first result needs (wasmtime, msgspec; asyncio for `run_code`);
+importing codemode's own modules; for `run_code`, making the `Session` and `CodeMode` (tool
+registration); loading the runtime (the Engine, the compiled component deserialized from the
+disk cache, the Linker); the first run's parts (Store and WASI context, instantiation, the
+guest's `run`, retiring the instance) and its rest; and the interpreter's exit.
 """
 
 from __future__ import annotations
@@ -48,9 +58,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -390,6 +403,118 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     return parts
 
 
+# The first-result programs of `_peers.FIRST_RESULT`, with timers between their steps: each
+# prints one JSON object of wall-clock seconds (`time.time()`, comparable with the parent's
+# clock) at each step's end and the parts timed inside the run.
+_FIRST_PROBE = r'''
+import time
+_t = {"started": time.time()}
+import json
+import msgspec, wasmtime, wasmtime.component
+_THIRD = %(third)s
+for _m in _THIRD:
+    __import__(_m)
+_t["third-party imports"] = time.time()
+%(imports)s
+_t["codemode imports"] = time.time()
+from codemode.sandbox import _component, _pool
+
+_parts = {}
+def _timed(owner, name, part):
+    original = getattr(owner, name)
+    def timed(*args, **kwargs):
+        started = time.time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _parts[part] = _parts.get(part, 0.0) + time.time() - started
+    setattr(owner, name, timed)
+for _owner, _name, _part in [
+        (_component, "load_component", "component deserialized"),
+        (_component, "_linker", "linker"), (_component.EngineConfig, "build", "engine"),
+        (_pool.Fresh, "new", "store"), (_pool.Fresh, "instantiate", "instantiate"),
+        (_pool.Fresh, "call", "guest run"), (_pool.InstancePool, "retire", "retire")]:
+    _timed(_owner, _name, _part)
+%(setup)s
+_t["setup"] = time.time()
+%(run)s
+_t["run"] = time.time()
+print(json.dumps({"t": _t, "parts": _parts, "value": _value}), flush=True)
+'''
+
+_FIRST_STEPS = {
+    "sandbox": {
+        "third": "()",
+        "imports": "from codemode.sandbox import WasmSandbox, RunRequest, SubCallReply",
+        "setup": "pass",
+        "run": "_value = WasmSandbox().run(RunRequest(code='x = 1\\nx'),\n"
+               "                           lambda b: SubCallReply()).value",
+    },
+    "run_code": {
+        "third": "('asyncio',)",
+        "imports": "import asyncio\nfrom codemode import CodeMode, Session\n"
+                   "from codemode.fixtures.toolset import builtin_tools",
+        "setup": "s = Session(tools=builtin_tools(), log=None)\nCodeMode(s)",
+        "run": "_value = asyncio.run(s.call('run_code', {'code': 'x = 1\\nx'}))"
+               ".value['result']",
+    },
+}
+
+
+def first_parts(name: str, spawns: int) -> dict[str, float]:
+    """Milliseconds of each part of the first result in a new process (module docstring),
+    medians of `spawns` new interpreters after one untimed spawn that fills the bytecode
+    cache.
+
+    Raises:
+        RuntimeError: a probe did not print the first result (1).
+    """
+    probe = _FIRST_PROBE % _FIRST_STEPS[name]
+    samples: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="codemode-bench-pyc-") as pycache:
+        env = bench.interpreter_env(pycache)
+        for i in range(spawns + 1):
+            spawned = time.time()
+            done = subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                                  text=True, check=True, env=env)
+            ended = time.time()
+            report = json.loads(done.stdout)
+            if report["value"] != 1:
+                raise RuntimeError(f"{name}: the first result was {report['value']!r}")
+            if not i:
+                continue
+            t, parts = report["t"], report["parts"]
+            run_s = t["run"] - t["setup"]
+            # the runtime loads inside the first run for `run_code`, before it for neither
+            loading = sum(parts.get(p, 0.0) for p in ("engine", "component deserialized",
+                                                      "linker"))
+            steps = {
+                "first result, total": ended - spawned,
+                "  interpreter start (site and import hooks)": t["started"] - spawned,
+                "  third-party imports (wasmtime, msgspec, asyncio)":
+                    t["third-party imports"] - t["started"],
+                "  codemode imports": t["codemode imports"] - t["third-party imports"],
+                "  Session and CodeMode (tool registration)":
+                    t["setup"] - t["codemode imports"],
+                "  first run": run_s,
+                "    Engine": parts.get("engine", 0.0),
+                "    component deserialized from the cache":
+                    parts.get("component deserialized", 0.0) - parts.get("engine", 0.0),
+                "    Linker": parts.get("linker", 0.0),
+                "    Store and WASI context": parts.get("store", 0.0),
+                "    instantiate": parts.get("instantiate", 0.0),
+                "    guest run (program and crossing)": parts.get("guest run", 0.0),
+                "    retire the instance": parts.get("retire", 0.0),
+                "    the rest (host glue, hand-offs, event loop, pipeline)": run_s - loading
+                    - sum(parts.get(p, 0.0) for p in ("store", "instantiate", "guest run",
+                                                      "retire")),
+                "  interpreter exit": ended - t["run"],
+            }
+            for label, seconds in steps.items():
+                samples.setdefault(label, []).append(seconds * 1e3)
+    return {label: statistics.median(values) for label, values in samples.items()}
+
+
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
@@ -403,7 +528,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="fresh runs per column (at least 1)")
     parser.add_argument("--subcalls", type=bench._positive_int, default=500,
                         help="sub-calls in the sub-call program (at least 1)")
+    parser.add_argument("--first", action="store_true",
+                        help="break down the first result in a new process instead")
+    parser.add_argument("--spawns", type=bench._positive_int, default=9,
+                        help="new interpreters per peer for --first (at least 1)")
     args = parser.parse_args(argv)
+    if args.first:
+        print_first(args.spawns)
+        return
     print("measuring sandbox and run_code ...", file=sys.stderr)
     sandbox, run_code = _peers.make("sandbox"), _peers.make("run_code")
     try:
@@ -445,6 +577,24 @@ def main(argv: list[str] | None = None) -> None:
                   f"{unpaced[name] / monty['run']:>14.3g}{paced[name] / monty['paced']:>14.3g}")
     print(f"\nmean over {args.runs} runs and {args.subcalls} sub-calls; Python "
           f"{sys.version.split()[0]}" + ("" if monty else "; monty not installed"))
+
+
+def print_first(spawns: int) -> None:
+    """The `--first` table: each part of the first result, per codemode peer, and Monty's
+    total (when installed) as the baseline."""
+    print("measuring the first result in new processes ...", file=sys.stderr)
+    columns = {name: first_parts(name, spawns) for name in ("sandbox", "run_code")}
+    monty = (bench.first_result("monty", spawns) * 1e3
+             if "monty" in _peers.available() else None)
+    print(f"{'first result in a new process, ms':<60}{'sandbox':>10}{'run_code':>10}")
+    for label in columns["sandbox"]:
+        print(f"{label:<60}" + "".join(f"{_fmt(columns[n][label]):>10}" for n in columns))
+    if monty is not None:
+        print(f"{'monty first result (baseline)':<60}{_fmt(monty):>10}")
+        print(f"{'total / monty':<60}" + "".join(
+            f"{columns[n]['first result, total'] / monty:>10.3g}" for n in columns))
+    print(f"\nmedian of {spawns} new interpreters each, bytecode cached; Python "
+          f"{sys.version.split()[0]}" + ("" if monty is not None else "; monty not installed"))
 
 
 if __name__ == "__main__":
