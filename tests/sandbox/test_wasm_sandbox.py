@@ -410,6 +410,11 @@ def test_a_forked_child_runs_programs_with_their_output_and_deadline(sandbox, ho
             timed = run(sandbox, host, "while True:\n    pass", wall_clock_s=0.5)
             ok = (out.stdout, out.value) == ("child\n", 2) and isinstance(
                 timed.error, TimeLimitExceeded)
+            if not ok:
+                os.write(2, f"child: {out!r} {timed!r}\n".encode())
+        except BaseException as exc:
+            os.write(2, f"child raised: {exc!r}\n".encode())
+            raise
         finally:
             os._exit(0 if ok else 1)
     deadline = time.monotonic() + 120
