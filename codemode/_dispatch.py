@@ -320,6 +320,7 @@ class SubCallDispatcher:
                     slot.deferred = False
                     slot.reply = SubCallErr(id=guest_id, code="ABORTED",
                                                      message="cancelled by the program")
+        self._scheduler.start()      # the batch's calls, now: each as far as it goes at once
         await self._wait(request, refused)
         answered: list[_Slot] = []
         waiting: list[_Slot] = []
@@ -531,7 +532,7 @@ class SubCallDispatcher:
             root_call_id=outer.root_call_id, agent=outer.agent, parent=outer.token,
             reachable=self._reachable, argument_error=sub.invalid, approval=self._approvals,
             idempotency_key=f"{self.run_id}:{n}")
-        call = self._scheduler.submit(inp, data=sub)
+        call = self._scheduler.submit(inp, data=sub, start=False)    # `_serve` starts them
         slot = _Slot(sub=sub, done=call.done, scheduled=call, answered_by=sub.sub_call_id)
         self._by_guest_id[sub.guest_id] = slot
         self._by_sub_call_id[sub.sub_call_id] = slot
