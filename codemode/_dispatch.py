@@ -560,6 +560,7 @@ class SubCallDispatcher:
     async def _commit(self, call: Scheduled) -> None:
         result = call.result
         assert result is not None
+        call.data.signal.detach()    # settled: the run scope need not reach it any more
         execution = call.pending.execution if call.pending is not None else None
         # The durable copy goes through the `tools/code-dispatch-log` waterfall.
         content = await self._session.code_dispatch_content(execution, result)
@@ -650,7 +651,7 @@ def _not_as_shown(call: SubCall, shown: PendingApproval | None) -> str | None:
 def _reserved_reason(arguments: Any) -> str | None:
     """Why the arguments are refused when a top-level name is a parent-token field (the
     first such name, sorted), else None."""
-    if not isinstance(arguments, dict):
+    if not isinstance(arguments, dict) or RESERVED_ARGUMENTS.isdisjoint(arguments):
         return None
     reserved = sorted(k for k in arguments if k in RESERVED_ARGUMENTS)
     if not reserved:

@@ -95,6 +95,18 @@ def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
     return loop.create_task(_go_on(coro, yielded), context=context)
 
 
+def _now(coro: Coroutine[Any, Any, None]) -> asyncio.Future[None] | None:
+    """``eager(coro)`` for a stage that returns nothing, without a future when it need not
+    have one: ``None`` when the stage completed at once (what it raised is raised here),
+    else the task that goes on with it."""
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration:
+        return None
+    return asyncio.get_running_loop().create_task(_go_on(coro, yielded), context=context)
+
+
 @types.coroutine
 def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _T]:
     """The rest of ``coro``, which suspended on ``yielded``, as the body of a task: what
@@ -266,8 +278,8 @@ class Scheduler:
                     continue
                 previous = self._previous
                 exclusive = self._exclusive(call)
-                if exclusive and previous is not None:  # the barrier: all earlier committed
-                    await asyncio.shield(previous.done)
+                if exclusive and previous is not None and not previous.done.done():
+                    await asyncio.shield(previous.done)  # the barrier: all earlier committed
                 await self._slots.acquire()
                 if call.state is not CallState.QUEUED:
                     self._slots.release()
@@ -279,11 +291,12 @@ class Scheduler:
                     self._settled(call)
                 else:
                     task.add_done_callback(functools.partial(self._settled, call))
-                await asyncio.shield(call._started)
+                if not call._started.done():
+                    await asyncio.shield(call._started)
                 if call.error is not None:  # the owner failed: stop here
                     self._close()
                     return
-                if exclusive:
+                if exclusive and not call.done.done():
                     await asyncio.shield(call.done)
                 self._previous = call
         finally:
@@ -305,8 +318,9 @@ class Scheduler:
             if call.pending is not None:
                 # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call
                 # never waits on a stage that ignores (or swallows) cancellation.
-                call._starting = eager(call.pending.start())
-                await asyncio.shield(call._starting)
+                call._starting = _now(call.pending.start())
+                if call._starting is not None:
+                    await asyncio.shield(call._starting)
             _resolve(call._started)
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
@@ -314,11 +328,12 @@ class Scheduler:
                 # that the next call starts (S3–S7) before this one's body runs.
                 dispatch = call.pending.dispatch()
                 call._dispatching = (asyncio.ensure_future(dispatch) if self._queue
-                                     else eager(dispatch))
-                await asyncio.shield(call._dispatching)
+                                     else _now(dispatch))
+                if call._dispatching is not None:
+                    await asyncio.shield(call._dispatching)
             self._release(call)
             call.state = CallState.WAITING
-            if previous is not None:
+            if previous is not None and not previous.done.done():
                 await asyncio.shield(previous.done)
             call.state = CallState.COMMITTING
             if call.pending is not None:

@@ -133,6 +133,10 @@ class LogChecker:
         return found
 
     def violations(self, event: Event) -> list[Violation]:
+        kind = type(event)
+        if (kind is CodeDispatchStart or kind is CodeDispatch) \
+                and event.seq == self._seq + 1:   # a run's many sub-calls: straight there
+            return self._dispatch_violations(event)  # type: ignore[arg-type]
         found: list[Violation] = []
 
         def add(kind: ViolationKind, message: str) -> None:
@@ -218,12 +222,20 @@ class LogChecker:
 
     def _dispatch_violations(self, event: CodeDispatchStart | CodeDispatch) -> list[Violation]:
         found: list[Violation] = []
+        sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
+        known_root = self._roots.get(sub)
+        if isinstance(event, CodeDispatchStart):
+            if self._turn is not None and known_root is None and sub and root and parent and (
+                    parent == root or self._roots.get(parent) == root):
+                return found                        # the usual start: nothing to report
+        elif self._turn is not None and sub and root and parent and sub in self._running \
+                and known_root == root:
+            return found                            # the usual settle
         kind = "start" if isinstance(event, CodeDispatchStart) else "settle"
 
         def add(what: ViolationKind, message: str) -> None:
             found.append(Violation(kind=what, seq=event.seq, message=message))
 
-        sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
         if not sub or not root or not parent:   # an empty *name* is the program's, refused
             add(                                 # like a model's (INVALID_ARGS), and logged
                 ViolationKind.EMPTY_ID,
@@ -235,7 +247,6 @@ class LogChecker:
                 ViolationKind.DISPATCH_OUTSIDE_TURN,
                 f"the {kind} of sub-call {sub!r} is outside an open turn",
             )
-        known_root = self._roots.get(sub)
         if isinstance(event, CodeDispatchStart):
             if known_root is not None:
                 add(ViolationKind.DUPLICATE_SUB_CALL, f"sub-call {sub!r} starts a second time")
@@ -298,7 +309,9 @@ class LogChecker:
 
     def apply(self, event: Event) -> None:
         self._seq = event.seq
-        if isinstance(event, TurnStart):
+        if type(event) is CodeDispatch:          # the most frequent event of a long run
+            self._running.pop(event.sub_call_id, None)
+        elif isinstance(event, TurnStart):
             self._turn = event
             self._steps = {}
             self._turn_starts = []
