@@ -151,7 +151,7 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
         label = "dispatch events (start, commit)" if part == "events" else f"pipeline {part}"
         parts[f"    {label}"] = per.get(part, 0.0)
         staged += per.get(part, 0.0)
-    parts["    the rest: loop turn, hand-offs, scheduler, bookkeeping"] = (
+    parts["    the rest: hand-offs, scheduler, bookkeeping"] = (
         per["dispatcher"] - staged)
     for label, peer in (("bare bridge", sandbox), ("run_code", run_code)):
         kept, collecting = subcall_memory(peer, n)

@@ -128,10 +128,10 @@ class SubCallSummary:
                 "by_tool": dict(self.by_tool)}
 
 
-@dataclass(frozen=True)
-class _SubCall:
+class _SubCall(msgspec.Struct, frozen=True, kw_only=True):
     """What the dispatcher knows of one sub-call besides its place in the scheduler (whose
-    `CallState` says where it is)."""
+    `CallState` says where it is). A Struct: made once per sub-call, it costs a tenth of a
+    frozen dataclass."""
 
     guest_id: int
     n: int
