@@ -18,8 +18,9 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
 - the same through `run_code`: the host's part; the dispatcher's round trip to the event
   loop (`SubCallDispatcher.dispatch`), split into each pipeline stage (S3 `prepare`,
   S4-S7 `start`, S8-S10 `dispatch`, S11-S14 `commit`), the dispatch events (on start, on
-  commit) and the rest (the event-loop turn and the two thread hand-offs, the scheduler,
-  the dispatcher's own bookkeeping);
+  commit), the scheduler's and the dispatcher's own work around them (the rest of the
+  batch's service on the loop, `SubCallDispatcher._serve`), and the two thread hand-offs
+  with the event-loop turn that serves the batch (the rest of the round trip);
 - per sub-call, for each: the memory blocks it leaves allocated (`sys.getallocatedblocks()`
   after the program, less before, over `--subcalls`: what the run's record, the scheduler
   and the session log keep of every call) and the time the garbage collector took (all
@@ -140,6 +141,7 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     governed, per = _instrumented(
         run_code, n, [(_host.RunHost, "dispatch_batch", "host"),
                       (_dispatch.SubCallDispatcher, "dispatch", "dispatcher"),
+                      (_dispatch.SubCallDispatcher, "_serve", "serve"),
                       (_dispatch.SubCallDispatcher, "_log_start", "events"),
                       (_dispatch.SubCallDispatcher, "_commit", "events")], stages)
     parts["run_code sub-call, total"] = governed
@@ -151,8 +153,8 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
         label = "dispatch events (start, commit)" if part == "events" else f"pipeline {part}"
         parts[f"    {label}"] = per.get(part, 0.0)
         staged += per.get(part, 0.0)
-    parts["    the rest: hand-offs, scheduler, bookkeeping"] = (
-        per["dispatcher"] - staged)
+    parts["    the scheduler and the dispatcher's bookkeeping"] = per["serve"] - staged
+    parts["    two thread hand-offs and the loop's turn"] = per["dispatcher"] - per["serve"]
     for label, peer in (("bare bridge", sandbox), ("run_code", run_code)):
         kept, collecting = subcall_memory(peer, n)
         parts[f"{label}: blocks kept per sub-call (count)"] = kept

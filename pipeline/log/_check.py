@@ -307,10 +307,23 @@ class LogChecker:
                 )
         return found
 
+    def _start(self, event: CodeDispatchStart) -> None:
+        sub = event.sub_call_id
+        if not sub:
+            return
+        if sub not in self._roots:
+            self._roots[sub] = event.root_call_id
+        self._running[sub] = event
+        if self._turn is not None:
+            self._turn_starts.append(sub)
+
     def apply(self, event: Event) -> None:
         self._seq = event.seq
-        if type(event) is CodeDispatch:          # the most frequent event of a long run
-            self._running.pop(event.sub_call_id, None)
+        kind = type(event)     # a long run's many dispatch events first, without the chain
+        if kind is CodeDispatch:
+            self._running.pop(event.sub_call_id, None)  # type: ignore[attr-defined]
+        elif kind is CodeDispatchStart:
+            self._start(event)  # type: ignore[arg-type]
         elif isinstance(event, TurnStart):
             self._turn = event
             self._steps = {}
@@ -343,12 +356,8 @@ class LogChecker:
                     waiting[call_id] -= 1
                 else:
                     waiting.pop(call_id, None)
-        elif isinstance(event, CodeDispatchStart) and event.sub_call_id:
-            if event.sub_call_id not in self._roots:
-                self._roots[event.sub_call_id] = event.root_call_id
-            self._running[event.sub_call_id] = event
-            if self._turn is not None:
-                self._turn_starts.append(event.sub_call_id)
+        elif isinstance(event, CodeDispatchStart):
+            self._start(event)
         elif isinstance(event, CodeDispatch):
             self._running.pop(event.sub_call_id, None)
         elif isinstance(event, ToolSuspended):
