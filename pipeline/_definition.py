@@ -185,6 +185,9 @@ def _translate(error: msgspec.ValidationError) -> str:
     return text.replace("`", "")
 
 
+_PLAIN = (int, float, str, bool, type(None), list, dict)  # values a body returns as they are
+
+
 @typing.overload
 def tool(fn: Callable[..., Any], /) -> ToolDefinition: ...
 
@@ -338,9 +341,9 @@ def _build_tool(
             value = func(*positional, **keywords)
         else:
             value = await _in_thread(func, *positional, **keywords)
-        if isinstance(value, msgspec.Struct) or (
+        if type(value) not in _PLAIN and (isinstance(value, msgspec.Struct) or (
             dataclasses.is_dataclass(value) and not isinstance(value, type)
-        ):
+        )):
             value = msgspec.to_builtins(value)
         return value
 

@@ -635,7 +635,8 @@ class PendingCall:
         self.body_invoked = True
         ctx = RunContext(self.execution, fused, self._defer, self._conclude)
         installed = view.signal
-        view.signal = fused
+        if fused is not installed:
+            view.signal = fused
         try:
             value = defn.execute(self.execution.arguments, ctx)
             if inspect.isawaitable(value):
@@ -645,7 +646,8 @@ class PendingCall:
                 raise  # our own task is being cancelled: not the body's outcome
             return body_failure(exc, self.execution.name)
         finally:
-            view.signal = installed
+            if fused is not installed:
+                view.signal = installed
         if fused.aborted:
             return _aborted(False)
         try:
