@@ -338,8 +338,8 @@ class SubCallDispatcher:
             if self._run_signal.aborted:   # the run is over (`drain`): refused unnumbered, unlogged
                 refused.append(SubCallErr(id=wire_call.id, code="ABORTED",
                                                    message=RUN_OVER_MESSAGE))
-            elif wire_call.id in self._by_guest_id or \
-                    any(h.id == wire_call.id for h, _ in self._held):
+            elif wire_call.id in self._by_guest_id or (
+                    self._held and any(h.id == wire_call.id for h, _ in self._held)):
                 refused.append(SubCallErr(
                     id=wire_call.id, code="TOOL_ERROR",
                     message=f"sub-call id {wire_call.id} was already used"))
@@ -572,7 +572,7 @@ class SubCallDispatcher:
             return
         for context in result.additional_contexts:    # deferred past the outer result
             self._outer.defer_context(context)
-        if not result.is_error and any(_is_media(b) for b in result.content):
+        if not result.is_error and not _all_text(result.content):
             # The model never sees a sub-call's result, so an image (audio, a resource) in
             # it would be lost: it follows the outer result as one more user message
             # (docs/pipeline-spec.md §8.3).
@@ -671,3 +671,10 @@ def _answer_of(guest_id: int, result: CallResult) -> SubCallOutcome:
 def _is_media(block: Any) -> bool:
     """An image, audio, embedded resource or any other block that is not text."""
     return isinstance(block, dict) and block.get("type") != "text"
+
+
+def _all_text(content: tuple[Any, ...]) -> bool:
+    """No block of `content` is media (a tool's usual one text block: without a generator)."""
+    if len(content) == 1:
+        return not _is_media(content[0])
+    return not any(_is_media(b) for b in content)
