@@ -292,8 +292,9 @@ class PendingCall:
         self._abandoned = False
         self._published: CallResult | None = None
         self._wrapped = False
-        # Code outside the registry was handed the execution (a listener, a guard, a
-        # wrapper): only then can its frozen arguments have been written through.
+        # A listener or a guard was handed the execution: only then can its frozen
+        # arguments have been written through during policy (checked again before the body,
+        # whoever held it since).
         self._seen = False
         self.execution: Execution = None  # type: ignore[assignment]
 
@@ -568,7 +569,6 @@ class PendingCall:
         view = DispatchExecution(self.execution)
         scopes = self._scopes
         self._wrapped = reg.execute_wrappers.applies(scopes)
-        self._seen = self._seen or self._wrapped
         try:
             result = (await reg.execute_wrappers.run((view,), lambda: self._core(view), scopes)
                       if self._wrapped else await self._core(view))
@@ -629,7 +629,7 @@ class PendingCall:
         defn = self._resolve()
         if defn is None:
             return failure_from(UnknownToolError(f'unknown tool "{self.execution.name}"'))
-        changed = self._arguments_changed("a tools/execute wrapper") if self._seen else None
+        changed = self._arguments_changed("a tools/execute wrapper")   # whoever held it
         if changed is not None:
             return changed
         self.body_invoked = True
