@@ -95,9 +95,10 @@ class SandboxPeer(Peer):
         return SubCallReply(results=tuple(SubCallOk(id=c.id, value=c.arguments)
                                           for c in batch.calls))
 
-    def run(self, code: str) -> Any:
-        out = self._sandbox.run(self._request(code=code, tools=self._tools,
-                                              limits=self._limits), self._echo)
+    def run(self, code: str, tools: Any = None) -> Any:
+        """`code`'s value; `tools`: the `ToolSpec`s the guest binds (default: `echo`)."""
+        out = self._sandbox.run(self._request(code=code, tools=self._tools if tools is None
+                                              else tools, limits=self._limits), self._echo)
         if out.status != "ok":
             raise RuntimeError(f"sandbox: {out.error}")
         return out.value
@@ -113,7 +114,7 @@ class RunCodePeer(Peer):
 
         self._loop = asyncio.new_event_loop()
         self._session = Session(tools=builtin_tools(), log=None)
-        CodeMode(self._session, limits=SandboxLimits(max_subcalls=1_000_000))
+        self.code_mode = CodeMode(self._session, limits=SandboxLimits(max_subcalls=1_000_000))
 
     def run(self, code: str) -> Any:
         result = self._loop.run_until_complete(self._session.call("run_code", {"code": code}))

@@ -1,6 +1,6 @@
 """Where the time of one sub-call and of one fresh run goes, part by part, beside the totals.
 
-    python -m benchmarks.breakdown [--runs 200] [--subcalls 500]
+    python -m benchmarks.breakdown [--runs 200] [--subcalls 500] [--first [--spawns 9]]
 
 Each part is timed in place: the benchmark wraps the functions that do it (the host's batch
 handling, the dispatcher, each pipeline stage, the pool's steps, the guest call) with a
@@ -14,7 +14,12 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
 
 - bare bridge: the bare sandbox's sub-call (the guest's bridge, the WIT crossing, the host's
   decoding and checks, an echo host), split into the host's part (`RunHost.dispatch_batch`
-  around the echo) and the guest's with the crossing (the rest);
+  around the echo) and the guest's with the crossing (the rest); that rest split again, in
+  a second run whose request asks the guest to time its own parts (`cm_guest/profile.py`):
+  the crossing (the guest's `dispatch` import less the host's part), the guest's encoding
+  of the arguments and decoding of the reply, and the rest of its bridge (the binding, its
+  checks and bookkeeping: the guest's whole part less the timed ones; the timers' own cost,
+  shown by that run's total, lands mostly in the timed parts);
 - the same through `run_code`: the host's part; the dispatcher's round trip to the event
   loop (`SubCallDispatcher.dispatch`), split into each pipeline stage (S3 `prepare`,
   S4-S7 `start`, S8-S10 `dispatch`, S11-S14 `commit`), the dispatch events (on start, on
@@ -28,11 +33,30 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
 
 One fresh run of `x = 1`, in milliseconds, back to back (every run makes its own instance)
 and paced 20 ms apart (the pool's case: an instance made and prepared ahead): making the
-Store, instantiating, the guest's `run` (its program and the crossing), the host's own
-glue around them, retiring the instance; minor page faults of the run's thread per run
-(`getrusage(RUSAGE_THREAD)`: memory the instance touches for the first time) and the
-process's CPU per run (all threads, background work included); and `run_code`'s total
-beside the bare sandbox's.
+Store, instantiating, the guest's `run` (its program and the crossing; below it, the phases
+the guest times itself in a second pass of up to 50 runs: compiling, the program's globals,
+running it, and the rest), the host's own glue around them, retiring the instance; minor
+page faults of the run's thread per run (`getrusage(RUSAGE_THREAD)`: memory the instance
+touches for the first time) and the process's CPU per run (all threads, background work
+included); and `run_code`'s total beside the bare sandbox's and beside the bare sandbox
+given `run_code`'s tool specs (what binding the tools costs the guest), split into its host
+parts, each timed in place on the event loop's thread: the session events it logs
+(`turn/start`, `step/start`, `tool/call`, `tool/result`, `step/end`, `turn/end`), the batch
+and call setup (parsing the call, the scheduler, S3-S7), the run's setup (exposed tools,
+stubs and specs, the dispatcher, the labels' flow), handing the run to its runner thread,
+the outcome (the dispatcher's drain, the value, S9's render and snapshot), the commit
+(S11-S14), the sandbox run itself on its runner thread, and the rest (event-loop turns,
+tasks, thread wake-ups).
+
+With `--first`, instead: the first result in a new process (`benchmarks.run`'s row, the same
+programs), per peer (`sandbox`, `run_code`), in milliseconds, median of `--spawns` new
+interpreters with the bytecode cache filled (`run.interpreter_env`): the interpreter's own
+start (spawn to the first statement, `site` and its import hooks included); importing the
+third-party libraries the first result needs (wasmtime, msgspec; asyncio for `run_code`);
+importing codemode's own modules; for `run_code`, making the `Session` and `CodeMode` (tool
+registration); loading the runtime (the Engine, the compiled component deserialized from the
+disk cache, the Linker); the first run's parts (Store and WASI context, instantiation, the
+guest's `run`, retiring the instance) and its rest; and the interpreter's exit.
 """
 
 from __future__ import annotations
@@ -41,8 +65,12 @@ import argparse
 import asyncio
 import functools
 import gc
+import json
 import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -134,6 +162,14 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     parts["bare bridge, total"] = bare
     parts["  host: decode, checks, encode, echo (json)"] = per["host"]
     parts["  guest bridge and WIT crossing"] = bare - per["host"]
+    timed, guest, host = _guest_profiled(sandbox, n)
+    crossing = guest["dispatch"] - host
+    parts["    WIT crossing (wasmtime glue, lift, lower)"] = crossing
+    parts["    guest: check and encode the arguments"] = guest["encode"]
+    parts["    guest: decode the reply"] = guest["decode"]
+    parts["    guest: the rest (binding, bookkeeping)"] = (
+        bare - per["host"] - crossing - guest["encode"] - guest["decode"])
+    parts["    (total with the guest's timers on)"] = timed
     stages = [(_session.Session, "prepare", "S3 prepare"),
               (_registry.PendingCall, "start", "S4-S7 start"),
               (_registry.PendingCall, "dispatch", "S8-S10 dispatch"),
@@ -182,6 +218,69 @@ def subcall_memory(peer: _peers.Peer, n: int) -> tuple[float, float]:
         gc.callbacks.remove(on_gc)
     kept = sys.getallocatedblocks() - blocks
     return kept / n, collecting[0] / n * 1e6
+
+
+@contextmanager
+def _guest_profiles() -> Iterator[list[dict[str, float]]]:
+    """While active, every run's request asks the guest to time its own parts
+    (`cm_guest/profile.py`), and the list yielded gets each run's profile (nanoseconds)."""
+    import msgspec
+
+    from codemode.sandbox import _pool, _wasm
+
+    profiles: list[dict[str, float]] = []
+    encoder, call = _wasm._REQUEST_ENCODER, _pool.Fresh.call
+
+    class ProfilingEncoder:
+        def encode(self, request: dict[str, Any]) -> bytes:
+            return msgspec.json.encode({**request, "profile": True})
+
+    def profiled_call(fresh: _pool.Fresh, text: str) -> str:
+        answer = call(fresh, text)
+        if '"profile"' in text:
+            profiles.append(msgspec.json.decode(answer).get("profile") or {})
+        return answer
+
+    _wasm._REQUEST_ENCODER = ProfilingEncoder()             # type: ignore[assignment]
+    _pool.Fresh.call = profiled_call                        # type: ignore[method-assign]
+    try:
+        yield profiles
+    finally:
+        _wasm._REQUEST_ENCODER = encoder
+        _pool.Fresh.call = call                             # type: ignore[method-assign]
+
+
+def _guest_profiled(sandbox: _peers.Peer, n: int) -> tuple[float, dict[str, float], float]:
+    """The bare bridge again, the guest timing its own parts: microseconds per sub-call of
+    the whole (net of the loop without calls), of each guest part (`cm_guest/profile.py`)
+    and of the host's part, all from the fastest of 5 runs."""
+    from codemode.sandbox import _host
+
+    with _guest_profiles() as profiles:
+        base = min(bench._timed(lambda: sandbox.run(f"for i in range({n}):\n    pass\n0"))
+                   for _ in range(3))
+        best: tuple[float, float, dict[str, float]] | None = None
+        for _ in range(5):
+            with timing([(_host.RunHost, "dispatch_batch", "host")]) as totals:
+                wall = bench._timed(lambda: sandbox.run(_subcall_program(sandbox, n)))
+            if best is None or wall < best[0]:
+                best = (wall, totals["host"], profiles[-1])
+    assert best is not None
+    wall, host, guest = best
+    return ((wall - base) / n * 1e6, {k: v / n / 1e3 for k, v in guest.items()},
+            host / n * 1e6)
+
+
+def _guest_phases(sandbox: _peers.Peer, runs: int, pause_s: float | None) -> dict[str, float]:
+    """Milliseconds per fresh run of `x = 1` of each phase the guest times of its `run`
+    (`cm_guest/profile.py`: compile, namespace, program), medians over `runs` runs."""
+    with _guest_profiles() as profiles:
+        for _ in range(runs):
+            if pause_s is not None:
+                time.sleep(pause_s)
+            sandbox.run(bench.TRIVIAL)
+    return {phase: statistics.median(p.get(phase, 0.0) for p in profiles) / 1e6
+            for phase in ("compile", "namespace", "program")}
 
 
 def _is_subcall(owner: Any, *args: Any) -> bool:
@@ -248,17 +347,207 @@ def run_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     parts["  hand-off to the runner thread and back"] = (
         parts["sandbox run, total"] - per.get("runner", 0.0))
     parts["page faults per run (run's thread)"] = sum(faults) / max(len(faults), 1)
+    # The guest's own phases of its `run`, in a second pass with its timers on, shown
+    # under the guest run's row.
+    phases = _guest_phases(sandbox, min(runs, 50), pause_s)
+    guest_rows = {f"    guest: {label}": phases[phase] for phase, label in (
+        ("compile", "compile"), ("namespace", "the program's globals"),
+        ("program", "the program, its value"))}
+    guest_rows["    the rest: crossing, request, outcome"] = (
+        parts["  guest run (program and crossing)"] - sum(guest_rows.values()))
+    ordered: dict[str, float] = {}
+    for label, value in parts.items():
+        ordered[label] = value
+        if label == "  guest run (program and crossing)":
+            ordered.update(guest_rows)
+    parts = ordered
     parts["CPU per run, all threads"] = cpu / runs * 1e3
-    samples = []
-    for _ in range(runs):
-        if pause_s is not None:
-            time.sleep(pause_s)
-        started = time.perf_counter()
-        run_code.run(bench.TRIVIAL)
-        samples.append(time.perf_counter() - started)
-    parts["run_code run, total"] = sum(samples) / runs * 1e3
-    parts["  over the bare sandbox"] = parts["run_code run, total"] - parts["sandbox run, total"]
+    parts.update(run_code_parts(sandbox, run_code, runs, pause_s, parts["sandbox run, total"]))
     return parts
+
+
+def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
+                   pause_s: float | None, bare_ms: float) -> dict[str, float]:
+    """Milliseconds per fresh `run_code` run of each part of its host work (on the event
+    loop's thread), beside the sandbox run it waits for (on its runner thread) and the
+    bare sandbox given the same tools (what binding them costs the guest), the two
+    alternating run by run so that the machine's load hits both alike."""
+    from codemode import _dispatch, _labels, _run_code
+    from codemode.pipeline import _registry, _scheduler, _session
+    from codemode.pipeline.log import _base
+    from codemode.sandbox import _wasm
+
+    assert isinstance(run_code, _peers.RunCodePeer) and isinstance(sandbox, _peers.SandboxPeer)
+    specs = run_code.code_mode._stubs_and_specs(None)[1]
+    targets = [
+        (_base.AppendOnlyLog, "append", "events"),
+        (_session.Session, "_parse_item", "setup"), (_scheduler.Scheduler, "__init__", "setup"),
+        (_registry.ToolRegistry, "prepare", "setup"), (_registry.PendingCall, "start", "setup"),
+        (_run_code.CodeMode, "exposed_tools", "run setup"),
+        (_run_code.CodeMode, "_stubs_and_specs", "run setup"),
+        (_run_code.CodeMode, "_records_runs", "run setup"),
+        (_dispatch.SubCallDispatcher, "__init__", "run setup"),
+        (_labels.RunFlows, "open", "run setup"),
+        (_wasm.WasmSandbox, "submit", "submit"),
+        (_dispatch.SubCallDispatcher, "drain", "outcome"),
+        (_run_code.CodeMode, "_value", "outcome"),
+        (_registry.PendingCall, "_success", "outcome"),
+        (_registry.PendingCall, "commit", "commit"),
+    ]
+    in_run_code = threading.Event()           # only run_code's runs are split
+
+    def on_loop(*args: Any) -> bool:
+        return in_run_code.is_set() and threading.current_thread() is threading.main_thread()
+
+    with_tools: list[float] = []
+    governed: list[float] = []
+    with timing(targets, on_loop) as totals, timing(
+            [(_wasm.WasmSandbox, "_run_here", "sandbox")],
+            lambda *args: in_run_code.is_set()) as inner:
+        for _ in range(runs):
+            if pause_s is not None:
+                time.sleep(pause_s)
+            with_tools.append(bench._timed(lambda: sandbox.run(bench.TRIVIAL, specs)))
+            if pause_s is not None:
+                time.sleep(pause_s)
+            in_run_code.set()
+            try:
+                governed.append(bench._timed(lambda: run_code.run(bench.TRIVIAL)))
+            finally:
+                in_run_code.clear()
+    per = {k: v / runs * 1e3 for k, v in {**totals, **inner}.items()}
+    total_ms = sum(governed) / runs * 1e3
+    tools_ms = sum(with_tools) / runs * 1e3
+    parts = {f"sandbox run, run_code's {len(specs)} tools, total": tools_ms,
+             "run_code run, total": total_ms,
+             "  over the bare sandbox": total_ms - bare_ms,
+             "  over the sandbox with its tools": total_ms - tools_ms,
+             "  the same, p50 of each": (statistics.median(governed)
+                                          - statistics.median(with_tools)) * 1e3,
+             "  the sandbox run (runner thread)": per.get("sandbox", 0.0)}
+    labels = {"events": "session events (turn, step, call, result)",
+              "setup": "batch and call: parse, scheduler, S3-S7",
+              "run setup": "run: tools, stubs, dispatcher, labels",
+              "submit": "hand the run to its runner thread",
+              "outcome": "outcome: drain, value, render, S9",
+              "commit": "commit S11-S14"}
+    for key, label in labels.items():
+        parts[f"  {label}"] = per.get(key, 0.0)
+    parts["  the rest: loop turns, tasks, wake-ups"] = (
+        total_ms - per.get("sandbox", 0.0) - sum(per.get(key, 0.0) for key in labels))
+    return parts
+
+
+# The first-result programs of `_peers.FIRST_RESULT`, with timers between their steps: each
+# prints one JSON object of wall-clock seconds (`time.time()`, comparable with the parent's
+# clock) at each step's end and the parts timed inside the run.
+_FIRST_PROBE = r'''
+import time
+_t = {"started": time.time()}
+import json
+import msgspec, wasmtime, wasmtime.component
+_THIRD = %(third)s
+for _m in _THIRD:
+    __import__(_m)
+_t["third-party imports"] = time.time()
+%(imports)s
+_t["codemode imports"] = time.time()
+from codemode.sandbox import _component, _pool
+
+_parts = {}
+def _timed(owner, name, part):
+    original = getattr(owner, name)
+    def timed(*args, **kwargs):
+        started = time.time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _parts[part] = _parts.get(part, 0.0) + time.time() - started
+    setattr(owner, name, timed)
+for _owner, _name, _part in [
+        (_component, "load_component", "component deserialized"),
+        (_component, "_linker", "linker"), (_component.EngineConfig, "build", "engine"),
+        (_pool.Fresh, "new", "store"), (_pool.Fresh, "instantiate", "instantiate"),
+        (_pool.Fresh, "call", "guest run"), (_pool.InstancePool, "retire", "retire")]:
+    _timed(_owner, _name, _part)
+%(setup)s
+_t["setup"] = time.time()
+%(run)s
+_t["run"] = time.time()
+print(json.dumps({"t": _t, "parts": _parts, "value": _value}), flush=True)
+'''
+
+_FIRST_STEPS = {
+    "sandbox": {
+        "third": "()",
+        "imports": "from codemode.sandbox import WasmSandbox, RunRequest, SubCallReply",
+        "setup": "pass",
+        "run": "_value = WasmSandbox().run(RunRequest(code='x = 1\\nx'),\n"
+               "                           lambda b: SubCallReply()).value",
+    },
+    "run_code": {
+        "third": "('asyncio',)",
+        "imports": "import asyncio\nfrom codemode import CodeMode, Session\n"
+                   "from codemode.fixtures.toolset import builtin_tools",
+        "setup": "s = Session(tools=builtin_tools(), log=None)\nCodeMode(s)",
+        "run": "_value = asyncio.run(s.call('run_code', {'code': 'x = 1\\nx'}))"
+               ".value['result']",
+    },
+}
+
+
+def first_parts(name: str, spawns: int) -> dict[str, float]:
+    """Milliseconds of each part of the first result in a new process (module docstring),
+    medians of `spawns` new interpreters after one untimed spawn that fills the bytecode
+    cache.
+
+    Raises:
+        RuntimeError: a probe did not print the first result (1).
+    """
+    probe = _FIRST_PROBE % _FIRST_STEPS[name]
+    samples: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="codemode-bench-pyc-") as pycache:
+        env = bench.interpreter_env(pycache)
+        for i in range(spawns + 1):
+            spawned = time.time()
+            done = subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                                  text=True, check=True, env=env)
+            ended = time.time()
+            report = json.loads(done.stdout)
+            if report["value"] != 1:
+                raise RuntimeError(f"{name}: the first result was {report['value']!r}")
+            if not i:
+                continue
+            t, parts = report["t"], report["parts"]
+            run_s = t["run"] - t["setup"]
+            # the runtime loads inside the first run for `run_code`, before it for neither
+            loading = sum(parts.get(p, 0.0) for p in ("engine", "component deserialized",
+                                                      "linker"))
+            steps = {
+                "first result, total": ended - spawned,
+                "  interpreter start (site and import hooks)": t["started"] - spawned,
+                "  third-party imports (wasmtime, msgspec, asyncio)":
+                    t["third-party imports"] - t["started"],
+                "  codemode imports": t["codemode imports"] - t["third-party imports"],
+                "  Session and CodeMode (tool registration)":
+                    t["setup"] - t["codemode imports"],
+                "  first run": run_s,
+                "    Engine": parts.get("engine", 0.0),
+                "    component deserialized from the cache":
+                    parts.get("component deserialized", 0.0) - parts.get("engine", 0.0),
+                "    Linker": parts.get("linker", 0.0),
+                "    Store and WASI context": parts.get("store", 0.0),
+                "    instantiate": parts.get("instantiate", 0.0),
+                "    guest run (program and crossing)": parts.get("guest run", 0.0),
+                "    retire the instance": parts.get("retire", 0.0),
+                "    the rest (host glue, hand-offs, event loop, pipeline)": run_s - loading
+                    - sum(parts.get(p, 0.0) for p in ("store", "instantiate", "guest run",
+                                                      "retire")),
+                "  interpreter exit": ended - t["run"],
+            }
+            for label, seconds in steps.items():
+                samples.setdefault(label, []).append(seconds * 1e3)
+    return {label: statistics.median(values) for label, values in samples.items()}
 
 
 def _fmt(value: float) -> str:
@@ -274,7 +563,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="fresh runs per column (at least 1)")
     parser.add_argument("--subcalls", type=bench._positive_int, default=500,
                         help="sub-calls in the sub-call program (at least 1)")
+    parser.add_argument("--first", action="store_true",
+                        help="break down the first result in a new process instead")
+    parser.add_argument("--spawns", type=bench._positive_int, default=9,
+                        help="new interpreters per peer for --first (at least 1)")
     args = parser.parse_args(argv)
+    if args.first:
+        print_first(args.spawns)
+        return
     print("measuring sandbox and run_code ...", file=sys.stderr)
     sandbox, run_code = _peers.make("sandbox"), _peers.make("run_code")
     try:
@@ -316,6 +612,24 @@ def main(argv: list[str] | None = None) -> None:
                   f"{unpaced[name] / monty['run']:>14.3g}{paced[name] / monty['paced']:>14.3g}")
     print(f"\nmean over {args.runs} runs and {args.subcalls} sub-calls; Python "
           f"{sys.version.split()[0]}" + ("" if monty else "; monty not installed"))
+
+
+def print_first(spawns: int) -> None:
+    """The `--first` table: each part of the first result, per codemode peer, and Monty's
+    total (when installed) as the baseline."""
+    print("measuring the first result in new processes ...", file=sys.stderr)
+    columns = {name: first_parts(name, spawns) for name in ("sandbox", "run_code")}
+    monty = (bench.first_result("monty", spawns) * 1e3
+             if "monty" in _peers.available() else None)
+    print(f"{'first result in a new process, ms':<60}{'sandbox':>10}{'run_code':>10}")
+    for label in columns["sandbox"]:
+        print(f"{label:<60}" + "".join(f"{_fmt(columns[n][label]):>10}" for n in columns))
+    if monty is not None:
+        print(f"{'monty first result (baseline)':<60}{_fmt(monty):>10}")
+        print(f"{'total / monty':<60}" + "".join(
+            f"{columns[n]['first result, total'] / monty:>10.3g}" for n in columns))
+    print(f"\nmedian of {spawns} new interpreters each, bytecode cached; Python "
+          f"{sys.version.split()[0]}" + ("" if monty is not None else "; monty not installed"))
 
 
 if __name__ == "__main__":

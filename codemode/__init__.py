@@ -1,8 +1,9 @@
 """codemode: run model-written Python in a wasmtime sandbox, with every tool call governed
 by one pipeline. Re-exports the pipeline's public names.
 
-The pipeline's names load with the package; the rest load on first use (PEP 562), so
-`import codemode` pulls in neither the MCP SDK nor wasmtime until a program needs them.
+Every name loads on first use (PEP 562): `import codemode` (and `import codemode.sandbox`,
+which imports this package first) pulls in neither the pipeline, nor the MCP SDK, nor
+wasmtime until a program uses a name that needs them.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
-from codemode.pipeline import __all__ as _pipeline_all
-
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
+    from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
+    from codemode.pipeline import __all__ as _pipeline_all
+
     from ._mcp import McpCallTimeout as McpCallTimeout
     from ._mcp import McpError as McpError
     from ._mcp import McpServer as McpServer
@@ -45,22 +46,43 @@ _LAZY = {
 }
 
 
+# The layers, reached as attributes after `import codemode` alone (`codemode.pipeline`).
+_SUBPACKAGES = frozenset({"pipeline", "sandbox", "fixtures"})
+
+
 def _export_order(name: str) -> tuple[bool, bool, str]:
     """The order ruff's RUF022 keeps every other `__all__` in: CONSTANTS, Classes, the rest."""
     return (not (len(name) > 1 and name.isupper()), not name[:1].isupper(), name)
 
 
-__all__ = sorted({*_pipeline_all, *_LAZY}, key=_export_order)  # noqa: PLE0605  (sorted() is a list)
+if TYPE_CHECKING:
+    __all__ = sorted({*_pipeline_all, *_LAZY}, key=_export_order)  # noqa: PLE0605
+
+
+def _public_names() -> list[str]:
+    """`__all__`: the pipeline's public names and ours (importing the pipeline)."""
+    from codemode.pipeline import __all__ as pipeline_all
+
+    return sorted({*pipeline_all, *_LAZY}, key=_export_order)
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name.startswith("__") and name != "__all__":   # introspection: loads nothing
         raise AttributeError(f"module 'codemode' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    if name == "__all__":
+        value: Any = _public_names()
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    else:
+        pipeline = importlib.import_module(".pipeline", __name__)
+        if name not in pipeline.__all__:
+            raise AttributeError(f"module 'codemode' has no attribute {name!r}")
+        value = getattr(pipeline, name)
     globals()[name] = value         # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *_public_names()})

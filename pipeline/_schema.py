@@ -13,6 +13,10 @@ label)::
     "k" is not a declared property (additionalProperties: false)
     "name" must be at most 8 characters long
     arguments must be an object
+
+The schemas most tools declare (`_simple_schema`) are checked in plain Python first, and
+`jsonschema` is imported only for a schema outside that subset or a value that does not
+fit: only then is there a message to word.
 """
 
 from __future__ import annotations
@@ -23,12 +27,9 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
-import jsonschema
 import msgspec
-from jsonschema.validators import validator_for
-from referencing import Registry
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012, specification_with
+
+from . import _simple_schema
 
 __all__ = ["argument_problem", "check_schema", "validate"]
 
@@ -43,10 +44,27 @@ _TYPE_NAMES = {
 }
 
 # Compiled validators by schema identity. The entry holds the schema itself, so its id is not
-# reused while cached; bounded, since sessions register and drop tools.
+# reused while cached; bounded, since sessions register and drop tools. Likewise whether a
+# schema is in the simple subset (`_simple_schema.is_simple`).
 _CACHE_SIZE = 4096
 _compiled: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+_simple: OrderedDict[int, tuple[Any, bool]] = OrderedDict()
 _lock = threading.Lock()
+
+
+def _is_simple(schema: Any) -> bool:
+    key = id(schema)
+    with _lock:
+        hit = _simple.get(key)
+        if hit is not None and hit[0] is schema:
+            _simple.move_to_end(key)
+            return hit[1]
+    simple = _simple_schema.is_simple(schema)
+    with _lock:
+        _simple[key] = (schema, simple)
+        if len(_simple) > _CACHE_SIZE:
+            _simple.popitem(last=False)
+    return simple
 
 
 def _validator(schema: Any) -> Any:
@@ -56,6 +74,9 @@ def _validator(schema: Any) -> Any:
         if hit is not None and hit[0] is schema:
             _compiled.move_to_end(key)
             return hit[1]
+    import jsonschema
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     compiled = cls(schema)
     with _lock:
@@ -78,6 +99,14 @@ def check_schema(schema: Any, what: str) -> None:
     """
     if not isinstance(schema, (dict, bool)):
         raise ValueError(f"{what} is not a valid JSON Schema: it must be an object or a boolean")
+    if _is_simple(schema):          # valid by construction, and holds no $ref
+        return
+    import jsonschema
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012, specification_with
+
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)  # type: ignore[arg-type]  # a boolean is a schema too
@@ -239,6 +268,8 @@ def validate(schema: Any, value: Any, *, label: str = "value") -> list[str]:
         value: a JSON value (plain or frozen containers).
         label: how the root is named in messages ("arguments", "value").
     """
+    if _is_simple(schema) and _simple_schema.fits(schema, value):
+        return []
     try:
         compiled = _validator(schema)
         errors = list(compiled.iter_errors(value))

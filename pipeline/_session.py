@@ -26,7 +26,7 @@ from ._lossless import FrozenDict, snapshot
 from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
 from ._result import CallResult
 from ._resume import Resumption, find_suspension, normalize_decisions
-from ._scheduler import Scheduled, Scheduler
+from ._scheduler import Scheduled, Scheduler, eager
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
 from .events import (
@@ -507,10 +507,12 @@ class Session:
         cancel = Signal()
         batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
         try:
+            # The batch's first step (the turn, the step, the first call's start) runs now,
+            # not a turn of the loop later.
             results: list[CallResult] = await shielded(
-                self._batch(
+                eager(self._batch(
                     items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls
-                ),
+                )),
                 cancel,
             )
             return results
@@ -520,7 +522,7 @@ class Session:
     def _parse_item(self, raw: Any) -> tuple[str, str, Any, str]:
         if isinstance(raw, (tuple, list)) and len(raw) in (2, 3):
             name, arguments = raw[0], raw[1]
-            call_id = raw[2] if len(raw) == 3 else f"call_{uuid.uuid4().hex[:16]}"
+            call_id = raw[2] if len(raw) == 3 else f"call_{os.urandom(8).hex()}"
         else:
             raise TypeError("each call is (name, arguments) or (name, arguments, call_id)")
         if isinstance(arguments, str):
@@ -599,8 +601,8 @@ class Session:
         batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
         try:
             results: list[CallResult] = await shielded(
-                self._batch([(name, text, parsed, call_id)], agent, batch_signal, 1,
-                            resumption=resumption),
+                eager(self._batch([(name, text, parsed, call_id)], agent, batch_signal, 1,
+                                  resumption=resumption)),
                 cancel,
             )
             return results[0]
@@ -659,7 +661,9 @@ class Session:
             scheduler.seal()
             done = await scheduler.join()
         finally:
-            await asyncio.gather(*(c.done for c in scheduler.calls), return_exceptions=True)
+            unsettled = [c.done for c in scheduler.calls if not c.done.done()]
+            if unsettled:                 # (a turn of the loop; none when all are done)
+                await asyncio.gather(*unsettled, return_exceptions=True)
             self.log.append(StepEnd(turn=turn, step=step))
             self._open_steps -= 1
             if not signal.aborted and self._open_steps == 0:

@@ -8,11 +8,15 @@ run ended at a limit, a trap or a cancellation is still returned with the outcom
 
 from __future__ import annotations
 
+import _thread
+import array
 import errno
+import fcntl
 import os
 import select
+import termios
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -63,41 +67,53 @@ class OutputCapture:
 
 
 class PipeCapture:
-    """stdout and stderr of one wasm instance through two OS pipes, drained by a thread.
+    """stdout and stderr of one wasm instance through two OS pipes, drained by one thread
+    shared by every instance of the process (`_Drain`).
 
     The instance's WASI stdout and stderr are the pipes' write ends (opened by wasmtime
     through `/proc/self/fd`), so each guest write is a plain write on the host (~3 us over
-    WASI's own cost; a Python callback per write costs ~30 us more). A thread per instance
-    drains both into their `OutputCapture`s, dropping what is over the limit, so the guest
-    never blocks on a full pipe. Where `/proc/self/fd` does not exist, WASI's per-write
-    callbacks are used instead. (Callbacks alone would save the pipes and the thread, ~0.2
-    ms per run, but wasmtime may call them on its own I/O threads, and one that enters
-    Python while the interpreter exits aborts the process: "tokio-rt-worker ... panic in a
-    function that cannot unwind", seen in CLI runs on a loaded machine.)
+    WASI's own cost; a Python callback per write costs ~30 us more). While a run is bound,
+    the shared drain thread reads what arrives into its `OutputCapture`s, dropping what is
+    over the limit, so the guest never blocks on a full pipe; when the run ends, the run's
+    own thread reads the rest (`finish`). A run that writes nothing never wakes that thread.
+    Where `/proc/self/fd` does not exist, WASI's per-write callbacks are used instead.
+
+    Why not the callbacks everywhere: wasmtime's C API gives a custom stdout to WASI as an
+    `AsyncWrite` (`wasi_config_set_stdout_custom`, no `p2_stream` of its own), which
+    wasmtime-wasi wraps in its `AsyncWriteStream`: each write is handed to a task on
+    wasmtime's tokio runtime, and the callback enters Python on a `tokio-rt-worker` thread,
+    possibly after the guest's write returned, after the run ended, or while the interpreter
+    exits, which aborts the process ("panic in a function that cannot unwind", seen in CLI
+    runs on a loaded machine). A pipe's write end has no such thread: wasmtime writes it
+    before the guest's write returns.
 
     The captures may be given later than the pipes (`bind`): an instance made ahead of its
-    run (`sandbox._pool`) gets its pipes, and its draining thread, before the run that
-    will own its output is known. Nothing is read before `bind`.
+    run (`sandbox._pool`) gets its pipes before the run that will own its output is known.
+    Nothing is read before `bind`.
     """
 
     def __init__(self, stdout: OutputCapture | None = None,
                  stderr: OutputCapture | None = None) -> None:
         self._captures: tuple[OutputCapture, OutputCapture] | None = None
-        self._bound = threading.Event()
         self._reads: list[int] = []
-        self._wake: tuple[int, int] | None = None
-        self._thread: threading.Thread | None = None
+        self._draining = False
         if stdout is not None and stderr is not None:
-            self.bind(stdout, stderr)
+            self._captures = (stdout, stderr)
 
     def bind(self, stdout: OutputCapture, stderr: OutputCapture) -> None:
-        """Make `stdout` and `stderr` the captures of what the instance writes (once)."""
+        """Make `stdout` and `stderr` the captures of what the instance writes (once), and
+        start draining the pipes into them.
+
+        Raises:
+            OSError: the drain could not watch the pipes (file descriptors exhausted).
+        """
         self._captures = (stdout, stderr)
-        self._bound.set()
+        if self._reads:
+            self._draining = True             # so `finish` unwatches what `watch` got to
+            _DRAIN.watch(zip(self._reads, self._captures, strict=True))
 
     def attach(self, wasi: wasmtime.WasiConfig) -> None:
-        """Make the pipes the stdout and stderr of the instance `wasi` configures, and
-        start the thread that drains them once the captures are bound.
+        """Make the pipes the stdout and stderr of the instance `wasi` configures.
 
         Raises:
             OSError: no pipes could be made (file descriptors exhausted).
@@ -107,17 +123,14 @@ class PipeCapture:
             wasi.stderr_custom = self._writer(1)
             return
         for setter in ("stdout_file", "stderr_file"):
-            read, write = os.pipe()
+            read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._reads.append(read)
             try:
-                os.set_blocking(read, False)
                 setattr(wasi, setter, f"/proc/self/fd/{write}")   # wasmtime opens its own
             finally:
                 os.close(write)
-        self._wake = os.pipe()
-        self._thread = threading.Thread(target=self._drain, name="codemode-output",
-                                        daemon=True)
-        self._thread.start()
+        if self._captures is not None:
+            self.bind(*self._captures)
 
     def _writer(self, index: int) -> Callable[[bytes], int]:
         def write(data: bytes) -> int:
@@ -126,57 +139,95 @@ class PipeCapture:
             return self._captures[index].write(data)
         return write
 
-    def _drain(self) -> None:
-        self._bound.wait()
-        try:
-            self._drain_until_finished()
-        except OSError:            # `finish` gave up waiting and closed the read ends
-            pass
-
-    def _drain_until_finished(self) -> None:
-        assert self._captures is not None and self._wake is not None
-        poller = select.poll()
-        by_fd = dict(zip(self._reads, self._captures, strict=True))
-        for fd in (*by_fd, self._wake[0]):
-            poller.register(fd, select.POLLIN)
-        while by_fd:
-            for fd, _event in poller.poll():
-                if fd == self._wake[0]:
-                    # The instance returned: every write it made is in the pipes, since a
-                    # WASI write returns once the host has written it.
-                    for fd_left, capture in by_fd.items():
-                        while data := _read(fd_left):
-                            capture.write(data)
-                    return
-                data = _read(fd)
-                if data:
-                    by_fd[fd].write(data)
-                elif data == b"":                # EOF: the instance's Store was closed
-                    poller.unregister(fd)
-                    del by_fd[fd]
-
-    def finish(self, timeout_s: float = 5.0) -> None:
+    def finish(self) -> None:
         """After the instance returned (or trapped) for the last time: read what it wrote
-        into the captures, stop the thread and close the read ends. The Store may stay open
-        (it is closed later, off the run's path); nothing it writes afterwards is read."""
-        if self._thread is not None and self._wake is not None:
-            if not self._bound.is_set():        # never bound: drain into nothing
-                self.bind(OutputCapture("stdout", 0), OutputCapture("stderr", 0))
-            os.write(self._wake[1], b"x")
-            self._thread.join(timeout_s)
-            self._thread = None
-        for fd in (*self._reads, *(self._wake or ())):
+        into the captures (every write is in the pipes by now, since a WASI write returns
+        once the host has written it) and close the read ends. The Store may stay open (it
+        is closed later, off the run's path); nothing it writes afterwards is read."""
+        if self._draining:
+            _DRAIN.unwatch(self._reads)
+            self._draining = False
+        if self._captures is not None:
+            for fd, capture in zip(self._reads, self._captures, strict=True):
+                while data := _read(fd):
+                    capture.write(data)
+        for fd in self._reads:
             os.close(fd)
-        self._reads, self._wake = [], None
+        self._reads = []
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self) -> None:
         """The same as `finish` (kept for callers that close the Store first)."""
-        self.finish(timeout_s)
+        self.finish()
+
+
+class _Drain:
+    """One thread per process reading every bound instance's pipes (`PipeCapture`) as data
+    arrives (epoll), started on first use. A pipe is read under `_lock`, and `unwatch`
+    takes it, so once `unwatch` returns no read of that pipe is under way or to come."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._epoll: select.epoll | None = None
+        self._captures: dict[int, OutputCapture] = {}
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """In a child process (fork) the parent's thread does not exist: start again."""
+        self._lock = threading.Lock()
+        self._epoll = None
+        self._captures = {}
+
+    def watch(self, pipes: Iterable[tuple[int, OutputCapture]]) -> None:
+        """Read each pipe's data into its capture as it arrives.
+
+        Raises:
+            OSError: epoll could not be made or could not watch a pipe.
+        """
+        with self._lock:
+            if self._epoll is None:
+                self._epoll = select.epoll()
+                # Not `threading.Thread.start`, which waits until the new thread runs (up
+                # to milliseconds on a loaded machine, on the first run's path); a daemon
+                # either way, as nothing it holds needs saving at exit.
+                _thread.start_new_thread(self._loop, (self._epoll,))
+            for fd, capture in pipes:
+                self._epoll.register(fd, select.EPOLLIN)
+                self._captures[fd] = capture
+
+    def unwatch(self, fds: Iterable[int]) -> None:
+        """Stop reading these pipes (waits for a read of one of them under way)."""
+        with self._lock:
+            for fd in fds:
+                if self._captures.pop(fd, None) is not None and self._epoll is not None:
+                    self._epoll.unregister(fd)
+
+    def _loop(self, epoll: select.epoll) -> None:
+        while True:
+            events = epoll.poll()
+            with self._lock:
+                for fd, event in events:
+                    capture = self._captures.get(fd)
+                    if capture is None:           # unwatched since the poll returned
+                        continue
+                    try:
+                        data = _read(fd)
+                    except OSError:               # never let one pipe stop the thread
+                        data = None
+                        event |= select.EPOLLERR
+                    if data:
+                        capture.write(data)
+                    elif event & (select.EPOLLHUP | select.EPOLLERR):
+                        del self._captures[fd]    # EOF: the instance's Store was closed
+                        epoll.unregister(fd)
+
+
+_DRAIN = _Drain()
 
 
 def _read(fd: int) -> bytes | None:
-    """What the pipe `fd` holds now (b"" at EOF), or None when it is empty."""
-    try:
-        return os.read(fd, 1 << 16)
-    except BlockingIOError:
-        return None
+    """What the pipe `fd` holds now, or None when it holds nothing (empty, or at EOF). Asks
+    the pipe how much it holds first (`FIONREAD`): an `os.read` of an empty pipe still
+    allocates its whole buffer, ~10 us twice per run for nothing."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    return os.read(fd, count[0]) if count[0] else None

@@ -12,23 +12,22 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import hashlib
 import importlib.util
 import os
+import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from importlib import metadata
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import wasmtime
 from wasmtime import component as wc
 
-from . import _lowering
+from . import _crossing, _lowering
 from ._export import RunExport
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -54,25 +53,58 @@ def cache_dir() -> Path:
     return Path(base) / "codemode"
 
 
-def _tzdata_version() -> str:
+def dist_version(name: str) -> str | None:
+    """The installed version of the distribution `name` (e.g. "componentize-py"), or None.
+
+    Read from the name of its `*.dist-info` directory on `sys.path`, as pip installs it,
+    which costs ~0.1 ms; `importlib.metadata` (imported only when no such directory is
+    found: an egg, a zip) would add ~8 ms to every new process's first run."""
+    wanted = re.sub(r"[-_.]+", "_", name).lower()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for item in names:
+            stem, dot, kind = item.rpartition(".")
+            dist, dash, version = stem.partition("-")
+            if (dot and kind == "dist-info" and dash
+                    and re.sub(r"[-_.]+", "_", dist).lower() == wanted):
+                return version
+    from importlib import metadata
+
     try:
-        return metadata.version("tzdata")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return "none"
+        return None
+
+
+def _sha256() -> Any:
+    """A SHA-256 hash object: CPython's own (`_sha2`, `_sha256` before 3.12) when present,
+    since `hashlib` loads OpenSSL (~4 ms of a new process's first run)."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            from hashlib import sha256
+    return sha256()
 
 
 def source_hash() -> str:
     """SHA-256 over the guest sources (its module list included), the WIT world and the
     componentize-py and tzdata versions."""
-    digest = hashlib.sha256()
-    digest.update(metadata.version("componentize-py").encode())
-    digest.update(_tzdata_version().encode())
+    digest = _sha256()
+    digest.update(str(dist_version("componentize-py")).encode())
+    digest.update((dist_version("tzdata") or "none").encode())
     for root in (GUEST_DIR, WIT_DIR):
         for path in sorted(root.rglob("*")):
             if path.is_file() and path.suffix in (".py", ".wit", ".txt"):
                 digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
                 digest.update(path.read_bytes())
-    return digest.hexdigest()[:24]
+    hexdigest: str = digest.hexdigest()
+    return hexdigest[:24]
 
 
 def _set_async_stack_size(config: wasmtime.Config, size_bytes: int) -> None:
@@ -165,6 +197,9 @@ def build_wasm(digest: str) -> Path:
     target = cache_dir() / f"guest-{digest}.wasm"
     if target.exists():
         return target
+    # only to build: not on a new process's path to its first run
+    import subprocess
+
     with _FileLock(cache_dir() / "build.lock"):
         if target.exists():           # another process built it while we waited
             return target
@@ -194,7 +229,7 @@ def load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Componen
     """
     digest = source_hash()
     compiled = cache_dir() / (
-        f"guest-{digest}-wasmtime{metadata.version('wasmtime')}-{config.key()}.cwasm")
+        f"guest-{digest}-wasmtime{dist_version('wasmtime')}-{config.key()}.cwasm")
     if compiled.exists():
         try:
             return wc.Component.deserialize_file(engine, str(compiled))
@@ -228,7 +263,8 @@ class Runtime:
         linker: WASI as wasmtime implements it, plus the host interface; used by runs
             without a tape.
         recording_linker: the same with the clock and random interfaces answered by the
-            host (`Shadows`); used by runs with a tape (`RunRequest.tape`).
+            host (`Shadows`); used by runs with a tape (`RunRequest.tape`). Built on first
+            use (~2 ms), off the path of a process's first unrecorded run.
         run_export: the component's `run` export, resolved once.
         shadowed_calls: calls made to the shadowing host functions, all runs together
             (a count for tests and benchmarks; not exact under concurrent runs).
@@ -238,9 +274,24 @@ class Runtime:
     engine: wasmtime.Engine
     component: wc.Component
     linker: wc.Linker
-    recording_linker: wc.Linker
     run_export: RunExport
+    host_funcs: tuple[HostFunc, HostFunc, Shadows]     # dispatch, sleep, shadows
     shadowed_calls: int = 0
+    _recording: wc.Linker | None = field(default=None, repr=False)
+    _recording_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def recording_linker(self) -> wc.Linker:
+        with self._recording_lock:
+            if self._recording is None:
+                dispatch, sleep, shadows = self.host_funcs
+                self._recording = _linker(self.engine, self.component, dispatch, sleep,
+                                          shadows, self._count)
+                _lowering.install()   # the recording linker returns random bytes as list<u8>
+            return self._recording
+
+    def _count(self) -> None:
+        self.shadowed_calls += 1
 
 
 _runtimes: dict[EngineConfig, Runtime] = {}
@@ -264,7 +315,7 @@ def _linker(engine: wasmtime.Engine, component: wc.Component, dispatch: HostFunc
     linker.add_wasip2()
     with linker.root() as root:
         with root.add_instance(HOST_INSTANCE) as host:
-            host.add_func("dispatch", dispatch)
+            _crossing.add_string_func(host, "dispatch", dispatch)   # one-step glue
             host.add_func("sleep", sleep)
         for interface, funcs in shadows.items():
             name = _versioned(component, engine, interface)
@@ -297,14 +348,9 @@ def runtime_for(config: EngineConfig, dispatch: HostFunc, sleep: HostFunc,
             engine = config.build()
             component = load_component(engine, config)
             linker = _linker(engine, component, dispatch, sleep, {}, None)
-            made = Runtime(config, engine, component, linker, linker, RunExport(component))
-
-            def count() -> None:
-                made.shadowed_calls += 1
-
-            made.recording_linker = _linker(engine, component, dispatch, sleep, shadows, count)
-            _lowering.install()       # the recording linker returns random bytes as list<u8>
-            _runtimes[config] = runtime = made
+            runtime = Runtime(config, engine, component, linker, RunExport(component),
+                              (dispatch, sleep, shadows))
+            _runtimes[config] = runtime
         return runtime
 
 

@@ -14,11 +14,13 @@ otherwise deadlock once every thread is taken).
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 STACK_BYTES = 256 << 20
 
@@ -57,6 +59,9 @@ class Runners:
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
         """`fn(*args)` on a runner thread; its result or exception in the future."""
+        # imported here: with logging under it, ~6 ms of a new process's first run
+        import concurrent.futures
+
         future: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
         def job() -> None:

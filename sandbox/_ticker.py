@@ -5,7 +5,9 @@ the other runs short. One daemon thread increments every live Engine's epoch eac
 `TICK_S`; a run's wall-clock limit becomes a deadline in ticks.
 """
 
+import _thread
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,17 +21,25 @@ class EpochTicker:
     def __init__(self, engines: Callable[[], list[wasmtime.Engine]]) -> None:
         self._engines = engines
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._running = False
         self._started = 0.0
         self._done = 0
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """In a child process (fork) the parent's thread does not exist: start again."""
+        self._lock = threading.Lock()
+        self._running = False
 
     def ensure_started(self) -> None:
+        """Start the ticking thread, once. Not with `threading.Thread.start`, which waits
+        until the new thread runs (up to milliseconds on a loaded machine, on the path of
+        a process's first run): a run catches up itself before setting its deadline."""
         with self._lock:
-            if self._thread is None:
+            if not self._running:
                 self._started = time.monotonic()
-                self._thread = threading.Thread(target=self._loop, name="codemode-epoch",
-                                                daemon=True)
-                self._thread.start()
+                _thread.start_new_thread(self._loop, ())
+                self._running = True
 
     def catch_up(self) -> None:
         """Advance every engine to the epoch the clock says it should be at.

@@ -9,9 +9,8 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import functools
 from typing import Any
-
-from .guest.cm_guest.values import TAGS
 
 __all__ = ["decode_value"]
 
@@ -39,6 +38,15 @@ _SCALAR_TAGS: dict[str, Any] = {
 }
 
 
+@functools.cache
+def _tags() -> frozenset[str]:
+    """The guest's tags, read on the first dict: the guest's module imports asyncio (for
+    its pending calls), which a run whose value holds no dict does not need."""
+    from .guest.cm_guest.values import TAGS
+
+    return TAGS
+
+
 def decode_value(value: Any) -> Any:
     """The Python object a run's `outcome.value` stands for: tuples, sets, bytes, dicts
     with any keys, datetimes, big ints, NaN and -0.0 restored; `$repr` and `$cut` become
@@ -53,7 +61,7 @@ def decode_value(value: Any) -> Any:
         return value
     if len(value) == 1:
         [(tag, body)] = value.items()
-        if tag in TAGS:
+        if tag in _tags():
             try:
                 return _decode_tag(tag, body)
             except (TypeError, ValueError, KeyError) as exc:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import concurrent.futures
+import _thread
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import wasmtime
@@ -28,6 +28,9 @@ from ._protocol import (
 from ._tape import TapeRecorder
 from ._ticker import EpochTicker
 from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _TICKER = EpochTicker(_component.engines)
@@ -50,9 +53,19 @@ def _on_runner_thread(fn: Callable[..., _T], *args: Any) -> _T:
     return _RUNNERS.call(fn, *args)
 
 
+_background_started = False
+
+
 def _in_background(fn: Callable[[], None]) -> object:
-    """Start `fn` on a runner thread and return at once."""
-    _RUNNERS.start_background(fn)
+    """Start `fn` on a runner thread and return at once. The first time, no runner is idle
+    (the caller is a run on the only one) and starting one waits until it runs, which is
+    left to a short-lived thread of its own, off the path of a process's first run."""
+    global _background_started
+    if _background_started:
+        _RUNNERS.start_background(fn)
+    else:
+        _background_started = True
+        _thread.start_new_thread(_RUNNERS.start_background, (fn,))
     return None
 
 
@@ -236,10 +249,10 @@ class WasmSandbox:
         recorded = request.tape is not None
         fresh = None if recorded else POOL.take(runtime, limits.memory_bytes)
         fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
-        fresh.output.bind(run.stdout, run.stderr)
         store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:
+            fresh.output.bind(run.stdout, run.stderr)
             if limits.fuel is not None:
                 store.set_fuel(limits.fuel)
             _TICKER.catch_up()

@@ -55,8 +55,21 @@ def read_events(db: sqlite3.Connection, path: str) -> list[Event]:
     return events
 
 
+# Write-ahead logging, synced at checkpoints: a commit is a write to `<file>-wal`, not
+# three fsyncs of a rollback journal (~11 us an append instead of ~0.8 ms on this machine's
+# disk, six appends per model call). A committed append survives the process being killed,
+# as a flushed JSONL line does; a power cut may lose the last appends, never the file.
+# (`synchronous = NORMAL` only with the write-ahead log: with a rollback journal it could.)
+_WAL = "PRAGMA journal_mode = WAL"
+_SYNC_AT_CHECKPOINTS = "PRAGMA synchronous = NORMAL"
+
+
 class SqliteLog(AppendOnlyLog):
     """One row per event in table ``events``; each append is its own committed transaction.
+    The file is put in write-ahead-log mode (`<file>-wal` and `<file>-shm` beside it while
+    it is open), synced at checkpoints: an append survives the process being killed; a
+    power cut may lose the last appends, never corrupt the file. A file that cannot take
+    that mode (its directory read-only) keeps SQLite's rollback journal, synced per append.
 
     Reading raises ``LogCorruptError`` as ``read_events`` says (an undecodable row names the
     file and the row's ``seq``; a file that is not an SQLite database has position 0). An
@@ -71,6 +84,7 @@ class SqliteLog(AppendOnlyLog):
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             self._db.execute(_SCHEMA)
+            self._fast_commits()
             self._open()
         except sqlite3.DatabaseError as exc:
             self._db.close()
@@ -80,6 +94,17 @@ class SqliteLog(AppendOnlyLog):
             self._db.close()
             self._writer.release()
             raise
+
+    def _fast_commits(self) -> None:
+        """Write-ahead logging synced at checkpoints, when the file takes it; otherwise
+        (a read-only file or directory, a file system without shared memory) each commit
+        stays fully synced through the rollback journal."""
+        try:
+            mode = self._db.execute(_WAL).fetchone()
+            if mode is not None and str(mode[0]).lower() == "wal":
+                self._db.execute(_SYNC_AT_CHECKPOINTS)
+        except sqlite3.OperationalError:     # read-only: appends fail later, typed
+            pass
 
     def _load(self) -> list[Event]:
         return read_events(self._db, self.path or "")

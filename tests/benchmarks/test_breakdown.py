@@ -34,3 +34,33 @@ def test_a_timer_counts_only_the_calls_its_predicate_accepts():
         assert totals["a"] == 0
         Worker().step(0.005)
     assert totals["a"] >= 0.005
+
+
+def test_the_guest_times_its_own_parts_of_a_sub_call_only_when_asked():
+    from benchmarks import _peers
+    from codemode.sandbox import _pool, _wasm
+
+    encoder, call = _wasm._REQUEST_ENCODER, _pool.Fresh.call
+    answers = []
+
+    def recorded(fresh, text):
+        answers.append(call(fresh, text))
+        return answers[-1]
+
+    sandbox = _peers.make("sandbox")
+    try:
+        _total, guest, host = breakdown._guest_profiled(sandbox, 20)
+        assert (_wasm._REQUEST_ENCODER, _pool.Fresh.call) == (encoder, call)   # restored
+        _pool.Fresh.call = recorded
+        try:
+            assert sandbox.run("echo(value=1)\n2") == 2
+        finally:
+            _pool.Fresh.call = call
+    finally:
+        sandbox.close()
+    assert set(guest) == {"encode", "dispatch", "decode", "clock", "compile", "namespace",
+                          "program"}
+    assert all(guest[part] > 0 for part in ("encode", "dispatch", "decode", "program"))
+    # The guest's time in the import holds the host's part (the intervals nest).
+    assert guest["dispatch"] > host > 0
+    assert answers and all('"profile"' not in answer for answer in answers)   # not asked

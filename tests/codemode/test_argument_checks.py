@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 import msgspec
 import pytest
 import pytest_asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codemode import CodeMode, Session, events, tool
 from codemode._mcp import McpServer
@@ -228,3 +230,38 @@ async def test_a_schema_the_validator_cannot_read_is_refused_at_registration():
     with pytest.raises(ValueError, match=r"\$ref '#/\$defs/Gone' points nowhere"):
         ToolDefinition(name="bad", description="", execute=lambda a, c: None,
                        parameters={"type": "object", "properties": {"n": {"$ref": "#/$defs/Gone"}}})
+
+
+# run_code's own arguments: the compiled check (`arguments_fit`) is the registry's fast path,
+# true only for what RUN_CODE_PARAMETERS accepts; what it refuses, the validator explains.
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
+_RUN_CODE_ARGS = st.one_of(
+    _JSON,
+    st.dictionaries(st.sampled_from(["code", "description", "extra"]), _JSON, max_size=3),
+    st.fixed_dictionaries({"code": st.text(max_size=8)},
+                          optional={"description": st.text(max_size=8) | _JSON}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_RUN_CODE_ARGS)
+async def test_run_codes_compiled_argument_check_agrees_with_its_schema(args: object) -> None:
+    from codemode._run_code import RUN_CODE_PARAMETERS, _arguments_fit
+    from codemode.pipeline._schema import argument_problem
+
+    assert _arguments_fit(args) == (argument_problem(RUN_CODE_PARAMETERS, args) is None)
+
+
+async def test_a_malformed_run_code_call_is_refused_with_the_schemas_message() -> None:
+    session = Session()
+    CodeMode(session)
+    result = await session.call("run_code", {"code": "1", "description": 2})
+    assert result.is_error and result.error is not None
+    assert result.error.info is not None and result.error.info.code == "INVALID_ARGS"
+    assert result.text == 'Error: invalid arguments: "description" must be a string'
+    result = await session.call("run_code", {"code": "1", "x": 2})
+    assert result.text == ('Error: invalid arguments: "x" is not a declared property '
+                           "(additionalProperties: false)")

@@ -16,7 +16,22 @@ def _modules_after(statement: str) -> set[str]:
 
 def test_import_codemode_loads_neither_mcp_nor_wasmtime():
     loaded = _modules_after("import codemode")
-    assert not {"mcp", "pydantic", "wasmtime"} & loaded
+    assert not {"mcp", "pydantic", "wasmtime", "codemode.pipeline"} & loaded
+
+
+def test_a_sandbox_run_loads_neither_the_pipeline_nor_the_restricted_tier():
+    loaded = _modules_after(
+        "from codemode.sandbox import WasmSandbox, RunRequest, SubCallReply\n"
+        "assert WasmSandbox().run(RunRequest(code='x = 1\\nx'),\n"
+        "                         lambda b: SubCallReply()).value == 1")
+    assert "wasmtime" in loaded
+    assert not {"codemode.pipeline", "RestrictedPython", "jsonschema", "asyncio",
+                "importlib.metadata", "mcp"} & loaded
+
+
+def test_a_pipeline_name_loads_the_pipeline_on_first_use():
+    loaded = _modules_after("import codemode\nassert codemode.Session.__name__ == 'Session'")
+    assert "codemode.pipeline" in loaded
 
 
 def test_code_mode_loads_the_sandbox_but_not_mcp():

@@ -46,7 +46,11 @@ def test_resume_refuses_a_log_out_of_order_and_check_says_why(tmp_path: Path) ->
             "out of order and cannot be appended to").encode() in resumed.stderr
 
 
-def test_a_hot_journal_is_read_by_check_and_show(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("journal", "side_file"), [("delete", "journal"), ("wal", "wal")])
+def test_a_hot_journal_is_read_by_check_and_show(tmp_path: Path, journal: str,
+                                                 side_file: str) -> None:
+    """A writer killed mid-transaction, in rollback-journal mode (a hot `-journal`) or in
+    the write-ahead-log mode the log's own writer sets (uncommitted frames in `-wal`)."""
     import signal
     import subprocess
     import sys
@@ -56,12 +60,14 @@ def test_a_hot_journal_is_read_by_check_and_show(tmp_path: Path) -> None:
         log.append(events.TurnStart(turn=1))
         log.append(events.TurnEnd(turn=1))
     killer = (f"import os, signal, sqlite3\ndb = sqlite3.connect({str(path)!r}, "
-              "isolation_level=None)\ndb.execute('PRAGMA cache_size = 1')\n"
+              "isolation_level=None)\n"
+              f"db.execute('PRAGMA journal_mode = {journal}')\n"
+              "db.execute('PRAGMA cache_size = 1')\n"
               "db.execute('BEGIN')\nfor n in range(100, 400):\n"
               "    db.execute(\"INSERT INTO events VALUES (?, 'x', 0, ?)\", (n, 'x' * 4000))\n"
               f"os.kill(os.getpid(), {int(signal.SIGKILL)})\n")
     subprocess.run([sys.executable, "-c", killer], check=False)
-    assert (tmp_path / "s.db-journal").stat().st_size > 0
+    assert (tmp_path / f"s.db-{side_file}").stat().st_size > 0
     checked = codemode("log", "check", "--partial", str(path))
     assert checked.returncode == 0, checked.stderr.decode()
     assert checked.stdout.decode() == f"{path}: 2 events, no violations\n"

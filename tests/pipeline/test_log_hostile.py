@@ -204,14 +204,67 @@ async def test_a_resumption_that_died_before_its_call_gives_the_suspension_back(
     assert check(load(path)) == []
 
 
+def test_an_sqlite_log_is_written_ahead_and_keeps_what_a_killed_writer_committed(
+        tmp_path: Path) -> None:
+    """Appends are write-ahead-log commits (not a synced rollback journal each): a writer
+    killed mid-transaction loses only that transaction; a reader and the next writer see
+    every committed event, and the next writer's log checks clean."""
+    path = tmp_path / "s.db"
+    with open_log(path) as log:
+        db = log._db                                      # type: ignore[attr-defined]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("PRAGMA synchronous").fetchone() == (1,)       # NORMAL
+    sound = a_log(path, n_turns=2)
+    killer = textwrap.dedent(f"""
+        import os, signal
+        from codemode.pipeline import events
+        from codemode.pipeline.log import open_log
+        log = open_log({str(path)!r})
+        log.append(events.TurnStart(turn=3))
+        log._db.execute("BEGIN")
+        for n in range(100, 400):
+            log._db.execute("INSERT INTO events VALUES (?, 'x', 0, ?)", (n, "x" * 4000))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    subprocess.run([sys.executable, "-c", killer], check=False)
+    committed = load(path)
+    assert committed[:-1] == sound and committed[-1].seq == len(sound) + 1
+    assert isinstance(committed[-1], events.TurnStart)
+    with open_log(path) as log:                  # the next writer closes the turn
+        assert log.read()[:len(committed)] == committed
+        assert isinstance(log.repaired[-1], events.TurnEnd)
+    assert check(load(path)) == []
+
+
+def test_a_database_without_a_write_ahead_log_keeps_every_commit_synced(
+        tmp_path: Path) -> None:
+    """Syncing only at checkpoints is safe with a write-ahead log alone: where the mode
+    cannot be set (here an in-memory database, whose journal stays "memory"), commits stay
+    fully synced."""
+    with open_log(tmp_path / "s.db") as log:
+        saved = log._db                                   # type: ignore[attr-defined]
+        log._db = sqlite3.connect(":memory:")             # type: ignore[attr-defined]
+        try:
+            log._fast_commits()                           # type: ignore[attr-defined]
+            db = log._db                                  # type: ignore[attr-defined]
+            assert db.execute("PRAGMA journal_mode").fetchone() == ("memory",)
+            assert db.execute("PRAGMA synchronous").fetchone() == (2,)       # FULL
+        finally:
+            log._db.close()                               # type: ignore[attr-defined]
+            log._db = saved                               # type: ignore[attr-defined]
+
+
 def test_a_hot_journal_is_rolled_back_in_a_copy_by_readers(tmp_path: Path) -> None:
-    """A writer killed mid-transaction leaves `<file>-journal`: a read-only reader cannot
-    roll it back in place, but reads what was committed; a writer rolls it back."""
+    """A writer killed mid-transaction of a file in rollback-journal mode (one written
+    where write-ahead logging was not available) leaves `<file>-journal`: a read-only
+    reader cannot roll it back in place, but reads what was committed; a writer rolls it
+    back."""
     path = tmp_path / "s.db"
     sound = a_log(path, n_turns=2)
     killer = textwrap.dedent(f"""
         import os, signal, sqlite3
         db = sqlite3.connect({str(path)!r}, isolation_level=None)
+        assert db.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
         db.execute("PRAGMA cache_size = 1")     # spill changed pages into the file itself
         db.execute("BEGIN")
         for n in range(100, 400):

@@ -196,3 +196,31 @@ def test_a_made_ahead_instance_shows_nothing_of_another_run_or_of_its_own_warm_u
         assert found.status == "ok" and found.value == [], found
         assert (found.stdout, found.stderr) == ("", "")
 
+
+
+def test_what_the_pool_prepares_for_a_run_carries_nothing_of_another_run(pool):
+    """The objects the guest makes in the pool's warm-up for the instance's one run
+    (`runtime.Prepared`) are that run's own: what a run leaves in its own is not found by
+    the next run, in its made-ahead instance."""
+    from tests.sandbox.test_run_isolation import (
+        ECHO_TOOL,
+        FIND_PREPARED,
+        LEAVE_PREPARED,
+        SEEN_PREPARED,
+    )
+
+    from .conftest import echo
+
+    def run(code):
+        limits = SandboxLimits()
+        runtime = runtime_for(limits)
+        asked(pool, runtime, limits.memory_bytes)
+        wait_for(lambda: prepared_ready(pool, runtime, limits.memory_bytes))
+        return WasmSandbox().run(RunRequest(code=code, tools=(ECHO_TOOL,)), echo)
+
+    same_run = run(LEAVE_PREPARED.format(n=0) + FIND_PREPARED)
+    assert same_run.status == "ok" and same_run.value == SEEN_PREPARED, same_run
+    for n in range(2):
+        assert run(LEAVE_PREPARED.format(n=n)).status == "ok"
+        found = run(FIND_PREPARED)
+        assert found.status == "ok" and found.value == [], found

@@ -350,3 +350,73 @@ def test_a_deeply_nested_final_value_comes_back_cut_not_failed(sandbox, host, de
     while isinstance(value, list):
         level, value = level + 1, value[0]
     assert level == 500 and value == {"$cut": "list nested deeper than 500 levels"}
+
+
+# ---- output capture: one drain thread for the process, the rest read by the run itself ----
+
+def test_output_larger_than_a_pipe_buffer_is_captured_whole_and_in_order(sandbox, host):
+    code = ("import os, sys\nfor i in range(300):\n    print(f'{i:04d}' + 'x' * 996)\n"
+            "sys.stderr.write('e' * 200_000)\nview = b'!' * 100_000\n"
+            "while view:\n    view = view[os.write(1, view):]\n1")
+    outcome = run(sandbox, host, code, output_bytes=2_000_000)
+    assert outcome.value == 1
+    lines = outcome.stdout.split("\n")
+    assert [line[:4] for line in lines[:300]] == [f"{i:04d}" for i in range(300)]
+    assert lines[300] == "!" * 100_000
+    assert outcome.stderr == "e" * 200_000
+
+
+def test_concurrent_runs_each_keep_only_their_own_output(sandbox, host):
+    import concurrent.futures
+
+    def one(n):
+        code = (f"import sys\nfor i in range(200):\n    print('run{n}-' + str(i) + 'y' * 900)"
+                f"\nsys.stderr.write('err{n}')\n{n}")
+        return n, run(sandbox, host, code, output_bytes=1_000_000)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as workers:
+        outcomes = list(workers.map(one, range(8)))
+    for n, outcome in outcomes:
+        assert outcome.value == n
+        assert outcome.stdout.splitlines() == [f"run{n}-{i}" + "y" * 900 for i in range(200)]
+        assert outcome.stderr == f"err{n}"
+
+
+def test_instances_share_one_output_thread_and_leave_no_pipe_open(sandbox, host):
+    import os
+
+    run(sandbox, host, "print('warm')")
+    fds, threads = len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))
+    for i in range(20):
+        assert run(sandbox, host, f"print({i})").stdout == f"{i}\n"
+    # the pool may have started its background runner meanwhile, and may hold one ready
+    # instance and one Store waiting to be closed (2 fds each)
+    assert len(os.listdir("/proc/self/task")) <= threads + 1
+    assert len(os.listdir("/proc/self/fd")) <= fds + 4
+
+
+def test_a_forked_child_runs_programs_with_their_output_and_deadline(sandbox, host):
+    import os
+    import time
+
+    from codemode.sandbox import TimeLimitExceeded
+
+    run(sandbox, host, "print('parent')")       # the parent's threads are under way
+    pid = os.fork()
+    if pid == 0:                                # the child: its own ticker, drain, runners
+        ok = False
+        try:
+            out = run(sandbox, host, "print('child')\n2")
+            timed = run(sandbox, host, "while True:\n    pass", wall_clock_s=0.5)
+            ok = (out.stdout, out.value) == ("child\n", 2) and isinstance(
+                timed.error, TimeLimitExceeded)
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 120
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child's runs did not end")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(done[1]) == 0

@@ -35,6 +35,11 @@ class CappedSink(io.RawIOBase):
         self._state = state
         self._name = stream_name
 
+    def bind(self, limit_bytes, emit):
+        """Set the limit and the emitter (a sink made before its run's request was known)."""
+        self._limit = limit_bytes
+        self._emit = emit
+
     def writable(self):
         return True
 

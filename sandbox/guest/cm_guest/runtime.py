@@ -17,7 +17,7 @@ import re
 import sys
 import traceback
 
-from . import aio, callsite, modules, output
+from . import aio, callsite, modules, output, profile
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
 from .pending import isinstance_
@@ -245,13 +245,49 @@ for _cls in (ToolCallError, ToolDenied, ToolArgumentError, ToolNotFound, ToolErr
 
 
 
-def _namespace(bridge, tools):
-    bindings = {}
-    by_name = {}
-    for spec in tools:
-        binding = Binding(bridge, spec, aio.running_sandbox_loop)
-        bindings[binding.alias] = binding
-        by_name[binding.name] = binding
+class Prepared:
+    """What a run needs that its request does not decide, made before the request is known
+    (`prepare`, in the snapshot and in the host's warm-up of an instance made ahead) or, when
+    none was, at the run's start: the run's state, its two output streams, the bridge, and
+    the program's globals but for its tools (builtins, `call_tool`, the rejection classes).
+    Each is made for one run and used by that run only (`take_prepared`): no program ever
+    saw it before."""
+
+    def __init__(self):
+        self.state = RunState()
+        self.out_sink = CappedSink(0, self.state, "stdout", None)
+        self.err_sink = CappedSink(0, self.state, "stderr", None)
+        self.stdout = text_stream(self.out_sink)
+        self.stderr = text_stream(self.err_sink)
+        self.bridge = Bridge(None, {})
+        self.bindings = {}            # alias -> Binding, filled by `bind_tools`
+        self.by_name = {}             # tool name -> Binding
+        self.ns = _globals(self.bridge, self.bindings, self.by_name)
+
+    def bind_tools(self, tools):
+        """The globals, for the program, with the request's tool bindings."""
+        return _add_tools(self.ns, self.bridge, self.bindings, self.by_name, tools)
+
+
+_prepared = None      # the next run's Prepared, when one was made ahead
+
+
+def prepare():
+    """Make the next run's `Prepared` now (replacing one made before, unused)."""
+    global _prepared
+    _prepared = Prepared()
+
+
+def take_prepared():
+    """The `Prepared` made ahead, once (the slot is emptied), else a new one."""
+    global _prepared
+    prepared, _prepared = _prepared, None
+    return prepared if prepared is not None else Prepared()
+
+
+def _globals(bridge, bindings, by_name):
+    """The program's globals without its tools; `call_tool` finds the tools in `bindings`
+    (by alias) and `by_name`, filled later."""
 
     def call_tool(name, /, **kwargs):
         """call_tool(name, /, **kwargs): call any tool by its name (the host decides
@@ -269,37 +305,56 @@ def _namespace(bridge, tools):
     call_tool.__qualname__ = "call_tool"
     call_tool.__code__ = call_tool.__code__.replace(co_qualname="call_tool")
 
-    ns = {
+    return {
         "__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
-        "__builtins__": _program_builtins(),
-        "tools": ToolNamespace(bindings), "call_tool": call_tool,
+        "__builtins__": _program_builtins(), "call_tool": call_tool,
         "ToolCallError": ToolCallError, "ToolDenied": ToolDenied,
         "ToolArgumentError": ToolArgumentError, "ToolNotFound": ToolNotFound,
         "ToolError": ToolError,
     }
+
+
+def _add_tools(ns, bridge, bindings, by_name, tools):
+    """`ns` with a binding for each tool spec of `tools` (and `tools.<alias>`)."""
+    for spec in tools:
+        binding = Binding(bridge, spec, aio.running_sandbox_loop)
+        bindings[binding.alias] = binding
+        by_name[binding.name] = binding
+    ns["tools"] = ToolNamespace(bindings)
     ns.update(bindings)
     return ns
 
 
+def _namespace(bridge, tools):
+    """The program's globals with its tool bindings on `bridge`, made now."""
+    bindings, by_name = {}, {}
+    return _add_tools(_globals(bridge, bindings, by_name), bridge, bindings, by_name, tools)
+
+
 def run(request_text, dispatch, sleep, writer=fd_writer):
     """Run the request's program; `writer(fd)` is where its stdout (1) and stderr (2) go."""
+    prepared = take_prepared()
     request = json.loads(request_text)
     limits = request.get("limits", {})
-    state = RunState()
+    state = prepared.state
     output_bytes = int(limits.get("output_bytes", 1 << 20))
-    out_sink = CappedSink(output_bytes, state, "stdout", writer(1))
-    err_sink = CappedSink(output_bytes, state, "stderr", writer(2))
-    sys.stdout = text_stream(out_sink)
-    sys.stderr = text_stream(err_sink)
-    bridge = Bridge(dispatch, limits)
+    prepared.out_sink.bind(output_bytes, writer(1))
+    prepared.err_sink.bind(output_bytes, writer(2))
+    sys.stdout, sys.stderr = prepared.stdout, prepared.stderr
+    bridge = prepared.bridge
+    bridge.bind(dispatch, limits)
     aio.install(bridge, sleep)
     source = request.get("code", "")
     linecache.cache[PROGRAM_FILENAME] = (len(source), None, source.splitlines(True),
                                          PROGRAM_FILENAME)
     outcome = {"status": "ok"}
+    # No clock is read unless asked: a recorded run's tape holds every read.
+    timers = profile.Profile(bridge) if request.get("profile") is True else profile.OFF
     try:
         code, has_value, bridge.callsites = _compile(source)
-        ns = _namespace(bridge, request.get("tools", ()))
+        timers.mark("compile")
+        ns = prepared.bind_tools(request.get("tools", ()))
+        timers.mark("namespace")
         _RETAINED.append(ns)
         if code.co_flags & 0x80:       # CO_COROUTINE: top-level await
             coroutine = eval(code, ns)
@@ -320,6 +375,8 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
             stream.flush()
         except BaseException:
             pass
+    timers.mark("program")
+    timers.stop(outcome)
     apply_limit(outcome, state)
     return encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
 

@@ -3,33 +3,38 @@
 `binder(alias, params, accepts_extra)` returns a function named `alias` whose parameters are
 the tool's: positional-or-keyword in order, keyword-only for names that cannot be written
 positionally (`"from"`, `"content-type"`: the stub puts them in `**kwargs`), and `**kwargs`
-only when the schema asks for extra keys. Calling it returns the bound arguments as a dict, or
-raises CPython's own `TypeError` ("got an unexpected keyword argument 'max_cout'. Did you mean
-'max_count'?", "missing 1 required positional argument: 'b'", "takes 2 positional arguments but
-3 were given").
+only when the schema asks for extra keys. Calling it returns the call's arguments as a new
+dict by name (an omitted optional argument left out, and an explicit None too for an
+`omit_if_none` parameter; extra keywords last), or raises CPython's own `TypeError` ("got an
+unexpected keyword argument 'max_cout'. Did you mean 'max_count'?", "missing 1 required
+positional argument: 'b'", "takes 2 positional arguments but 3 were given").
 
 Any name a JSON Schema allows works (`self`, `cls`, Python keywords, names with dashes): the
-function is compiled with placeholder names, then its code object gets the real ones
+function's code is a template compiled with placeholder names (one per shape, made in the
+snapshot, so binding a fresh instance's tools compiles nothing), renamed with the real ones
 (`co_varnames`), which CPython matches keywords against as plain strings.
 """
+
+from types import FunctionType
 
 # An omitted optional argument: left out of the call (the host applies the schema's default).
 OMITTED = object()
 
-_cache = {}
 _EXTRA = "\x00**kwargs"
+# Templates made in the snapshot: every shape up to this many positional and keyword-only
+# parameters, with and without **kwargs (a fresh instance then compiles nothing to bind its
+# tools; a larger shape is compiled on first use).
+_PREMADE_POSITIONAL = 8
+_PREMADE_KEYWORD = 4
 
 
 def binder(alias, params, accepts_extra):
-    """params: [(name, required, keyword_only)] in signature order. Cached per shape."""
-    key = (alias, tuple(params), bool(accepts_extra))
-    fn = _cache.get(key)
-    if fn is None:
-        fn = _cache[key] = _build(alias, params, accepts_extra)
-    return fn
+    """params: [(name, required, keyword_only, omit_if_none)] in signature order.
 
-
-def _build(alias, params, accepts_extra):
+    The function's code comes from a template per shape (how many positional and keyword-only
+    parameters, and **kwargs or not), renamed for this tool with `code.replace`: the names
+    are its `co_varnames`, which and whether an argument is optional its defaults, and its
+    globals say the keys and which arguments are left out when None."""
     positional = [p for p in params if not p[2]]
     keyword = [p for p in params if p[2]]
     # A required parameter after an optional one cannot be positional in Python: from there
@@ -38,33 +43,50 @@ def _build(alias, params, accepts_extra):
     if any(p[1] for p in positional[first_optional:]):
         keyword = positional[first_optional:] + keyword
         positional = positional[:first_optional]
-    source, names = [], []
-    for name, required, _ in positional:
-        source.append(f"_{len(names)}" + ("" if required else "=_O"))
-        names.append(name)
-    if keyword:
-        source.append("*")
-        for name, required, _ in keyword:
-            source.append(f"_{len(names)}" + ("" if required else "=_O"))
-            names.append(name)
-    if accepts_extra:
-        source.append("**_extra")
-    scope = {"_O": OMITTED}
-    exec(f"def {alias}({', '.join(source)}):\n    return locals()\n", scope)
-    fn = scope[alias]
-    # The **kwargs slot gets a name no keyword can collide with (it is never matched).
+    ordered = positional + keyword
+    names = tuple(p[0] for p in ordered)
+    template = _template(len(positional), len(keyword), bool(accepts_extra))
+    # The **kwargs slot gets a name no keyword can collide with (it is never matched); the
+    # local `_d` keeps its own name, past the parameters (never matched either).
     extra = (_EXTRA,) if accepts_extra else ()
-    fn.__code__ = fn.__code__.replace(co_varnames=(*names, *extra))
-    kwdefaults = {name: OMITTED for name, required, _ in keyword if not required}
-    fn.__kwdefaults__ = kwdefaults or None
+    code = template.replace(
+        co_name=alias, co_qualname=alias,
+        co_varnames=(*names, *extra, *template.co_varnames[len(names) + len(extra):]))
+    scope = {"_O": OMITTED, "_N": names, "_K": tuple(not p[3] for p in ordered)}
+    defaults = tuple(OMITTED for p in positional if not p[1]) or None
+    fn = FunctionType(code, scope, alias, defaults)
+    fn.__kwdefaults__ = {p[0]: OMITTED for p in keyword if not p[1]} or None
     return fn
 
 
-def bind(fn, args, kwargs):
-    """The call's arguments by name (omitted optional ones left out), or CPython's TypeError."""
-    bound = fn(*args, **kwargs)
-    extra = bound.pop(_EXTRA, None)
-    out = {k: v for k, v in bound.items() if v is not OMITTED}
-    if extra:
-        out.update(extra)
-    return out
+def _template(n_positional, n_keyword, accepts_extra):
+    key = (n_positional, n_keyword, accepts_extra)
+    code = _templates.get(key)
+    if code is None:
+        code = _templates[key] = _compile(*key)
+    return code
+
+
+def _compile(n_positional, n_keyword, accepts_extra):
+    slots = [f"_{i}" for i in range(n_positional + n_keyword)]
+    source = slots[:n_positional] + (["*"] if n_keyword else []) + slots[n_positional:]
+    if accepts_extra:
+        source.append("**_extra")
+    # The body builds the dict itself (no `locals()` to filter): one dict per call. An
+    # argument is kept unless omitted, or None where `_K` says None is left out.
+    body = [f"    if {slot} is not _O and ({slot} is not None or _K[{i}]):\n"
+            f"        _d[_N[{i}]] = {slot}" for i, slot in enumerate(slots)]
+    if accepts_extra:
+        body.append("    if _extra:\n        _d.update(_extra)")
+    scope = {}
+    exec(f"def _bound({', '.join(source)}):\n    _d = {{}}\n" + "\n".join(body)
+         + "\n    return _d\n", scope)
+    return scope["_bound"].__code__
+
+
+_templates = {}
+for _p in range(_PREMADE_POSITIONAL + 1):
+    for _k in range(_PREMADE_KEYWORD + 1):
+        for _x in (False, True):
+            _template(_p, _k, _x)
+del _p, _k, _x

@@ -17,8 +17,10 @@ import json
 import math
 import re
 import sys
+from asyncio.events import _get_running_loop
 
 from . import signature
+from .errors import rejection
 from .pending import PendingCall, json_default, settle_nested
 
 # Deeper nesting than this is refused before encoding: json.dumps recurses in C, and deep
@@ -42,13 +44,18 @@ class Bridge:
     """
 
     def __init__(self, dispatch, limits):
-        self._dispatch = dispatch
-        self._max_request_bytes = int(limits.get("request_bytes", 16 * 2**20))
+        self.bind(dispatch, limits)
         self._next_id = 0
         self._queued = []          # PendingCalls not yet sent, in submission order
         self._in_flight = {}       # id -> PendingCall sent, not yet settled
         self._cancel = []          # ids of calls in flight the host must abort, not yet sent
         self.callsites = None      # callsite.CallSites of the program, once compiled
+
+    def bind(self, dispatch, limits):
+        """Set the host's `dispatch` and the run's limits (a bridge made before its run's
+        request was known)."""
+        self._dispatch = dispatch
+        self._max_request_bytes = int(limits.get("request_bytes", 16 * 2**20))
 
     # ---- making calls -------------------------------------------------------------------
 
@@ -59,19 +66,44 @@ class Bridge:
         not fit the tool's signature (the host records the attempt, answers INVALID_ARGS)."""
         args_json = encode_args(alias, args)
         if len(args_json) > self._max_request_bytes:
-            raise ValueError(
-                f"arguments of {alias}(...) are {len(args_json)} bytes of JSON, over the "
-                f"sandbox's limit of {self._max_request_bytes} bytes per sub-call"
-            )
+            raise self._too_large(alias, args_json)
         self._next_id += 1
         call = PendingCall(self, self._next_id, name, alias, args_json)
         call._invalid = invalid
         self._queued.append(call)
         return call
 
-    def call(self, name, alias, args, invalid=None):
-        """A plain call: its value (every call queued before it goes in the same batch)."""
-        return self.submit(name, alias, args, invalid)._value()
+    def call(self, name, alias, args, invalid=None, name_json=None):
+        """A plain call: its value (every call queued before it goes in the same batch).
+        `name_json`: `name` as JSON text, when the caller made it ahead."""
+        if invalid is not None or self._queued or self._in_flight or self._cancel:
+            return self.submit(name, alias, args, invalid)._value()
+        # Nothing else is queued, in flight or to cancel (synchronous code): a batch of this
+        # one call, with no PendingCall made for it.
+        args_json = encode_args(alias, args)
+        if len(args_json) > self._max_request_bytes:
+            raise self._too_large(alias, args_json)
+        self._next_id += 1
+        call_id = self._next_id
+        reply = _decode_reply(self._dispatch(_ONE_CALL % (
+            call_id, name_json or json.dumps(name), args_json, call_id)))
+        mine = None
+        for outcome in reply.get("results", ()):
+            if mine is None and outcome.get("id") == call_id:
+                mine = outcome
+        if mine is None:      # not settled in this answer: wait for it as for any call
+            call = PendingCall(self, call_id, name, alias, args_json)
+            self._in_flight[call_id] = call
+            return call._value()
+        if mine.get("ok") is True:
+            return mine.get("value")
+        raise rejection(name, mine.get("code") or "TOOL_ERROR",
+                        mine.get("message") or "tool call failed")
+
+    def _too_large(self, alias, args_json):
+        return ValueError(
+            f"arguments of {alias}(...) are {len(args_json)} bytes of JSON, over the "
+            f"sandbox's limit of {self._max_request_bytes} bytes per sub-call")
 
     def resolve(self, call):
         """Wait until `call` settles (or turns out cancelled), sending what is queued."""
@@ -167,7 +199,7 @@ class Bridge:
                 for c in calls),
             json.dumps(cancel), json.dumps(wait_s), json.dumps(until),
         )
-        reply = json.loads(self._dispatch(request))
+        reply = _decode_reply(self._dispatch(request))
         for outcome in reply.get("results", ()):
             call = self._in_flight.pop(outcome.get("id"), None)
             if call is not None:
@@ -185,6 +217,21 @@ def encode_args(alias, args):
     other objects are refused. A pending call stands for its value (waited for here). The
     walk is iterative, so deep nesting cannot overflow it.
     """
+    for key, value in args.items():   # the common case first: str keys, scalar values
+        if type(key) is not str or not key.isascii():
+            break
+        kind = type(value)
+        if kind is int:
+            if not _INT_MIN <= value < _INT_MAX:
+                break
+        elif kind is str:
+            if not value.isascii():
+                break
+        elif not (value is None or kind is bool or (kind is float and value - value == 0.0
+                                                    and (value or _copysign(1.0, value) > 0))):
+            break                                 # not a scalar, or NaN, inf, -0.0
+    else:
+        return "".join(_ENCODE(args, 0))
     stack = [(args, "arguments", None)]
     active = set()     # ids of the containers on the current path: a repeat is a cycle
     while stack:
@@ -226,9 +273,13 @@ def encode_args(alias, args):
         raise TypeError(
             f"{alias}(): {_path(parent, key)} is a {kind.__name__}, which is not a JSON value "
             "(use dict, list, str, int, float, bool or None)")
+    return _encode_checked(alias, args)
+
+
+def _encode_checked(alias, args):
+    """JSON text of `args`, which `encode_args` found to be JSON values."""
     try:
-        return json.dumps(args, allow_nan=False, ensure_ascii=False, separators=(",", ":"),
-                          default=_SETTLE)
+        return "".join(_ENCODE(args, 0))
     except RecursionError:
         raise TypeError(f"{alias}(): arguments are nested too deeply to be sent") from None
     except ValueError as exc:  # e.g. an int too large to convert to text
@@ -237,7 +288,30 @@ def encode_args(alias, args):
 
 _SETTLE = json_default()
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# json.dumps(allow_nan=False, ensure_ascii=False, separators=(",", ":"), default=_SETTLE),
+# made once: `dumps` makes its encoder again at every call. No cycle check (`markers`):
+# `encode_args` refused cycles before encoding.
+_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]  # CPython's C encoder
+if _make_encoder is not None:
+    _ENCODE = _make_encoder(
+        None, _SETTLE, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+else:                                                     # CPython without its _json module
+    _ENCODE = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"),
+                               default=_SETTLE, check_circular=False).iterencode
+# A batch of one call, nothing to cancel, answered once it settled (`Bridge.call`).
+_ONE_CALL = '{"calls":[{"id":%d,"name":%s,"args":%s}],"cancel":[],"wait_s":null,"until":[%d]}'
+_scan_reply = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _decode_reply(text):
+    """The host's answer (JSON text it encoded itself) as a dict."""
+    try:
+        return _scan_reply(text, 0)[0]
+    except StopIteration:
+        return json.loads(text)       # raises json's own error for text that is not JSON
 _INT_RANGE = (-(2**63), 2**63)
+_INT_MIN, _INT_MAX = _INT_RANGE
+_copysign = math.copysign
 
 
 def _scalar_problem(kind, value):
@@ -252,7 +326,7 @@ def _scalar_problem(kind, value):
     elif kind is int:
         if not _INT_RANGE[0] <= value < _INT_RANGE[1]:
             return "is an int outside the 64-bit range JSON tools accept"
-    elif kind is str and _SURROGATE.search(value):
+    elif kind is str and not value.isascii() and _SURROGATE.search(value):
         return "contains an unpaired surrogate, which is not valid Unicode text"
     return None
 
@@ -274,14 +348,14 @@ class Binding:
         self._loop_getter = loop_getter
         self.name = spec["name"]
         self.alias = spec["alias"]
+        self._name_json = json.dumps(self.name)      # as it goes on the wire, made once
         params = spec.get("params", ())
         self._names = [p["name"] for p in params if not p.get("keyword_only")]
         self._signature = signature.binder(
             self.alias,
-            [(p["name"], bool(p.get("required")), bool(p.get("keyword_only"))) for p in params],
+            [(p["name"], bool(p.get("required")), bool(p.get("keyword_only")),
+              bool(p.get("omit_if_none"))) for p in params],
             bool(spec.get("accepts_extra", True)))
-        self._omit_if_none = frozenset(
-            p["name"] for p in params if p.get("omit_if_none"))
         self.__name__ = self.__qualname__ = self.alias
         self.__doc__ = spec.get("doc") or None
 
@@ -291,7 +365,7 @@ class Binding:
     # `self` is positional-only so that a tool parameter named `self` can be a keyword.
     def __call__(self, /, *args, **kwargs):
         try:
-            bound = signature.bind(self._signature, args, kwargs)
+            bound = self._signature(*args, **kwargs)
             invalid = None
         except TypeError as exc:
             invalid = str(exc)
@@ -304,14 +378,11 @@ class Binding:
             for key, value in kwargs.items():
                 attempt.setdefault(key, value)
             return self._bridge.call(self.name, self.alias, attempt, invalid=invalid)
-        for key in self._omit_if_none:
-            if key in bound and bound[key] is None:
-                del bound[key]
-        sites = self._bridge.callsites
-        if self._loop_getter() is not None and (
-                sites is None or sites.returns_pending(sys._getframe(1)) is not False):
-            return self._bridge.submit(self.name, self.alias, bound)
-        return self._bridge.call(self.name, self.alias, bound)
+        if _get_running_loop() is not None and self._loop_getter() is not None:
+            sites = self._bridge.callsites
+            if sites is None or sites.returns_pending(sys._getframe(1)) is not False:
+                return self._bridge.submit(self.name, self.alias, bound)
+        return self._bridge.call(self.name, self.alias, bound, name_json=self._name_json)
 
 
 class ToolNamespace:
