@@ -23,7 +23,13 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
 - the same through `run_code`: the host's part; the dispatcher's round trip to the event
   loop (`SubCallDispatcher.dispatch`), split into each pipeline stage (S3 `prepare`,
   S4-S7 `start`, S8-S10 `dispatch`, S11-S14 `commit`), the dispatch events (on start, on
-  commit) and the rest (event-loop turns, the scheduler, thread hand-offs).
+  commit), the scheduler's and the dispatcher's own work around them (the rest of the
+  batch's service on the loop, `SubCallDispatcher._serve`), and the two thread hand-offs
+  with the event-loop turn that serves the batch (the rest of the round trip);
+- per sub-call, for each: the memory blocks it leaves allocated (`sys.getallocatedblocks()`
+  after the program, less before, over `--subcalls`: what the run's record, the scheduler
+  and the session log keep of every call) and the time the garbage collector took (all
+  generations, `gc.callbacks`), which the objects a call allocates and keeps drive.
 
 One fresh run of `x = 1`, in milliseconds, back to back (every run makes its own instance)
 and paced 20 ms apart (the pool's case: an instance made and prepared ahead): making the
@@ -58,6 +64,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import resource
 import statistics
@@ -170,6 +177,7 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     governed, per = _instrumented(
         run_code, n, [(_host.RunHost, "dispatch_batch", "host"),
                       (_dispatch.SubCallDispatcher, "dispatch", "dispatcher"),
+                      (_dispatch.SubCallDispatcher, "_serve", "serve"),
                       (_dispatch.SubCallDispatcher, "_log_start", "events"),
                       (_dispatch.SubCallDispatcher, "_commit", "events")], stages)
     parts["run_code sub-call, total"] = governed
@@ -181,8 +189,35 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
         label = "dispatch events (start, commit)" if part == "events" else f"pipeline {part}"
         parts[f"    {label}"] = per.get(part, 0.0)
         staged += per.get(part, 0.0)
-    parts["    the rest: loop turns, scheduler, hand-offs"] = per["dispatcher"] - staged
+    parts["    the scheduler and the dispatcher's bookkeeping"] = per["serve"] - staged
+    parts["    two thread hand-offs and the loop's turn"] = per["dispatcher"] - per["serve"]
+    for label, peer in (("bare bridge", sandbox), ("run_code", run_code)):
+        kept, collecting = subcall_memory(peer, n)
+        parts[f"{label}: blocks kept per sub-call (count)"] = kept
+        parts[f"{label}: garbage collection per sub-call"] = collecting
     return parts
+
+
+def subcall_memory(peer: _peers.Peer, n: int) -> tuple[float, float]:
+    """Per sub-call of `peer`'s sub-call program: memory blocks left allocated, and
+    microseconds of garbage collection."""
+    collecting: list[float] = [0.0, 0.0]      # seconds so far, start of the current one
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[1] = time.perf_counter()
+        else:
+            collecting[0] += time.perf_counter() - collecting[1]
+
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    gc.callbacks.append(on_gc)
+    try:
+        peer.run(_subcall_program(peer, n))
+    finally:
+        gc.callbacks.remove(on_gc)
+    kept = sys.getallocatedblocks() - blocks
+    return kept / n, collecting[0] / n * 1e6
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from typing import Any
 from ._errors import NotLosslessError
 from ._lossless import FrozenDict, FrozenList, snapshot
 
-__all__ = ["blocks_text", "default_render", "freeze_blocks", "freeze_contexts"]
+__all__ = ["blocks_text", "default_content", "default_render", "freeze_blocks", "freeze_contexts"]
 
 
 def freeze_blocks(blocks: Any, *, what: str = "content") -> tuple[FrozenDict, ...]:
@@ -66,9 +66,19 @@ def blocks_text(blocks: Any) -> str:
 
 def default_render(value: Any) -> list[dict[str, Any]]:
     """A string is shown raw; any other JSON value pretty-printed (2-space indent)."""
+    return [{"type": "text", "text": _default_text(value)}]
+
+
+def default_content(frozen: Any) -> tuple[FrozenDict, ...]:
+    """``freeze_blocks(default_render(frozen))`` for a value already snapshotted: the one
+    text block, frozen as it is made (its text is a lossless string: the value's own, or
+    the JSON of a lossless value)."""
+    return (FrozenDict(type="text", text=_default_text(frozen)),)
+
+
+def _default_text(value: Any) -> str:
     import msgspec
 
     if isinstance(value, str):
-        return [{"type": "text", "text": value}]
-    text = msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
-    return [{"type": "text", "text": text}]
+        return value
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()

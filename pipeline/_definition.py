@@ -46,6 +46,9 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         arguments_fit: an optional fast ``(args) -> bool`` that is true only for arguments the
             ``parameters`` schema accepts (``@tool`` sets msgspec's compiled check): the
             registry's argument check runs the JSON Schema validator only when it is false.
+        output_fits: the same for the value and ``output_schema`` (``@tool`` sets msgspec's
+            check of the return annotation): the value is validated against the schema only
+            when it is false.
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
@@ -73,6 +76,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     resumable: bool = False
     labels: frozenset[str] = frozenset()
     arguments_fit: Callable[[Any], bool] | None = None
+    output_fits: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -179,6 +183,9 @@ def _translate(error: msgspec.ValidationError) -> str:
         detail = detail.replace("`", "")
         return f'"{where}": {detail[0].lower() + detail[1:]}' if where else detail
     return text.replace("`", "")
+
+
+_PLAIN = (int, float, str, bool, type(None), list, dict)  # values a body returns as they are
 
 
 @typing.overload
@@ -334,15 +341,22 @@ def _build_tool(
             value = func(*positional, **keywords)
         else:
             value = await _in_thread(func, *positional, **keywords)
-        if isinstance(value, msgspec.Struct) or (
+        if type(value) not in _PLAIN and (isinstance(value, msgspec.Struct) or (
             dataclasses.is_dataclass(value) and not isinstance(value, type)
-        ):
+        )):
             value = msgspec.to_builtins(value)
         return value
 
     def fits(args: Any) -> bool:
         try:
             msgspec.convert(args, args_type)
+            return True
+        except Exception:
+            return False
+
+    def output_fits(value: Any) -> bool:
+        try:
+            msgspec.convert(value, ret)
             return True
         except Exception:
             return False
@@ -386,6 +400,7 @@ def _build_tool(
         present_result=soft(present_result),
         labels=labels,
         arguments_fit=fits,
+        output_fits=None if output_schema is None else output_fits,
     )
 
 

@@ -103,10 +103,12 @@ class DispatchExecution:
     lifetime. The registry fuses the caller's signal into whatever is installed."""
 
     __slots__ = ("_execution", "_signal")
+    _execution: Execution
+    _signal: Signal
 
     def __init__(self, execution: Execution) -> None:
-        self._execution = execution
-        self._signal = execution.signal
+        object.__setattr__(self, "_execution", execution)
+        object.__setattr__(self, "_signal", execution.signal)
 
     @property
     def execution(self) -> Execution:

@@ -140,8 +140,13 @@ def _flat_copy(container: Any, depth: int = 0) -> Any:
         if type(container) in (dict, FrozenDict):
             out: dict[str, Any] = {}
             for key, child in dict.items(container):
-                if type(key) is not str or not _encodable(key):
+                if type(key) is not str or not (key.isascii() or _encodable(key)):
                     return None
+                kind = type(child)     # the commonest scalars checked here, the rest below
+                if (kind is int and INT_MIN <= child <= INT_MAX) or kind is bool \
+                        or child is None or (kind is str and child.isascii()):
+                    out[key] = child
+                    continue
                 problem = _scalar_problem(child)
                 if problem == "":
                     child = _flat_copy(child, depth + 1)

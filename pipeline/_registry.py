@@ -24,7 +24,7 @@ import msgspec
 from msgspec import UNSET
 
 from ._approval import ApprovalAnswer, ApprovalChannel, ApprovalRequest
-from ._content import blocks_text, default_render, freeze_blocks, freeze_contexts
+from ._content import blocks_text, default_content, freeze_blocks, freeze_contexts
 from ._decisions import Accept, Allow, Ask, Block, Deny
 from ._definition import ToolDefinition
 from ._errors import (
@@ -292,6 +292,10 @@ class PendingCall:
         self._abandoned = False
         self._published: CallResult | None = None
         self._wrapped = False
+        # A listener or a guard was handed the execution: only then can its frozen
+        # arguments have been written through during policy (checked again before the body,
+        # whoever held it since).
+        self._seen = False
         self.execution: Execution = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -425,8 +429,12 @@ class PendingCall:
     async def _policy(self) -> None:
         reg = self._registry
         execution = self.execution
+        scopes = self._scopes
+        listened = reg.pre_execute.applies(scopes)
+        self._seen = listened or bool(reg.guards)
         try:
-            decision = await reg.pre_execute.run((execution,), Allow, self._scopes)
+            decision = (await reg.pre_execute.run((execution,), Allow, scopes)
+                        if listened else Allow())
         except BaseException as exc:
             if own_cancellation(exc):
                 raise
@@ -474,7 +482,8 @@ class PendingCall:
         if self.caller.aborted:
             self._settle("post", _aborted(True))
             return
-        changed = self._arguments_changed("a tools/pre-execute listener or a guard")
+        changed = (self._arguments_changed("a tools/pre-execute listener or a guard")
+                   if self._seen else None)
         if changed is not None:
             self._settle("final", changed)
             return
@@ -561,7 +570,8 @@ class PendingCall:
         scopes = self._scopes
         self._wrapped = reg.execute_wrappers.applies(scopes)
         try:
-            result = await reg.execute_wrappers.run((view,), lambda: self._core(view), scopes)
+            result = (await reg.execute_wrappers.run((view,), lambda: self._core(view), scopes)
+                      if self._wrapped else await self._core(view))
         except BaseException as exc:
             if own_cancellation(exc):
                 raise
@@ -619,13 +629,14 @@ class PendingCall:
         defn = self._resolve()
         if defn is None:
             return failure_from(UnknownToolError(f'unknown tool "{self.execution.name}"'))
-        changed = self._arguments_changed("a tools/execute wrapper")
+        changed = self._arguments_changed("a tools/execute wrapper")   # whoever held it
         if changed is not None:
             return changed
         self.body_invoked = True
         ctx = RunContext(self.execution, fused, self._defer, self._conclude)
         installed = view.signal
-        view.signal = fused
+        if fused is not installed:
+            view.signal = fused
         try:
             value = defn.execute(self.execution.arguments, ctx)
             if inspect.isawaitable(value):
@@ -635,7 +646,8 @@ class PendingCall:
                 raise  # our own task is being cancelled: not the body's outcome
             return body_failure(exc, self.execution.name)
         finally:
-            view.signal = installed
+            if fused is not installed:
+                view.signal = installed
         if fused.aborted:
             return _aborted(False)
         try:
@@ -663,21 +675,23 @@ class PendingCall:
             raise invalid(exc.message) from None
         except Exception as exc:
             raise invalid(f"value could not be read ({message_of(exc)})") from None
-        if defn.output_schema is not None:
-            problems = validate(defn.output_schema, frozen, label="value")
+        schema, fits = defn.output_schema, defn.output_fits
+        if schema is not None and (fits is None or not fits(frozen)):
+            problems = validate(schema, frozen, label="value")
             if problems:
                 raise invalid("; ".join(problems))
         args = self.execution.arguments
-        try:
-            rendered = (
-                defn.render(args, frozen) if defn.render is not None else default_render(frozen)
-            )
-        except Exception as exc:
-            raise invalid(f"render raised: {message_of(exc)}") from None
-        try:
-            content = freeze_blocks(rendered, what="rendered content")
-        except NotLosslessError as exc:
-            raise invalid(exc.message) from None
+        if defn.render is None:
+            content = default_content(frozen)
+        else:
+            try:
+                rendered = defn.render(args, frozen)
+            except Exception as exc:
+                raise invalid(f"render raised: {message_of(exc)}") from None
+            try:
+                content = freeze_blocks(rendered, what="rendered content")
+            except NotLosslessError as exc:
+                raise invalid(exc.message) from None
         meta = None
         if self.execution.parent is None and defn.presentation_meta is not None:
             try:
@@ -770,12 +784,18 @@ class PendingCall:
         current = self.result
         scopes = self._scopes
         watched = self._registry.post_execute.applies(scopes)
-        fingerprint = _fingerprint(current) if watched else b""
+        if not watched:      # nothing to ask: the result as it stands (``Accept``)
+            result = current
+            if self.caller.aborted and not result.is_error:
+                result = _aborted(not self.body_invoked, result.additional_contexts)
+            self._settle("final", result)
+            return
+        fingerprint = _fingerprint(current)
         try:
             decision = await self._registry.post_execute.run(
                 (self.execution, current), Accept, scopes
             )
-            if watched and _fingerprint(current) != fingerprint:
+            if _fingerprint(current) != fingerprint:
                 raise HookError(
                     "a tools/post-execute listener changed the frozen result of this call")
             result = self._apply_post(decision, current)

@@ -33,6 +33,7 @@ owner's: the scheduler stops starting calls, drops the rest, and ``join`` raises
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import enum
 import functools
@@ -92,6 +93,18 @@ def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
             failed.set_exception(exc)
         return failed
     return loop.create_task(_go_on(coro, yielded), context=context)
+
+
+def _now(coro: Coroutine[Any, Any, None]) -> asyncio.Future[None] | None:
+    """``eager(coro)`` for a stage that returns nothing, without a future when it need not
+    have one: ``None`` when the stage completed at once (what it raised is raised here),
+    else the task that goes on with it."""
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration:
+        return None
+    return asyncio.get_running_loop().create_task(_go_on(coro, yielded), context=context)
 
 
 @types.coroutine
@@ -186,8 +199,10 @@ class Scheduler:
         self._on_commit = on_commit
         self._slots = asyncio.Semaphore(pool)
         self._calls: list[Scheduled] = []
-        self._queue: asyncio.Queue[Scheduled | None] = asyncio.Queue()
-        self._driver: asyncio.Task[None] | None = None
+        self._queue: collections.deque[Scheduled] = collections.deque()
+        self._driver: asyncio.Future[None] | None = None  # the ordered lane, once started
+        self._in_drive = False  # the lane is running (eagerly: its future is not set yet)
+        self._previous: Scheduled | None = None  # the call that started last
         self._sealed = False
         self._closed = False
         self._abandon_error: Callable[[], BaseException] | None = None
@@ -201,8 +216,10 @@ class Scheduler:
     def closed(self) -> bool:
         return self._closed
 
-    def submit(self, inp: ExecutionInput, data: Any = None) -> Scheduled:
-        """Queue a call behind those already submitted; returns at once.
+    def submit(self, inp: ExecutionInput, data: Any = None, *, start: bool = True) -> Scheduled:
+        """Queue a call behind those already submitted; returns at once. The queued calls
+        start at the loop's next turn, or, with ``start=False``, when the owner calls
+        ``start()`` (having submitted what belongs together: one batch of a program).
 
         Raises:
             RuntimeError: the scheduler was sealed or closed (``seal``, ``drain``, or an
@@ -213,16 +230,24 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         call = Scheduled(len(self._calls), inp, data, loop)
         self._calls.append(call)
-        self._queue.put_nowait(call)
-        if self._driver is None:
+        self._queue.append(call)
+        if start and not self._driving():
             self._driver = loop.create_task(self._drive())
         return call
 
+    def start(self) -> None:
+        """Start the queued calls now, in order, each as far as it goes without waiting
+        (a call whose every stage is synchronous commits before this returns); what waits
+        goes on as a task. No-op while the calls are already being started."""
+        if not self._driving():
+            self._driver = eager(self._drive())
+
+    def _driving(self) -> bool:
+        return self._in_drive or (self._driver is not None and not self._driver.done())
+
     def seal(self) -> None:
         """No more submissions: the calls already submitted all run (a batch's calls)."""
-        if not self._sealed:
-            self._sealed = True
-            self._queue.put_nowait(None)
+        self._sealed = True
 
     async def join(self) -> list[Scheduled]:
         """Wait until every submitted call is committed (or dropped); returns them.
@@ -243,31 +268,39 @@ class Scheduler:
 
     # -- the ordered lane ---------------------------------------------------------------
     async def _drive(self) -> None:
-        previous: Scheduled | None = None
-        while True:
-            call = await self._queue.get()
-            if call is None:
-                return
-            if call.state is not CallState.QUEUED:  # dropped while queued
-                continue
-            exclusive = self._exclusive(call)
-            if exclusive and previous is not None:  # the barrier: all earlier committed
-                await asyncio.shield(previous.done)
-            await self._slots.acquire()
-            if call.state is not CallState.QUEUED:
-                self._slots.release()
-                continue
-            call._slot = True
-            call.state = CallState.STARTING
-            call._task = eager(self._run(call, previous))
-            call._task.add_done_callback(functools.partial(self._settled, call))
-            await asyncio.shield(call._started)
-            if call.error is not None:  # the owner failed: stop here
-                self._close()
-                return
-            if exclusive:
-                await asyncio.shield(call.done)
-            previous = call
+        """Start the queued calls in order; returns once none is left (the next
+        submission drives again)."""
+        self._in_drive = True
+        try:
+            while self._queue:
+                call = self._queue.popleft()
+                if call.state is not CallState.QUEUED:  # dropped while queued
+                    continue
+                previous = self._previous
+                exclusive = self._exclusive(call)
+                if exclusive and previous is not None and not previous.done.done():
+                    await asyncio.shield(previous.done)  # the barrier: all earlier committed
+                await self._slots.acquire()
+                if call.state is not CallState.QUEUED:
+                    self._slots.release()
+                    continue
+                call._slot = True
+                call.state = CallState.STARTING
+                task = call._task = eager(self._run(call, previous))
+                if task.done():  # settled now, not a turn of the loop later (a callback)
+                    self._settled(call)
+                else:
+                    task.add_done_callback(functools.partial(self._settled, call))
+                if not call._started.done():
+                    await asyncio.shield(call._started)
+                if call.error is not None:  # the owner failed: stop here
+                    self._close()
+                    return
+                if exclusive and not call.done.done():
+                    await asyncio.shield(call.done)
+                self._previous = call
+        finally:
+            self._in_drive = False
 
     async def _run(self, call: Scheduled, previous: Scheduled | None) -> None:
         try:
@@ -285,21 +318,22 @@ class Scheduler:
             if call.pending is not None:
                 # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call
                 # never waits on a stage that ignores (or swallows) cancellation.
-                call._starting = eager(call.pending.start())
-                await asyncio.shield(call._starting)
+                call._starting = _now(call.pending.start())
+                if call._starting is not None:
+                    await asyncio.shield(call._starting)
             _resolve(call._started)
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
                 # With a call queued behind it, the dispatch waits one turn of the loop, so
-                # that the next call starts (S3–S7) before this one's body runs. (Once
-                # sealed, the queue's last item is the end marker, not a call.)
+                # that the next call starts (S3–S7) before this one's body runs.
                 dispatch = call.pending.dispatch()
-                alone = self._queue.qsize() <= (1 if self._sealed else 0)
-                call._dispatching = eager(dispatch) if alone else asyncio.ensure_future(dispatch)
-                await asyncio.shield(call._dispatching)
+                call._dispatching = (asyncio.ensure_future(dispatch) if self._queue
+                                     else _now(dispatch))
+                if call._dispatching is not None:
+                    await asyncio.shield(call._dispatching)
             self._release(call)
             call.state = CallState.WAITING
-            if previous is not None:
+            if previous is not None and not previous.done.done():
                 await asyncio.shield(previous.done)
             call.state = CallState.COMMITTING
             if call.pending is not None:
@@ -382,7 +416,7 @@ class Scheduler:
                 call.result = CallResult.failure(DROPPED_MESSAGE, code="ABORTED")
                 _resolve(call._started)
                 _resolve(call.done)
-        self._queue.put_nowait(None)
+        self._queue.clear()
 
     async def drain(
         self, *, abandon_after_s: float, abandon_error: Callable[[], BaseException]

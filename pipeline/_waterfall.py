@@ -69,7 +69,7 @@ class Waterfall(Generic[T]):
 
     def applies(self, scopes: tuple[str | None, ...] = (None,)) -> bool:
         """Whether any listener runs for ``scopes`` (else ``run`` is just the default)."""
-        return any(reg.applies(scopes) for reg in self._chain)
+        return bool(self._chain) and any(reg.applies(scopes) for reg in self._chain)
 
     async def run(
         self,

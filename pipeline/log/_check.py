@@ -133,6 +133,10 @@ class LogChecker:
         return found
 
     def violations(self, event: Event) -> list[Violation]:
+        kind = type(event)
+        if (kind is CodeDispatchStart or kind is CodeDispatch) \
+                and event.seq == self._seq + 1:   # a run's many sub-calls: straight there
+            return self._dispatch_violations(event)  # type: ignore[arg-type]
         found: list[Violation] = []
 
         def add(kind: ViolationKind, message: str) -> None:
@@ -218,12 +222,20 @@ class LogChecker:
 
     def _dispatch_violations(self, event: CodeDispatchStart | CodeDispatch) -> list[Violation]:
         found: list[Violation] = []
+        sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
+        known_root = self._roots.get(sub)
+        if isinstance(event, CodeDispatchStart):
+            if self._turn is not None and known_root is None and sub and root and parent and (
+                    parent == root or self._roots.get(parent) == root):
+                return found                        # the usual start: nothing to report
+        elif self._turn is not None and sub and root and parent and sub in self._running \
+                and known_root == root:
+            return found                            # the usual settle
         kind = "start" if isinstance(event, CodeDispatchStart) else "settle"
 
         def add(what: ViolationKind, message: str) -> None:
             found.append(Violation(kind=what, seq=event.seq, message=message))
 
-        sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
         if not sub or not root or not parent:   # an empty *name* is the program's, refused
             add(                                 # like a model's (INVALID_ARGS), and logged
                 ViolationKind.EMPTY_ID,
@@ -235,7 +247,6 @@ class LogChecker:
                 ViolationKind.DISPATCH_OUTSIDE_TURN,
                 f"the {kind} of sub-call {sub!r} is outside an open turn",
             )
-        known_root = self._roots.get(sub)
         if isinstance(event, CodeDispatchStart):
             if known_root is not None:
                 add(ViolationKind.DUPLICATE_SUB_CALL, f"sub-call {sub!r} starts a second time")
@@ -296,9 +307,24 @@ class LogChecker:
                 )
         return found
 
+    def _start(self, event: CodeDispatchStart) -> None:
+        sub = event.sub_call_id
+        if not sub:
+            return
+        if sub not in self._roots:
+            self._roots[sub] = event.root_call_id
+        self._running[sub] = event
+        if self._turn is not None:
+            self._turn_starts.append(sub)
+
     def apply(self, event: Event) -> None:
         self._seq = event.seq
-        if isinstance(event, TurnStart):
+        kind = type(event)     # a long run's many dispatch events first, without the chain
+        if kind is CodeDispatch:
+            self._running.pop(event.sub_call_id, None)  # type: ignore[attr-defined]
+        elif kind is CodeDispatchStart:
+            self._start(event)  # type: ignore[arg-type]
+        elif isinstance(event, TurnStart):
             self._turn = event
             self._steps = {}
             self._turn_starts = []
@@ -330,12 +356,8 @@ class LogChecker:
                     waiting[call_id] -= 1
                 else:
                     waiting.pop(call_id, None)
-        elif isinstance(event, CodeDispatchStart) and event.sub_call_id:
-            if event.sub_call_id not in self._roots:
-                self._roots[event.sub_call_id] = event.root_call_id
-            self._running[event.sub_call_id] = event
-            if self._turn is not None:
-                self._turn_starts.append(event.sub_call_id)
+        elif isinstance(event, CodeDispatchStart):
+            self._start(event)
         elif isinstance(event, CodeDispatch):
             self._running.pop(event.sub_call_id, None)
         elif isinstance(event, ToolSuspended):

@@ -97,6 +97,19 @@ async def test_a_wrapper_writing_through_frozen_arguments_fails_the_call(session
     )
 
 
+@pytest.mark.parametrize("tamper", [_tamper_args, _tamper_nested], ids=["top", "nested"])
+async def test_arguments_written_through_between_the_phases_never_reach_the_body(
+    session, ran, tamper
+):
+    # No listener, guard or wrapper: whoever holds the pending call in between is caught.
+    pending = session.prepare(inp("read", ARGS))
+    await pending.start()
+    tamper(pending.execution.arguments)
+    await pending.dispatch()
+    result = await pending.commit()
+    assert (ran.calls, result.error.code) == ([], "HOOK_FAILED")
+
+
 async def test_the_body_receives_arguments_equal_to_the_logged_text(session, ran):
     await session.call("read", '{"path": "/home/me/notes.txt", "opts": {"lines": [1, 2]}}')
     assert ran.calls == [ARGS]

@@ -219,3 +219,32 @@ def test_the_pool_must_hold_at_least_one_call():
             on_start=lambda c: None,
             on_commit=lambda c: None,
         )
+
+
+async def test_start_takes_a_call_that_never_waits_to_its_commit_before_it_returns():
+    trace = Trace()
+    session = Session(tools=[trace.tool("t")])
+    s = scheduler(session, trace)
+    held = s.submit(inp("t", "c0"), start=False)
+    await asyncio.sleep(0)                      # a turn of the loop starts nothing held back
+    assert held.state is CallState.QUEUED and trace.items == []
+    s.start()
+    assert held.done.done() and held.state is CallState.COMMITTED   # no await in between
+    assert trace.items == [("start", "c0"), ("body", "t"), ("end", "t"), ("commit", "c0")]
+    again = s.submit(inp("t", "c1"), start=False)                   # the lane drives again
+    s.start()
+    assert again.state is CallState.COMMITTED and held.result.value == again.result.value == "t"
+
+
+async def test_calls_started_together_keep_their_order_and_overlap():
+    trace = Trace()
+    session = Session(tools=[trace.tool("slow", seconds=0.05), trace.tool("fast")])
+    s = scheduler(session, trace)
+    calls = [s.submit(inp(name, f"c{i}"), start=False)
+             for i, name in enumerate(["slow", "fast", "fast"])]
+    s.start()
+    s.seal()
+    await s.join()
+    assert of(trace, "start") == of(trace, "commit") == ["c0", "c1", "c2"]
+    assert trace.items.index(("start", "c2")) < trace.items.index(("body", "slow"))
+    assert [c.state for c in calls] == [CallState.COMMITTED] * 3

@@ -299,3 +299,33 @@ async def test_a_tool_raising_key_error_reads_clearly():
     result = await session.execute(inp("lookup"))
     assert result.error.message == "KeyError: 'x'"
     assert result.content == error_text("KeyError: 'x'")
+
+
+async def test_a_value_msgspec_refuses_is_still_judged_by_the_output_schema():
+    import datetime
+
+    @tool
+    def when() -> datetime.datetime:             # schema: a string, format "date-time"
+        return "whenever"  # type: ignore[return-value]
+
+    @tool
+    def flag_as_number() -> float:
+        return True  # type: ignore[return-value]
+
+    session = Session(tools=[when, flag_as_number])
+    assert when.output_fits is not None and not when.output_fits("whenever")
+    assert (await session.execute(inp("when"))).value == "whenever"  # the schema accepts it
+    result = await session.execute(inp("flag_as_number"))
+    assert result.error.message == (
+        'tool "flag_as_number" returned invalid output: value must be a number')
+
+
+@pytest.mark.parametrize("value", ["text", "", 6.0, None, [1, {"é": "ü"}], {"a": [True, None]}])
+def test_the_default_content_is_the_default_render_frozen(value):
+    from codemode.pipeline._content import default_content, default_render, freeze_blocks
+    from codemode.pipeline._lossless import FrozenDict, snapshot
+
+    frozen = snapshot(value)
+    made = default_content(frozen)
+    assert made == freeze_blocks(default_render(frozen))
+    assert [type(block) for block in made] == [FrozenDict]
