@@ -395,33 +395,39 @@ def test_instances_share_one_output_thread_and_leave_no_pipe_open(sandbox, host)
     assert len(os.listdir("/proc/self/fd")) <= fds + 4
 
 
-def test_a_forked_child_runs_programs_with_their_output_and_deadline(sandbox, host):
-    import os
-    import time
+_FORKING_PROGRAM = """
+import os, sys
+from codemode.sandbox import RunRequest, SandboxLimits, SubCallReply, TimeLimitExceeded
+from codemode.sandbox import WasmSandbox
 
-    from codemode.sandbox import TimeLimitExceeded
+sandbox = WasmSandbox()
+def run(code, wall_clock_s=30.0):
+    return sandbox.run(RunRequest(code=code, limits=SandboxLimits(wall_clock_s=wall_clock_s)),
+                       lambda batch: SubCallReply())
+run("print('parent')")                          # the parent's threads are under way
+pid = os.fork()
+if pid == 0:                                    # the child: its own ticker, drain, runners
+    ok = False
+    try:
+        out = run("print('child')\\n2")
+        timed = run("while True:\\n    pass", wall_clock_s=0.5)
+        ok = (out.stdout, out.value) == ("child\\n", 2) and isinstance(
+            timed.error, TimeLimitExceeded)
+        if not ok:
+            os.write(2, f"child: {out!r} {timed!r}\\n".encode())
+    finally:
+        os._exit(0 if ok else 1)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
 
-    run(sandbox, host, "print('parent')")       # the parent's threads are under way
-    pid = os.fork()
-    if pid == 0:                                # the child: its own ticker, drain, runners
-        ok = False
-        try:
-            out = run(sandbox, host, "print('child')\n2")
-            timed = run(sandbox, host, "while True:\n    pass", wall_clock_s=0.5)
-            ok = (out.stdout, out.value) == ("child\n", 2) and isinstance(
-                timed.error, TimeLimitExceeded)
-            if not ok:
-                os.write(2, f"child: {out!r} {timed!r}\n".encode())
-        except BaseException as exc:
-            os.write(2, f"child raised: {exc!r}\n".encode())
-            raise
-        finally:
-            os._exit(0 if ok else 1)
-    deadline = time.monotonic() + 120
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            raise AssertionError("the forked child's runs did not end")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(done[1]) == 0
+
+def test_a_forked_child_runs_programs_with_their_output_and_deadline():
+    # In an interpreter of its own: forking this one, with the threads of every earlier
+    # test (event loops, MCP clients, worker supervisors), could copy a lock another
+    # thread holds, which no fix of the sandbox's own threads can prevent.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FORKING_PROGRAM], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
