@@ -48,42 +48,40 @@ _TYPE_NAMES = {
 # schema is in the simple subset (`_simple_schema.is_simple`).
 _CACHE_SIZE = 4096
 _compiled: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
-_simple: OrderedDict[int, tuple[Any, bool]] = OrderedDict()
+_simple: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 _lock = threading.Lock()
 
 
+def _by_identity(cache: OrderedDict[int, tuple[Any, Any]], schema: Any,
+                 make: Any) -> Any:
+    """`make(schema)`, kept in `cache` by the schema's identity (least recently used out)."""
+    key = id(schema)
+    with _lock:
+        hit = cache.get(key)
+        if hit is not None and hit[0] is schema:
+            cache.move_to_end(key)
+            return hit[1]
+    made = make(schema)
+    with _lock:
+        cache[key] = (schema, made)
+        if len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    return made
+
+
 def _is_simple(schema: Any) -> bool:
-    key = id(schema)
-    with _lock:
-        hit = _simple.get(key)
-        if hit is not None and hit[0] is schema:
-            _simple.move_to_end(key)
-            return hit[1]
-    simple = _simple_schema.is_simple(schema)
-    with _lock:
-        _simple[key] = (schema, simple)
-        if len(_simple) > _CACHE_SIZE:
-            _simple.popitem(last=False)
-    return simple
+    return bool(_by_identity(_simple, schema, _simple_schema.is_simple))
 
 
-def _validator(schema: Any) -> Any:
-    key = id(schema)
-    with _lock:
-        hit = _compiled.get(key)
-        if hit is not None and hit[0] is schema:
-            _compiled.move_to_end(key)
-            return hit[1]
+def _compile(schema: Any) -> Any:
     import jsonschema
     from jsonschema.validators import validator_for
 
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    compiled = cls(schema)
-    with _lock:
-        _compiled[key] = (schema, compiled)
-        if len(_compiled) > _CACHE_SIZE:
-            _compiled.popitem(last=False)
-    return compiled
+    return validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
+
+def _validator(schema: Any) -> Any:
+    return _by_identity(_compiled, schema, _compile)
 
 
 def check_schema(schema: Any, what: str) -> None:
