@@ -147,28 +147,33 @@ def _flat_copy(container: Any, depth: int = 0) -> Any:
                         or child is None or (kind is str and child.isascii()):
                     out[key] = child
                     continue
-                problem = _scalar_problem(child)
-                if problem == "":
-                    child = _flat_copy(child, depth + 1)
-                    if child is None:
-                        return None
-                elif problem is not None:
+                child = _flat_child(child, depth)
+                if child is _REFUSED:
                     return None
                 out[key] = child
             return FrozenDict(out)
         items = []
         for child in list.__iter__(container):
-            problem = _scalar_problem(child)
-            if problem == "":
-                child = _flat_copy(child, depth + 1)
-                if child is None:
-                    return None
-            elif problem is not None:
+            child = _flat_child(child, depth)
+            if child is _REFUSED:
                 return None
             items.append(child)
         return FrozenList(items)
     except Exception:                   # mutated while read: the walk reports it
         return None
+
+
+_REFUSED = object()
+
+
+def _flat_child(child: Any, depth: int) -> Any:
+    """`child` of a container at `depth` as `_flat_copy` keeps it: itself (a scalar), its
+    frozen copy (a container), or `_REFUSED` (a problem, or too deep for the fast path)."""
+    problem = _scalar_problem(child)
+    if problem == "":
+        copied = _flat_copy(child, depth + 1)
+        return _REFUSED if copied is None else copied
+    return child if problem is None else _REFUSED
 
 
 def snapshot(value: Any, *, what: str = "value") -> Any:
