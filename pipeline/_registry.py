@@ -681,27 +681,24 @@ class PendingCall:
             if problems:
                 raise invalid("; ".join(problems))
         args = self.execution.arguments
-        if defn.render is None:
-            content = default_content(frozen)
-        else:
+
+        def frozen_hook(hook: Any, label: str, freeze: Any, what: str) -> Any:
+            """`hook(args, frozen)` (the tool's render or presentation meta), frozen."""
             try:
-                rendered = defn.render(args, frozen)
+                made = hook(args, frozen)
             except Exception as exc:
-                raise invalid(f"render raised: {message_of(exc)}") from None
+                raise invalid(f"{label} raised: {message_of(exc)}") from None
             try:
-                content = freeze_blocks(rendered, what="rendered content")
+                return freeze(made, what=what)
             except NotLosslessError as exc:
                 raise invalid(exc.message) from None
+
+        content = (default_content(frozen) if defn.render is None else
+                   frozen_hook(defn.render, "render", freeze_blocks, "rendered content"))
         meta = None
         if self.execution.parent is None and defn.presentation_meta is not None:
-            try:
-                raw_meta = defn.presentation_meta(args, frozen)
-            except Exception as exc:
-                raise invalid(f"presentation meta raised: {message_of(exc)}") from None
-            try:
-                meta = snapshot(raw_meta, what="presentation meta")
-            except NotLosslessError as exc:
-                raise invalid(exc.message) from None
+            meta = frozen_hook(defn.presentation_meta, "presentation meta", snapshot,
+                               "presentation meta")
         built = CallResult(
             is_error=False, value=frozen, content=content, meta=meta, concludes_turn=concludes
         )
