@@ -54,3 +54,29 @@ def test_from_an_optional_parameter_followed_by_a_required_one_all_are_keyword_o
         fn(1, b=2)
     assert str(raised.value) == "t() takes 0 positional arguments but 1 positional argument" \
         " (and 1 keyword-only argument) were given"
+
+
+def test_a_tool_binding_makes_its_call_shape_at_its_first_call_only(monkeypatch):
+    from codemode.sandbox.guest.cm_guest import tools
+
+    made = []
+    binder = signature.binder
+
+    def counted(alias, *rest):
+        made.append(alias)
+        return binder(alias, *rest)
+    monkeypatch.setattr(signature, "binder", counted)
+
+    class Bridge:
+        def call(self, name, alias, args, invalid=None, name_json=None):
+            return (name_json, args, invalid)
+
+    specs = [{"name": f"t{i}", "alias": f"t{i}", "accepts_extra": False,
+              "params": [{"name": "a", "required": True}]} for i in range(3)]
+    bound = [tools.Binding(Bridge(), spec, lambda: None) for spec in specs]
+    assert made == []                   # binding every exposed tool made no call shape
+    assert bound[1](1) == ('"t1"', {"a": 1}, None)
+    assert bound[1](a=2) == ('"t1"', {"a": 2}, None)
+    # A call of the wrong shape is still recorded with CPython's own message.
+    assert bound[2](1, 2) == (None, {"a": 1}, "t2() takes 1 positional argument but 2 were given")
+    assert made == ["t1", "t2"]
