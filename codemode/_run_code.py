@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import threading
 import time
@@ -84,9 +85,13 @@ def _arguments_fit(args: Any) -> bool:
 # Threads that wait on sandbox runs. Not asyncio's default executor: sync tool bodies run
 # there, and a run that holds one of its threads while its sub-call waits for another
 # deadlocks once enough runs are in flight (8 concurrent runs on 2 cores did). More runs
-# than threads queue here; they never block the sub-calls of the runs in progress.
-_RUN_WAITERS = concurrent.futures.ThreadPoolExecutor(max_workers=64,
-                                                     thread_name_prefix="codemode-run-call")
+# than threads queue here; they never block the sub-calls of the runs in progress. Made on
+# first use: a sandbox with `submit` (the wasm tier) never needs it.
+@functools.cache
+def _run_waiters() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=64,
+                                                 thread_name_prefix="codemode-run-call")
+
 
 # Keys in insertion order: a schema reordered in place only misses the cache (a third
 # cheaper to encode than sorted keys, and every run encodes its tools' schemas).
@@ -424,7 +429,7 @@ class CodeMode:
                              limits=limits, tape=tape)
         submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
         running = (submit(request, dispatcher.dispatch, cancel) if submit is not None else
-                   _RUN_WAITERS.submit(self.sandbox.run, request, dispatcher.dispatch, cancel))
+                   _run_waiters().submit(self.sandbox.run, request, dispatcher.dispatch, cancel))
         _offer_gil()
         try:
             await _ended(running, loop)

@@ -16,10 +16,7 @@ read back from either log backend gives the same bytes.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -111,6 +108,9 @@ class SealKey:
              agent: str | None) -> str:
         """The seal (hex HMAC-SHA256) of a suspension's fields; `state`'s own seal, if any,
         is left out."""
+        import hashlib  # here, not at the top: it loads OpenSSL, which only seals need
+        import hmac
+
         payload = _canonical(run_id=run_id, name=name, arguments=arguments,
                              requests=requests, state=state, agent=agent)
         return hmac.new(self.value(), payload, hashlib.sha256).hexdigest()
@@ -136,6 +136,8 @@ class SealKey:
                                  "not written by run_code, or was changed; nothing ran")
         want = self.sign(run_id=run_id, name=name, arguments=arguments, requests=requests,
                          state=state, agent=agent)
+        import hmac
+
         if not hmac.compare_digest(given, want):
             raise ResumeTampered(
                 f"the paused run {run_id!r} was changed after it paused (its seal does not "
@@ -173,6 +175,8 @@ def _read_or_create(path: Path) -> bytes:
         return _read_private(path)
     except FileNotFoundError:
         pass
+    import secrets
+
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # Written aside, then linked into place: a second process creating the key at the

@@ -18,6 +18,7 @@ Schema evolution: new fields get defaults; existing fields never change type.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
@@ -339,7 +340,14 @@ SessionEvent: TypeAlias = (
 )
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(SessionEvent)
+
+
+@functools.cache
+def _decoder() -> msgspec.json.Decoder[SessionEvent]:
+    """The typed decoder of every event, built once, on the first decode: resolving the
+    union's annotations is most of this module's import time, which a session that never
+    reads a log back (``log=None``, or only appends) need not pay."""
+    return msgspec.json.Decoder(SessionEvent)
 
 
 def encode_event(event: Event) -> bytes:
@@ -358,7 +366,7 @@ def decode_event(data: bytes | str) -> Event:
     if not isinstance(data, (bytes, bytearray, memoryview, str)):
         raise msgspec.DecodeError(f"an event is JSON text, not {type(data).__name__}")
     try:
-        event: Event = _decoder.decode(data)
+        event: Event = _decoder().decode(data)
     except RecursionError:
         raise msgspec.DecodeError("JSON nested too deeply to decode") from None
     return event

@@ -7,19 +7,29 @@ sub-call gets a ``TOOL_OUTCOME_UNKNOWN`` outcome; open steps/turns are closed). 
 would break the log's invariants are refused (``LogInvariantError``); ``check(events)``
 reports every violation of a whole log, and ``load(path)`` reads a log file without
 opening it for writing.
+
+The file backends (``SqliteLog``, ``JsonlLog``) and ``load`` load on first use (PEP 562), so a
+session kept in memory never imports ``sqlite3``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
 from ._base import AppendOnlyLog, SessionLog
 from ._check import REFUSED, LogChecker, Violation, ViolationKind, check
-from ._jsonl import JsonlLog
 from ._memory import MemoryLog
-from ._read import load
 from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
-from ._sqlite import SqliteLog
+
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
+    from ._jsonl import JsonlLog as JsonlLog
+    from ._read import load as load
+    from ._sqlite import SqliteLog as SqliteLog
+
+# name -> the private module that defines it
+_LAZY = {"JsonlLog": "._jsonl", "SqliteLog": "._sqlite", "load": "._read"}
 
 __all__ = [
     "OUTCOME_UNKNOWN_MESSAGE",
@@ -56,7 +66,22 @@ def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
     text = os.fspath(path)
     suffix = os.path.splitext(text)[1].lower()
     if suffix in (".db", ".sqlite", ".sqlite3"):
+        from ._sqlite import SqliteLog
         return SqliteLog(text)
     if suffix == ".jsonl":
+        from ._jsonl import JsonlLog
         return JsonlLog(text)
     raise ValueError(f"unknown session log type {text!r}: use .db/.sqlite (SQLite) or .jsonl")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value         # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

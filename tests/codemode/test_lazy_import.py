@@ -1,5 +1,6 @@
 """`import codemode` stays light: the MCP SDK (and pydantic under it) and wasmtime load only
-when a name that needs them is first used."""
+when a name that needs them is first used; what a first `run_code` does not use stays
+unloaded."""
 
 import subprocess
 import sys
@@ -38,6 +39,29 @@ def test_code_mode_loads_the_sandbox_but_not_mcp():
     loaded = _modules_after("from codemode import CodeMode, Policy, Session")
     assert "wasmtime" in loaded
     assert not {"mcp", "pydantic"} & loaded
+
+
+def test_a_first_run_code_result_loads_no_log_file_backend_seal_or_waiter_pool():
+    # what a first `run_code` with an in-memory log never uses: the log's file backends
+    # (and sqlite3), the seal's hashing (hashlib loads OpenSSL) and the threads that wait on
+    # sandboxes without `submit` (the wasm tier has it)
+    loaded = _modules_after(
+        "import asyncio\nfrom codemode import CodeMode, Session\n"
+        "from codemode.fixtures.toolset import builtin_tools\n"
+        "s = Session(tools=builtin_tools(), log=None)\nCodeMode(s)\n"
+        "r = asyncio.run(s.call('run_code', {'code': 'x = 1\\nx'}))\n"
+        "assert r.value['result'] == 1, r")
+    assert "codemode._run_code" in loaded
+    assert not {"sqlite3", "codemode.pipeline.log._sqlite", "codemode.pipeline.log._jsonl",
+                "codemode.pipeline.log._read", "hashlib", "hmac", "secrets",
+                "concurrent.futures.thread"} & loaded
+
+
+def test_the_log_file_backends_load_on_first_use():
+    loaded = _modules_after("from codemode.pipeline import log\n"
+                            "assert log.SqliteLog.__name__ == 'SqliteLog'")
+    assert {"sqlite3", "codemode.pipeline.log._sqlite"} <= loaded
+    assert "codemode.pipeline.log._jsonl" not in loaded
 
 
 def test_every_exported_name_resolves():
