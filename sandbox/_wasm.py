@@ -6,7 +6,6 @@ import _thread
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -126,8 +125,7 @@ def _host_sleep(_store: Any, seconds: float) -> None:
 # The recording linker's WASI clocks and randomness (`_component.Shadows`), for runs with a
 # tape (`_tape.TapeRecorder`).
 
-@dataclass(frozen=True, slots=True)
-class _Datetime:
+class _Datetime(msgspec.Struct, frozen=True):   # not a dataclass: see _component.EngineConfig
     """A `wasi:clocks/wall-clock.datetime` record (wasmtime-py reads its fields by name)."""
 
     seconds: int
