@@ -82,18 +82,26 @@ class SandboxPeer(Peer):
     name = "sandbox"
 
     def __init__(self) -> None:
-        from codemode.sandbox import ParamSpec, RunRequest, SandboxLimits, ToolSpec, WasmSandbox
+        from codemode.sandbox import (
+            ParamSpec,
+            RunRequest,
+            SandboxLimits,
+            SubCallOk,
+            SubCallReply,
+            ToolSpec,
+            WasmSandbox,
+        )
 
         self._request, self._sandbox = RunRequest, WasmSandbox()
         self._tools = (ToolSpec(name="echo", alias="echo", params=(ParamSpec(name="value"),)),)
         self._limits = SandboxLimits(max_subcalls=1_000_000)
 
-    @staticmethod
-    def _echo(batch: Any) -> Any:
-        from codemode.sandbox import SubCallOk, SubCallReply
-
-        return SubCallReply(results=tuple(SubCallOk(id=c.id, value=c.arguments)
-                                          for c in batch.calls))
+        def echo(batch: Any) -> Any:
+            """The echo host: each call's arguments back (its classes imported once, not
+            at every batch, so a sub-call's figure holds no import machinery)."""
+            return SubCallReply(results=tuple(SubCallOk(id=c.id, value=c.arguments)
+                                              for c in batch.calls))
+        self._echo = echo
 
     def run(self, code: str, tools: Any = None) -> Any:
         """`code`'s value; `tools`: the `ToolSpec`s the guest binds (default: `echo`)."""
