@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from codemode.sandbox import _wire
+from codemode.sandbox import SubCallErr, SubCallOk, SubCallReply, _wire
 from codemode.sandbox.guest.cm_guest import errors, tools
 
 
@@ -91,3 +91,43 @@ def test_arguments_json_cannot_keep_are_refused_with_the_general_checks_message(
     with pytest.raises(TypeError) as raised:
         tools.encode_args("t", args)
     assert str(raised.value) == message
+
+
+def host_answer(*results):
+    """The answer to a batch as the host encodes it for the guest."""
+    return _wire.encode_reply(SubCallReply(results=results))
+
+
+@pytest.mark.parametrize("value", [
+    {"value": 1}, [1, "é", None], "text", 0, -1.5, True, False, {"nested": [{"a": {}}]},
+    {"results": [{"id": 1, "ok": True, "value": 2}]},      # a value that looks like an answer
+])
+def test_a_plain_calls_success_is_read_from_the_value_alone(value):
+    text = host_answer(SubCallOk(id=7, value=value))
+    assert tools._ok_value(text, 7) == value == tools._decode_reply(text)["results"][0]["value"]
+
+
+@pytest.mark.parametrize("text", [
+    host_answer(SubCallOk(id=7, value=None)),               # the host leaves a None value out
+    host_answer(SubCallOk(id=70, value=1)),                 # another call
+    host_answer(SubCallOk(id=8, value=1)),
+    host_answer(SubCallErr(id=7, code="DENIED", message="no")),
+    host_answer(SubCallOk(id=7, value=1), SubCallOk(id=8, value=2)),
+    host_answer(),
+    '{"results": [{"id": 7, "ok": true, "value": 1}]}',     # not the host's own spacing
+    '{"results":[{"id":7,"ok":true,"value":}]}',
+    '{"results":[{"id":7,"ok":true,"value":[1}]}',
+])
+def test_any_other_answer_is_read_whole(text):
+    assert tools._ok_value(text, 7) is tools._NOT_OK
+
+
+def test_a_plain_call_reads_the_hosts_own_answers():
+    def host(text):
+        batch = _wire.request_decoder.decode(text)
+        return host_answer(*(SubCallOk(id=c.id, value=json.loads(bytes(c.args)))
+                             for c in batch.calls))
+    bridge = tools.Bridge(host, {})
+    assert [bridge.call("echo", "echo", {"value": i}) for i in range(3)] == [
+        {"value": 0}, {"value": 1}, {"value": 2}]
+    assert bridge.call("echo", "echo", {}) == {}

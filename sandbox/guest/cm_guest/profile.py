@@ -6,7 +6,7 @@ bridge's parts timed in place, and its outcome carries `"profile": {part: nanose
 - `encode`: checking and encoding a call's arguments (`tools.encode_args`);
 - `dispatch`: the `dispatch` import, from the guest's call to its return (the WIT crossing
   both ways and the host's work);
-- `decode`: decoding the host's answer (`tools._decode_reply`);
+- `decode`: decoding the host's answer (`tools._ok_value`, `tools._decode_reply`);
 - `clock`: what one read of the clock costs (each part holds about one per timed call);
 
 and the run's own phases, each from the end of the one before: `compile` (from when the
@@ -54,6 +54,7 @@ class Profile:
     def _start(self, bridge):
         bridge._dispatch = self._timed(bridge._dispatch, "dispatch")
         for owner, name, part in ((tools, "encode_args", "encode"),
+                                  (tools, "_ok_value", "decode"),
                                   (tools, "_decode_reply", "decode")):
             original = getattr(owner, name)
             self._saved.append((owner, name, original))

@@ -84,10 +84,13 @@ class Bridge:
         args_json = encode_args(alias, args)
         if len(args_json) > self._max_request_bytes:
             raise self._too_large(alias, args_json)
-        self._next_id += 1
-        call_id = self._next_id
-        reply = _decode_reply(self._dispatch(_ONE_CALL % (
-            call_id, name_json or json.dumps(name), args_json, call_id)))
+        self._next_id = call_id = self._next_id + 1
+        text = self._dispatch(_ONE_CALL % (
+            call_id, name_json or json.dumps(name), args_json, call_id))
+        value = _ok_value(text, call_id)
+        if value is not _NOT_OK:
+            return value
+        reply = _decode_reply(text)
         mine = None
         for outcome in reply.get("results", ()):
             if mine is None and outcome.get("id") == call_id:
@@ -310,6 +313,27 @@ def _decode_reply(text):
         return _scan_reply(text, 0)[0]
     except StopIteration:
         return json.loads(text)       # raises json's own error for text that is not JSON
+
+
+# The host's answer to a batch of one call that succeeded, as it encodes it (no spaces, the
+# fields in this order), up to the value: `_ok_value` decodes only the value.
+_OK_HEAD = '{"results":[{"id":%d,"ok":true,"value":'
+_NOT_OK = object()
+
+
+def _ok_value(text, call_id):
+    """The value of call `call_id` when the host's answer `text` is exactly its success
+    (`{"results":[{"id":<call_id>,"ok":true,"value":<value>}]}`); else `_NOT_OK`, and the
+    answer is read whole (`_decode_reply`). Skips making the answer's dicts and list."""
+    head = _OK_HEAD % call_id
+    if text.startswith(head) and text.endswith("}]}"):
+        try:
+            value, end = _scan_reply(text, len(head))
+        except (StopIteration, ValueError):
+            return _NOT_OK
+        if end == len(text) - 3:
+            return value
+    return _NOT_OK
 _INT_RANGE = (-(2**63), 2**63)
 _INT_MIN, _INT_MAX = _INT_RANGE
 _copysign = math.copysign
@@ -383,23 +407,22 @@ class Binding:
     def __call__(self, /, *args, **kwargs):
         try:
             bound = self._signature(*args, **kwargs)
-            invalid = None
         except TypeError as exc:
             invalid = str(exc)
-        if invalid is not None:
-            # A call of the wrong shape is still a call: the host records the attempt and
-            # answers INVALID_ARGS (raised as ToolArgumentError, a TypeError), unless the
-            # attempt is not even JSON (a TypeError, nothing sent). Raised outside the
-            # `except`, so the program's traceback has no chained binding error.
-            attempt = dict(zip(self._names, args, strict=False))
-            for key, value in kwargs.items():
-                attempt.setdefault(key, value)
-            return self._bridge.call(self.name, self.alias, attempt, invalid=invalid)
-        if _get_running_loop() is not None and self._loop_getter() is not None:
-            sites = self._bridge.callsites
-            if sites is None or sites.returns_pending(sys._getframe(1)) is not False:
-                return self._bridge.submit(self.name, self.alias, bound)
-        return self._bridge.call(self.name, self.alias, bound, name_json=self._name_json)
+        else:
+            if _get_running_loop() is not None and self._loop_getter() is not None:
+                sites = self._bridge.callsites
+                if sites is None or sites.returns_pending(sys._getframe(1)) is not False:
+                    return self._bridge.submit(self.name, self.alias, bound)
+            return self._bridge.call(self.name, self.alias, bound, None, self._name_json)
+        # A call of the wrong shape is still a call: the host records the attempt and answers
+        # INVALID_ARGS (raised as ToolArgumentError, a TypeError), unless the attempt is not
+        # even JSON (a TypeError, nothing sent). Made outside the `except`, so the program's
+        # traceback has no chained binding error.
+        attempt = dict(zip(self._names, args, strict=False))
+        for key, value in kwargs.items():
+            attempt.setdefault(key, value)
+        return self._bridge.call(self.name, self.alias, attempt, invalid=invalid)
 
 
 class ToolNamespace:
