@@ -85,8 +85,11 @@ class Bridge:
         if len(args_json) > self._max_request_bytes:
             raise self._too_large(alias, args_json)
         self._next_id = call_id = self._next_id + 1
-        text = self._dispatch(_ONE_CALL % (
-            call_id, name_json or json.dumps(name), args_json, call_id))
+        # A batch of this one call, nothing to cancel, answered once it settled (an f-string:
+        # a third cheaper than `%` formatting in the guest).
+        text = self._dispatch(
+            f'{{"calls":[{{"id":{call_id},"name":{name_json or json.dumps(name)},'
+            f'"args":{args_json}}}],"cancel":[],"wait_s":null,"until":[{call_id}]}}')
         value = _ok_value(text, call_id)
         if value is not _NOT_OK:
             return value
@@ -302,8 +305,6 @@ if _make_encoder is not None:
 else:                                                     # CPython without its _json module
     _ENCODE = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"),
                                default=_SETTLE, check_circular=False).iterencode
-# A batch of one call, nothing to cancel, answered once it settled (`Bridge.call`).
-_ONE_CALL = '{"calls":[{"id":%d,"name":%s,"args":%s}],"cancel":[],"wait_s":null,"until":[%d]}'
 _scan_reply = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
@@ -315,9 +316,6 @@ def _decode_reply(text):
         return json.loads(text)       # raises json's own error for text that is not JSON
 
 
-# The host's answer to a batch of one call that succeeded, as it encodes it (no spaces, the
-# fields in this order), up to the value: `_ok_value` decodes only the value.
-_OK_HEAD = '{"results":[{"id":%d,"ok":true,"value":'
 _NOT_OK = object()
 
 
@@ -325,7 +323,9 @@ def _ok_value(text, call_id):
     """The value of call `call_id` when the host's answer `text` is exactly its success
     (`{"results":[{"id":<call_id>,"ok":true,"value":<value>}]}`); else `_NOT_OK`, and the
     answer is read whole (`_decode_reply`). Skips making the answer's dicts and list."""
-    head = _OK_HEAD % call_id
+    # The host's answer as it encodes it (no spaces, the fields in this order), up to the
+    # value.
+    head = f'{{"results":[{{"id":{call_id},"ok":true,"value":'
     if text.startswith(head) and text.endswith("}]}"):
         try:
             value, end = _scan_reply(text, len(head))
