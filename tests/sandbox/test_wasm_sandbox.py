@@ -14,6 +14,8 @@ from codemode.sandbox import (
     RunRequest,
     SandboxLimits,
     SubcallLimitExceeded,
+    SubCallOk,
+    SubCallReply,
 )
 
 from .conftest import echo_tool
@@ -431,3 +433,17 @@ def test_a_forked_child_runs_programs_with_their_output_and_deadline():
     done = subprocess.run([sys.executable, "-c", _FORKING_PROGRAM], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("value", ["", "héllo ☃ 𝄞 \u2028", "x" * 300_000, [None, 1.5, {}]])
+def test_a_sub_calls_text_crosses_the_wit_boundary_unchanged_both_ways(sandbox, value):
+    seen = []
+
+    def dispatch(batch):
+        seen.extend(c.arguments["value"] for c in batch.calls)
+        return SubCallReply(results=tuple(SubCallOk(id=c.id, value=[c.arguments["value"]])
+                                          for c in batch.calls))
+
+    code = f"v = echo(value={value!r})[0]\nv == {value!r} and len(repr(v))"
+    outcome = run(sandbox, dispatch, code, tools=[echo_tool()], output_bytes=2 << 20)
+    assert (outcome.value, seen) == (len(repr(value)), [value])
