@@ -74,6 +74,7 @@ _string_val_at = _StringVal.from_address
 _memory_at = _MEMORY.from_address
 _generic = _linker.func_impl
 _functions = _linker.FUNCTIONS
+_handles = _functions.handles          # `_functions.get` without its Python frame
 
 
 def _string_call_impl(idx: int | None, context: int, ty_raw: int, args: int, nargs: int,
@@ -89,7 +90,7 @@ def _string_call_impl(idx: int | None, context: int, ty_raw: int, args: int, nar
     try:
         text = _memory_at(arg.data)[:arg.size].decode("utf-8")  # type: ignore[attr-defined]
         _vec_delete(args + _PAYLOAD)
-        out = _functions.get(idx or 0)(None, text)
+        out = _handles[idx or 0](None, text)
         if not isinstance(out, str):
             raise TypeError("expected string type")
         encoded = out.encode("utf-8")
