@@ -68,6 +68,9 @@ def test_a_call_made_while_others_are_queued_goes_with_them():
     {}, {"a": 1, "b": -2**63, "c": 2**63 - 1}, {"x": 1.5, "y": 0.0, "z": -1e300},
     {"s": "plain", "t": "", "u": "naïve ☃"}, {"t": True, "f": False, "n": None},
     {"clé": 1}, {"nested": {"a": [1, {"b": None}]}, "after": 2},
+    {'q"uo\\te\n\x00\x1f': 'q"uo\\te\n\x00\x1f\x7f', "": ""},
+    {"f": 1e16, "g": 1e-7, "h": 0.1 + 0.2, "i": -2.5e-300, "j": 123456789.0},
+    {"one": 1, "two": [2], "three": 3},
 ])
 def test_encoded_arguments_are_what_json_dumps_makes(args):
     assert tools.encode_args("t", args) == json.dumps(

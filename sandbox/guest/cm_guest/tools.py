@@ -224,21 +224,32 @@ def encode_args(alias, args):
     other objects are refused. A pending call stands for its value (waited for here). The
     walk is iterative, so deep nesting cannot overflow it.
     """
-    for key, value in args.items():   # the common case first: str keys, scalar values
+    # The common case first: ASCII str keys and scalar values, checked and written in one
+    # pass (in the guest ~1 us cheaper per call than checking, then calling the C encoder),
+    # as the C encoder writes them.
+    parts = []
+    for key, value in args.items():
         if type(key) is not str or not key.isascii():
             break
         kind = type(value)
         if kind is int:
             if not _INT_MIN <= value < _INT_MAX:
                 break
+            parts.append(f"{_dump_str(key)}:{value}")
         elif kind is str:
             if not value.isascii():
                 break
-        elif not (value is None or kind is bool or (kind is float and value - value == 0.0
-                                                    and (value or _copysign(1.0, value) > 0))):
+            parts.append(f"{_dump_str(key)}:{_dump_str(value)}")
+        elif value is None:
+            parts.append(f"{_dump_str(key)}:null")
+        elif kind is bool:
+            parts.append(f"{_dump_str(key)}:{'true' if value else 'false'}")
+        elif kind is float and value - value == 0.0 and (value or _copysign(1.0, value) > 0):
+            parts.append(f"{_dump_str(key)}:{value!r}")
+        else:
             break                                 # not a scalar, or NaN, inf, -0.0
     else:
-        return "".join(_ENCODE(args, 0))
+        return f"{{{','.join(parts)}}}"
     stack = [(args, "arguments", None)]
     active = set()     # ids of the containers on the current path: a repeat is a cycle
     while stack:
@@ -294,6 +305,7 @@ def _encode_checked(alias, args):
 
 
 _SETTLE = json_default()
+_dump_str = json.encoder.encode_basestring        # ensure_ascii=False, as `_ENCODE` writes
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # json.dumps(allow_nan=False, ensure_ascii=False, separators=(",", ":"), default=_SETTLE),
 # made once: `dumps` makes its encoder again at every call. No cycle check (`markers`):
