@@ -19,7 +19,10 @@ One sub-call, from a program making `--subcalls` calls of `add(a=i, b=1)` throug
   the crossing (the guest's `dispatch` import less the host's part), the guest's encoding
   of the arguments and decoding of the reply, and the rest of its bridge (the binding, its
   checks and bookkeeping: the guest's whole part less the timed ones; the timers' own cost,
-  shown by that run's total, lands mostly in the timed parts);
+  shown by that run's total, lands mostly in the timed parts); and two floors, from a
+  program calling the raw `dispatch` import (no binding, no JSON in the guest), answered
+  by a constant in place of the host's batch handling (the crossing alone) and by the
+  host itself;
 - the same through `run_code`: the host's part; the dispatcher's round trip to the event
   loop (`SubCallDispatcher.dispatch`), split into each pipeline stage (S3 `prepare`,
   S4-S7 `start`, S8-S10 `dispatch`, S11-S14 `commit`), the dispatch events (on start, on
@@ -170,6 +173,9 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     parts["    guest: the rest (binding, bookkeeping)"] = (
         bare - per["host"] - crossing - guest["encode"] - guest["decode"])
     parts["    (total with the guest's timers on)"] = timed
+    alone, through_host = crossing_floor(sandbox, n)
+    parts["  floor: raw import, a constant answer"] = alone
+    parts["  floor: raw import, through the host"] = through_host
     stages = [(_session.Session, "prepare", "S3 prepare"),
               (_registry.PendingCall, "start", "S4-S7 start"),
               (_registry.PendingCall, "dispatch", "S8-S10 dispatch"),
@@ -196,6 +202,40 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
         parts[f"{label}: blocks kept per sub-call (count)"] = kept
         parts[f"{label}: garbage collection per sub-call"] = collecting
     return parts
+
+
+# A program calling the guest's raw `dispatch` import with one fixed one-call batch.
+_RAW_DISPATCH = (
+    'import sys\ndispatch = sys.modules["wit_world.imports.host"].dispatch\n'
+    'batch = \'{"calls":[{"id":1,"name":"echo","args":{"value":1}}],"cancel":[],'
+    '"wait_s":null,"until":[1]}\'\n')
+_RAW_ANSWER = '{"results":[{"id":1,"ok":true,"value":{"value":1}}]}'
+
+
+def crossing_floor(sandbox: _peers.Peer, n: int) -> tuple[float, float]:
+    """Microseconds per call of the raw `dispatch` import from a program (no binding, no
+    JSON in the guest), net of the same loop without calls, best of 3 each: answered by a
+    constant in place of `RunHost.dispatch_batch` (the crossing alone: the guest's import
+    glue, wasmtime's lift and lower, the host callback), then by the host itself (its
+    decoding, checks, the echo and its encoding too). The bare bridge less the second is
+    what the guest's bridge costs in place."""
+    from codemode.sandbox import _host
+
+    def per_call() -> float:
+        loop = _RAW_DISPATCH + f"for i in range({n}):\n    "
+        base = min(bench._timed(lambda: sandbox.run(loop + "pass\n0")) for _ in range(3))
+        calls = min(bench._timed(lambda: sandbox.run(loop + "dispatch(batch)\n0"))
+                    for _ in range(3))
+        return (calls - base) / n * 1e6
+
+    through_host = per_call()
+    answer = _host.RunHost.dispatch_batch
+    _host.RunHost.dispatch_batch = lambda self, batch: _RAW_ANSWER  # type: ignore[method-assign]
+    try:
+        alone = per_call()
+    finally:
+        _host.RunHost.dispatch_batch = answer                       # type: ignore[method-assign]
+    return alone, through_host
 
 
 def subcall_memory(peer: _peers.Peer, n: int) -> tuple[float, float]:

@@ -64,3 +64,26 @@ def test_the_guest_times_its_own_parts_of_a_sub_call_only_when_asked():
     # The guest's time in the import holds the host's part (the intervals nest).
     assert guest["dispatch"] > host > 0
     assert answers and all('"profile"' not in answer for answer in answers)   # not asked
+
+
+def test_the_crossing_floor_calls_the_raw_import_and_restores_the_host():
+    from benchmarks import _peers
+    from codemode.sandbox import _host
+
+    answer = _host.RunHost.dispatch_batch
+    seen = []
+    sandbox = _peers.make("sandbox")
+    try:
+        _host.RunHost.dispatch_batch = lambda self, batch: seen.append(batch) or answer(
+            self, batch)
+        try:
+            alone, through_host = breakdown.crossing_floor(sandbox, 5)
+        finally:
+            _host.RunHost.dispatch_batch = answer
+        assert sandbox.run("echo(value=1)\n2") == 2                        # the host restored
+    finally:
+        sandbox.close()
+    # Through the host: the raw batch, 5 calls in each of 3 runs; the constant answer
+    # replaced the host (and the wrapper above) for the second part.
+    assert seen == [breakdown._RAW_DISPATCH.split("'")[1]] * 15
+    assert all(isinstance(x, float) for x in (alone, through_host))
