@@ -14,7 +14,12 @@ for the same wasmtime and Engine settings), measured in the same process, interl
   and of its private dirty pages (`/proc/self/smaps_rollup`: pages this process wrote,
   what an instance really costs) divided by their number;
 - memory per ready instance of the sandbox's pool (`sandbox._pool`: instantiated and
-  prepared, not yet run): PSS and private dirty growth per instance.
+  prepared, not yet run): PSS and private dirty growth per instance;
+- the pages of one instance's linear memory the process holds as its own (written:
+  copy-on-write copies of the snapshot's image, or new pages), counted exactly
+  (`/proc/self/pagemap`, no other process or allocator in the figure): made and prepared
+  by the pool, after a fresh run of the trivial program, and what that run adds after the
+  pool's preparation (`written_pages`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import struct
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +93,77 @@ def pooled_instance_bytes(count: int = 10) -> tuple[float, float]:
     for fresh in kept:
         fresh.close()
     return pss, dirty
+
+
+def _mappings() -> list[tuple[int, int, str, str]]:
+    """(start, end, permissions, path) of this process's mappings (`/proc/self/maps`)."""
+    found = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            found.append((start, end, fields[1], fields[5] if len(fields) > 5 else ""))
+    return found
+
+
+def _own_pages(start: int, end: int) -> int:
+    """Pages of [start, end) present and mapped by this process alone, not a file's
+    (`/proc/self/pagemap` bits 63, 56 and 61): pages it wrote."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    count = (end - start) // page
+    fd = os.open("/proc/self/pagemap", os.O_RDONLY)
+    try:
+        data = os.pread(fd, 8 * count, start // page * 8)
+    finally:
+        os.close(fd)
+    return sum(1 for entry in struct.unpack(f"{count}Q", data)
+               if entry >> 63 & 1 and entry >> 56 & 1 and not entry >> 61 & 1)
+
+
+def written_pages(steps: Sequence[str]) -> int | None:
+    """Pages of one new instance's linear memory this process holds as its own after
+    `steps` ran in it, in order: each either `_pool.PREPARE` (the pool's preparation) or a
+    run request's text (a program that calls no tool). Its memory is the snapshot's image,
+    mapped copy-on-write from the compiled component's cache file, and the anonymous
+    memory around it; a page counts once written. None when the image is not mapped from
+    the file (the component was compiled in this process: measure in another) or the
+    instance's memory cannot be told apart from another's. Linux only."""
+    from codemode.sandbox import SandboxLimits, _component, _pool, _wasm
+
+    limits = SandboxLimits()
+    config = _component.EngineConfig(fuel=False, stack_bytes=limits.stack_bytes)
+    runtime = _component._runtimes[config]
+    made: list[Any] = []
+
+    def make() -> int | None:
+        before = {m[:2] for m in _mappings()}
+        fresh = _pool._made(runtime, limits.memory_bytes)
+        assert fresh is not None, "could not make an instance"
+        made.append(fresh)
+        after = _mappings()
+        images = [i for i, m in enumerate(after) if m[2] == "rw-p"
+                  and m[3].endswith(".cwasm") and m[:2] not in before]
+        if len(images) != 1:
+            return None
+        for step in steps:
+            if step == _pool.PREPARE:
+                assert _pool._prepare(fresh), "could not prepare the instance"
+            else:
+                fresh.call(step)
+        index = images[0]
+        parts = [after[index]]
+        for neighbour in (index - 1, index + 1):       # the memory before and past the image
+            start, end, permissions, path = after[neighbour]
+            if permissions == "rw-p" and not path and (end == parts[0][0] or
+                                                       start == parts[0][1]):
+                parts.append(after[neighbour])
+        return sum(_own_pages(start, end) for start, end, _, _ in parts)
+
+    try:
+        return _wasm._on_runner_thread(make)
+    finally:
+        for fresh in made:
+            fresh.close()
 
 
 def main() -> None:
@@ -162,6 +240,23 @@ def main() -> None:
     pss, dirty = pooled_instance_bytes(args.instances)
     print(f"per ready instance of the pool (made and prepared ahead): PSS {pss / 2**20:.2f} "
           f"MiB, private dirty {dirty / 2**20:.2f} MiB ({args.instances} instances)")
+    from codemode.sandbox import _pool, _wasm
+
+    trivial = '{"code": "x = 1\\nx", "tools": [], "limits": {}}'
+    size, _wasm.POOL.size = _wasm.POOL.size, 0     # no instance of the pool's made meanwhile
+    try:
+        prepared = written_pages([_pool.PREPARE])
+        fresh_run = written_pages([trivial])
+        both = written_pages([_pool.PREPARE, trivial])
+    finally:
+        _wasm.POOL.size = size
+    if prepared is None or fresh_run is None or both is None:
+        print("linear memory pages written: not measurable in this process (the component "
+              "was compiled in it, not mapped from the cache: run again)")
+    else:
+        print(f"linear memory pages written per instance: made and prepared by the pool "
+              f"{prepared}, a fresh run of x = 1 {fresh_run}, that run after the pool's "
+              f"preparation {both - prepared} more")
 
 
 if __name__ == "__main__":
