@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 import msgspec
@@ -27,6 +27,7 @@ from ._approval import ApprovalAnswer, ApprovalChannel, ApprovalRequest
 from ._content import blocks_text, default_content, freeze_blocks, freeze_contexts
 from ._decisions import Accept, Allow, Ask, Block, Deny
 from ._definition import ToolDefinition
+from ._eager import Stage
 from ._errors import (
     AbortedBeforeDispatchError,
     AbortedError,
@@ -242,14 +243,16 @@ async def _contained(awaitable: Any) -> Any:
         return None
 
 
-async def shielded(coro: Any, cancel: Signal) -> Any:
+async def shielded(coro: Coroutine[Any, Any, Any], cancel: Signal) -> Any:
     """Await ``coro`` to completion even if the awaiting task is cancelled: cancellation
-    aborts ``cancel`` instead, and ``CancelledError`` is re-raised after settling."""
-    task = asyncio.ensure_future(coro)
+    aborts ``cancel`` instead, and ``CancelledError`` is re-raised after settling.
+    ``coro``'s first step runs now (``eager``)."""
+    stage = Stage(coro)
+    task = stage.task
     cancelled = False
     while True:
         try:
-            result = await asyncio.shield(task)
+            result = await stage.outcome()
             break
         except asyncio.CancelledError:
             if task.done():

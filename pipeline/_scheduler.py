@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextvars
 import enum
 import functools
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from ._eager import Stage, eager
 from ._errors import InvalidArgumentsError
 from ._execution import ExecutionInput
 from ._normalize import failure_from
@@ -65,65 +64,34 @@ class CallState(enum.Enum):
 
 _FINAL = (CallState.COMMITTED, CallState.DROPPED)
 
-_T = TypeVar("_T")
 
+class _Mark:
+    """A point a call passes once (started, done): ``future`` resolves then. ``wait()``
+    wakes one turn of the loop later, its future resolved here directly (awaiting
+    ``asyncio.shield(future)`` takes two turns); cancelling it leaves ``future`` alone."""
 
-def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
-    """``asyncio.ensure_future(coro)``, except that the coroutine's first step runs now,
-    in a copy of the current context as a task's would: a stage with nothing to wait for
-    (no listener, a body that does not await) completes here, without a task or a turn of
-    the event loop (each costs more than such a stage's own work). If it suspends, the
-    rest runs as a task of its own (in the same context), so cancelling the returned
-    future reaches it as it would reach a task started with ``ensure_future``."""
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration as stop:
-        done: asyncio.Future[_T] = loop.create_future()
-        done.set_result(stop.value)
-        return done
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:
-        failed: asyncio.Future[_T] = loop.create_future()
-        if isinstance(exc, asyncio.CancelledError):
-            failed.cancel()
-        else:
-            failed.set_exception(exc)
-        return failed
-    return loop.create_task(_go_on(coro, yielded), context=context)
+    __slots__ = ("_waiters", "future")
 
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.future: asyncio.Future[None] = loop.create_future()
+        self._waiters: list[asyncio.Future[None]] = []
 
-def _now(coro: Coroutine[Any, Any, None]) -> asyncio.Future[None] | None:
-    """``eager(coro)`` for a stage that returns nothing, without a future when it need not
-    have one: ``None`` when the stage completed at once (what it raised is raised here),
-    else the task that goes on with it."""
-    context = contextvars.copy_context()
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration:
-        return None
-    return asyncio.get_running_loop().create_task(_go_on(coro, yielded), context=context)
+    def set(self) -> bool:
+        """Pass the mark; False if it was passed already."""
+        if self.future.done():
+            return False
+        self.future.set_result(None)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+        return True
 
-
-@types.coroutine
-def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _T]:
-    """The rest of ``coro``, which suspended on ``yielded``, as the body of a task: what
-    the task sends or throws in goes on to the coroutine."""
-    while True:
-        try:
-            sent = yield yielded
-        except BaseException as exc:
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+    async def wait(self) -> None:
+        if not self.future.done():
+            waiter = self.future.get_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
 
 class Scheduled:
@@ -153,8 +121,9 @@ class Scheduled:
         self.pending: PendingCall | None = None
         self.result: CallResult | None = None
         self.error: BaseException | None = None
-        self.done: asyncio.Future[None] = loop.create_future()
-        self._started: asyncio.Future[None] = loop.create_future()  # S3–S7 over: next may start
+        self._done = _Mark(loop)
+        self.done: asyncio.Future[None] = self._done.future
+        self._started = _Mark(loop)  # S3–S7 over: the next call may start
         self._task: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._dispatching: asyncio.Future[None] | None = None
@@ -199,6 +168,8 @@ class Scheduler:
         self._on_commit = on_commit
         self._slots = asyncio.Semaphore(pool)
         self._calls: list[Scheduled] = []
+        self._open = 0  # calls not done yet
+        self._joiners: list[asyncio.Future[None]] = []  # `join`'s, resolved by the last done
         self._queue: collections.deque[Scheduled] = collections.deque()
         self._driver: asyncio.Future[None] | None = None  # the ordered lane, once started
         self._in_drive = False  # the lane is running (eagerly: its future is not set yet)
@@ -230,6 +201,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         call = Scheduled(len(self._calls), inp, data, loop)
         self._calls.append(call)
+        self._open += 1
         self._queue.append(call)
         if start and not self._driving():
             self._driver = loop.create_task(self._drive())
@@ -257,8 +229,12 @@ class Scheduler:
         """
         while True:
             calls = list(self._calls)
-            if calls:
-                await asyncio.wait([c.done for c in calls])
+            if self._open:
+                # resolved by the call done last (`_finish`): one turn of the loop earlier
+                # than `asyncio.wait`, whose done callbacks resolve its own future
+                joined = asyncio.get_running_loop().create_future()
+                self._joiners.append(joined)
+                await joined
             if len(calls) == len(self._calls):
                 break
         for call in calls:
@@ -279,7 +255,7 @@ class Scheduler:
                 previous = self._previous
                 exclusive = self._exclusive(call)
                 if exclusive and previous is not None and not previous.done.done():
-                    await asyncio.shield(previous.done)  # the barrier: all earlier committed
+                    await previous._done.wait()  # the barrier: all earlier committed
                 await self._slots.acquire()
                 if call.state is not CallState.QUEUED:
                     self._slots.release()
@@ -291,13 +267,14 @@ class Scheduler:
                     self._settled(call)
                 else:
                     task.add_done_callback(functools.partial(self._settled, call))
-                if not call._started.done():
-                    await asyncio.shield(call._started)
+                if not call._started.future.done():
+                    await call._started.wait()
                 if call.error is not None:  # the owner failed: stop here
                     self._close()
                     return
-                if exclusive and not call.done.done():
-                    await asyncio.shield(call.done)
+                # (the last call of a sealed scheduler: nothing waits behind the barrier)
+                if exclusive and not call.done.done() and (self._queue or not self._sealed):
+                    await call._done.wait()
                 self._previous = call
         finally:
             self._in_drive = False
@@ -318,23 +295,21 @@ class Scheduler:
             if call.pending is not None:
                 # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call
                 # never waits on a stage that ignores (or swallows) cancellation.
-                call._starting = _now(call.pending.start())
-                if call._starting is not None:
-                    await asyncio.shield(call._starting)
-            _resolve(call._started)
+                starting = Stage(call.pending.start())
+                call._starting = starting.task
+                await starting.outcome()
+            call._started.set()
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
                 # With a call queued behind it, the dispatch waits one turn of the loop, so
                 # that the next call starts (S3–S7) before this one's body runs.
-                dispatch = call.pending.dispatch()
-                call._dispatching = (asyncio.ensure_future(dispatch) if self._queue
-                                     else _now(dispatch))
-                if call._dispatching is not None:
-                    await asyncio.shield(call._dispatching)
+                dispatching = Stage(call.pending.dispatch(), later=bool(self._queue))
+                call._dispatching = dispatching.task
+                await dispatching.outcome()
             self._release(call)
             call.state = CallState.WAITING
             if previous is not None and not previous.done.done():
-                await asyncio.shield(previous.done)
+                await previous._done.wait()
             call.state = CallState.COMMITTING
             if call.pending is not None:
                 call.result = await call.pending.commit()
@@ -342,9 +317,9 @@ class Scheduler:
             if self._abandon_error is None:
                 raise
             self._release(call)
-            _resolve(call._started)
+            call._started.set()
             if previous is not None:  # commits stay in order
-                await asyncio.shield(previous.done)
+                await previous._done.wait()
             call.result = await self._abandoned(call)
             call.state = CallState.COMMITTING
         try:
@@ -399,12 +374,22 @@ class Scheduler:
             and call.result is None
             and call.pending is None
             and call.error is None
-            and not call._started.done()
+            and not call._started.future.done()
         ):
             call.state = CallState.DROPPED  # cancelled before it began
             call.result = CallResult.failure(DROPPED_MESSAGE, code="ABORTED")
-        _resolve(call._started)
-        _resolve(call.done)
+        call._started.set()
+        self._finish(call)
+
+    def _finish(self, call: Scheduled) -> None:
+        """Resolve ``call.done`` (once); the last call done wakes ``join``."""
+        if call._done.set():
+            self._open -= 1
+            if self._open == 0:
+                for joined in self._joiners:
+                    if not joined.done():
+                        joined.set_result(None)
+                self._joiners.clear()
 
     # -- ending ---------------------------------------------------------------------------
     def _close(self) -> None:
@@ -414,8 +399,8 @@ class Scheduler:
             if call.state is CallState.QUEUED:
                 call.state = CallState.DROPPED
                 call.result = CallResult.failure(DROPPED_MESSAGE, code="ABORTED")
-                _resolve(call._started)
-                _resolve(call.done)
+                call._started.set()
+                self._finish(call)
         self._queue.clear()
 
     async def drain(
@@ -444,7 +429,3 @@ class Scheduler:
                 await asyncio.wait(stuck, timeout=abandon_after_s)
         return [c for c in self._calls if c.state not in _FINAL]
 
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

@@ -26,7 +26,7 @@ from ._lossless import FrozenDict, snapshot
 from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
 from ._result import CallResult
 from ._resume import Resumption, find_suspension, normalize_decisions
-from ._scheduler import Scheduled, Scheduler, eager
+from ._scheduler import Scheduled, Scheduler
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
 from .events import (
@@ -510,9 +510,9 @@ class Session:
             # The batch's first step (the turn, the step, the first call's start) runs now,
             # not a turn of the loop later.
             results: list[CallResult] = await shielded(
-                eager(self._batch(
+                self._batch(
                     items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls
-                )),
+                ),
                 cancel,
             )
             return results
@@ -601,8 +601,8 @@ class Session:
         batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
         try:
             results: list[CallResult] = await shielded(
-                eager(self._batch([(name, text, parsed, call_id)], agent, batch_signal, 1,
-                                  resumption=resumption)),
+                self._batch([(name, text, parsed, call_id)], agent, batch_signal, 1,
+                            resumption=resumption),
                 cancel,
             )
             return results[0]
@@ -657,8 +657,9 @@ class Session:
                 scheduler.submit(
                     ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal,
                                    agent=agent, resumption=resumption),
-                    data=item)
+                    data=item, start=False)
             scheduler.seal()
+            scheduler.start()         # the first call's start now, not a turn of the loop later
             done = await scheduler.join()
         finally:
             unsettled = [c.done for c in scheduler.calls if not c.done.done()]

@@ -1,0 +1,132 @@
+"""Coroutines run as far as they go now, and waits that cost one turn of the event loop.
+
+A task's step, a done callback and the awaiter's wake-up are each a turn of the loop (a
+pass through its ready queue, ~8-30 us). ``eager`` runs a coroutine's first step at once;
+``Stage`` also lets a caller wait for the rest without the second turn of
+``asyncio.shield``, whose done callback resolves another future that then wakes the awaiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Stage", "eager", "now"]
+
+_T = TypeVar("_T")
+
+
+def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
+    """``asyncio.ensure_future(coro)``, except that the coroutine's first step runs now,
+    in a copy of the current context as a task's would: a stage with nothing to wait for
+    (no listener, a body that does not await) completes here, without a task or a turn of
+    the event loop (each costs more than such a stage's own work). If it suspends, the
+    rest runs as a task of its own (in the same context), so cancelling the returned
+    future reaches it as it would reach a task started with ``ensure_future``."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration as stop:
+        done: asyncio.Future[_T] = loop.create_future()
+        done.set_result(stop.value)
+        return done
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        failed: asyncio.Future[_T] = loop.create_future()
+        if isinstance(exc, asyncio.CancelledError):
+            failed.cancel()
+        else:
+            failed.set_exception(exc)
+        return failed
+    return loop.create_task(_go_on(coro, yielded), context=context)
+
+
+def now(coro: Coroutine[Any, Any, None]) -> asyncio.Future[None] | None:
+    """``eager(coro)`` for a stage that returns nothing, without a future when it need not
+    have one: ``None`` when the stage completed at once (what it raised is raised here),
+    else the task that goes on with it."""
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration:
+        return None
+    return asyncio.get_running_loop().create_task(_go_on(coro, yielded), context=context)
+
+
+@types.coroutine
+def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _T]:
+    """The rest of ``coro``, which suspended on ``yielded``, as the body of a task: what
+    the task sends or throws in goes on to the coroutine."""
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+class Stage(Generic[_T]):
+    """A coroutine started with ``eager``, whose outcome ``outcome()`` awaits as
+    ``asyncio.shield`` would: cancelling the awaiter leaves the stage running.
+
+    The stage's last step resolves the awaiter's own future itself, so the awaiter wakes
+    one turn of the loop after the stage ends (through ``asyncio.shield``, a done callback
+    first resolves another future, which then wakes the awaiter: two turns).
+
+    Args:
+        coro: the stage.
+        later: start it as a task (its first step a turn of the loop later), not now.
+    Attributes:
+        task: the stage's future (done at once when the stage did not suspend).
+    """
+
+    __slots__ = ("_waiter", "task")
+
+    def __init__(self, coro: Coroutine[Any, Any, _T], *, later: bool = False) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+        run = self._run(coro)
+        self.task: asyncio.Future[_T] = (asyncio.get_running_loop().create_task(run) if later
+                                         else eager(run))
+
+    async def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        try:
+            return await coro
+        finally:                # the task is done once this step ends, before the awaiter runs
+            waiter = self._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    async def outcome(self) -> _T:
+        """The stage's result, or what it raised (``CancelledError`` when it was
+        cancelled itself).
+
+        Raises:
+            asyncio.CancelledError: the awaiting task was cancelled; the stage goes on.
+        """
+        task = self.task
+        if not task.done():
+            waiter = self._waiter = task.get_loop().create_future()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if not task.done():       # nobody may read what it ends with: not logged
+                    task.add_done_callback(_retrieve)
+                raise
+        return task.result()
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
