@@ -71,6 +71,11 @@ STEP_WAIT_S = 0.05
 """Longest a run waits, in seconds, for the pool's step under way to end (one step takes
 ~0.3-3 ms); past it the run goes on alongside."""
 
+BUSY_POLL_S = 0.05
+"""Longest the background sleeps, in seconds, between looks at whether the runs under way
+ended (it starts at `IDLE_S` and doubles): a run's end does not wake it, since that would
+take the GIL from the run's caller just as the caller wakes up to read the outcome."""
+
 MAX_RETIRED = 1
 """Used Stores left to close in the background at most; past it a run closes its own."""
 
@@ -236,6 +241,11 @@ class InstancePool:
             self._last_activity = time.monotonic()
         return fresh
 
+    def refill(self) -> None:
+        """Start the background if it has work: called by a run as its guest starts, when
+        the run holds no GIL and its caller is not waiting for one (see `BUSY_POLL_S`)."""
+        self._kick()
+
     def retire(self, fresh: Fresh) -> None:
         """Hand back a Store after its one run: what it wrote is read into the run's
         captures now; the Store is closed in the background, never reused."""
@@ -283,7 +293,7 @@ class InstancePool:
 
     def _kick(self) -> None:
         with self._lock:
-            if self._working:
+            if self._working or not self._has_work():
                 return
             self._working = True
         try:
@@ -316,15 +326,21 @@ class InstancePool:
     def _work(self) -> None:
         """While no run is under way and none started or ended for `IDLE_S`: close retired
         Stores, make instances, prepare them, one step at a time, until nothing is left to
-        do or a run starts (its `retire` starts this again)."""
+        do; while runs are under way, look again every `IDLE_S`, doubling up to
+        `BUSY_POLL_S`."""
+        busy_s = IDLE_S
         try:
             while True:
                 wait_s, step = 0.0, None
                 with self._lock:
-                    if self._active or not self._has_work():
+                    if not self._has_work():
                         self._working = False
                         return
-                    wait_s = IDLE_S - (time.monotonic() - self._last_activity)
+                    if self._active:
+                        wait_s, busy_s = busy_s, min(busy_s * 2, BUSY_POLL_S)
+                    else:
+                        busy_s = IDLE_S
+                        wait_s = IDLE_S - (time.monotonic() - self._last_activity)
                     if wait_s <= 0:
                         step = self._next_step()
                         self._stepping = step is not None

@@ -257,6 +257,7 @@ class WasmSandbox:
             _interrupt.install(store, run.next_check)
             _local.run = run
             started = time.monotonic()
+            POOL.refill()         # now, while wasm runs without the GIL: not as the run ends
             try:
                 if fresh.func is None:
                     fresh.instantiate(runtime.recording_linker if recorded else None)
