@@ -14,7 +14,7 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Stage", "eager", "now"]
+__all__ = ["Stage", "eager"]
 
 _T = TypeVar("_T")
 
@@ -46,18 +46,6 @@ def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
     return loop.create_task(_go_on(coro, yielded), context=context)
 
 
-def now(coro: Coroutine[Any, Any, None]) -> asyncio.Future[None] | None:
-    """``eager(coro)`` for a stage that returns nothing, without a future when it need not
-    have one: ``None`` when the stage completed at once (what it raised is raised here),
-    else the task that goes on with it."""
-    context = contextvars.copy_context()
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration:
-        return None
-    return asyncio.get_running_loop().create_task(_go_on(coro, yielded), context=context)
-
-
 @types.coroutine
 def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _T]:
     """The rest of ``coro``, which suspended on ``yielded``, as the body of a task: what
@@ -78,8 +66,9 @@ def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _
 
 
 class Stage(Generic[_T]):
-    """A coroutine started with ``eager``, whose outcome ``outcome()`` awaits as
-    ``asyncio.shield`` would: cancelling the awaiter leaves the stage running.
+    """A coroutine whose first step runs now, whose outcome
+    ``outcome()`` awaits as ``asyncio.shield`` would: cancelling the awaiter leaves the
+    stage running.
 
     The stage's last step resolves the awaiter's own future itself, so the awaiter wakes
     one turn of the loop after the stage ends (through ``asyncio.shield``, a done callback
@@ -88,17 +77,31 @@ class Stage(Generic[_T]):
     Args:
         coro: the stage.
         later: start it as a task (its first step a turn of the loop later), not now.
+    Raises:
+        what the stage raised in its first step, if it completed there.
     Attributes:
-        task: the stage's future (done at once when the stage did not suspend).
+        task: the task that goes on with the stage once it suspended; None when it
+            completed at once (no task, no future).
     """
 
-    __slots__ = ("_waiter", "task")
+    __slots__ = ("_result", "_waiter", "task")
 
     def __init__(self, coro: Coroutine[Any, Any, _T], *, later: bool = False) -> None:
         self._waiter: asyncio.Future[None] | None = None
+        self._result: _T | None = None
         run = self._run(coro)
-        self.task: asyncio.Future[_T] = (asyncio.get_running_loop().create_task(run) if later
-                                         else eager(run))
+        loop = asyncio.get_running_loop()
+        self.task: asyncio.Task[_T] | None
+        if later:
+            self.task = loop.create_task(run)
+            return
+        context = contextvars.copy_context()
+        try:
+            yielded = context.run(run.send, None)
+        except StopIteration as stop:
+            self.task, self._result = None, stop.value
+            return
+        self.task = loop.create_task(_go_on(run, yielded), context=context)
 
     async def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         try:
@@ -116,6 +119,8 @@ class Stage(Generic[_T]):
             asyncio.CancelledError: the awaiting task was cancelled; the stage goes on.
         """
         task = self.task
+        if task is None:
+            return self._result  # type: ignore[return-value]
         if not task.done():
             waiter = self._waiter = task.get_loop().create_future()
             try:

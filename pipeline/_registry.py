@@ -246,9 +246,11 @@ async def _contained(awaitable: Any) -> Any:
 async def shielded(coro: Coroutine[Any, Any, Any], cancel: Signal) -> Any:
     """Await ``coro`` to completion even if the awaiting task is cancelled: cancellation
     aborts ``cancel`` instead, and ``CancelledError`` is re-raised after settling.
-    ``coro``'s first step runs now (``eager``)."""
+    ``coro``'s first step runs now (``Stage``)."""
     stage = Stage(coro)
     task = stage.task
+    if task is None:               # it completed at once
+        return await stage.outcome()
     cancelled = False
     while True:
         try:

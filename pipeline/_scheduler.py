@@ -149,6 +149,11 @@ class Scheduler:
         on_start: ``call -> None``, right before S3 (e.g. append ``tool/call``).
         on_commit: ``call -> awaitable``, after S14 in submission order, with
             ``call.result`` set (e.g. append ``tool/result``, queue contexts).
+        abandons: whether the owner may ``drain``: each call's S3–S7 and S8–S10 then run
+            as tasks of their own once they wait, so that abandoning a call never waits on
+            a stage that ignores (or swallows) cancellation. An owner that never drains (a
+            batch of model calls) passes False: a call's dispatch then runs in the call's
+            own task (a task and a turn of the loop fewer for a body that waits).
     """
 
     def __init__(
@@ -159,6 +164,7 @@ class Scheduler:
         exclusive: Callable[[Scheduled], bool],
         on_start: Callable[[Scheduled], None],
         on_commit: Callable[[Scheduled], Awaitable[None]],
+        abandons: bool = True,
     ) -> None:
         if pool < 1:
             raise ValueError("pool must be >= 1")
@@ -177,6 +183,7 @@ class Scheduler:
         self._sealed = False
         self._closed = False
         self._abandon_error: Callable[[], BaseException] | None = None
+        self._abandons = abandons
 
     @property
     def calls(self) -> list[Scheduled]:
@@ -297,15 +304,20 @@ class Scheduler:
                 # never waits on a stage that ignores (or swallows) cancellation.
                 starting = Stage(call.pending.start())
                 call._starting = starting.task
-                await starting.outcome()
+                if starting.task is not None:
+                    await starting.outcome()
             call._started.set()
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
                 # With a call queued behind it, the dispatch waits one turn of the loop, so
                 # that the next call starts (S3–S7) before this one's body runs.
-                dispatching = Stage(call.pending.dispatch(), later=bool(self._queue))
-                call._dispatching = dispatching.task
-                await dispatching.outcome()
+                if self._abandons or self._queue:
+                    dispatching = Stage(call.pending.dispatch(), later=bool(self._queue))
+                    call._dispatching = dispatching.task
+                    if dispatching.task is not None:
+                        await dispatching.outcome()
+                else:
+                    await call.pending.dispatch()
             self._release(call)
             call.state = CallState.WAITING
             if previous is not None and not previous.done.done():
@@ -413,7 +425,11 @@ class Scheduler:
         Returns:
             the started calls whose ``on_commit`` did not complete even ``abandon_after_s``
             seconds after they were abandoned (their owner records them as it can).
+        Raises:
+            RuntimeError: the scheduler was made with ``abandons=False``.
         """
+        if not self._abandons:
+            raise RuntimeError("this scheduler was made not to abandon calls (abandons=False)")
         self._abandon_error = abandon_error
         self._close()
         if self._driver is not None and not self._driver.done():

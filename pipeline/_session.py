@@ -650,7 +650,8 @@ class Session:
 
         scheduler = Scheduler(
             self._registry.prepare, pool=pool, on_start=on_start, on_commit=on_commit,
-            exclusive=lambda call: self.classify(call.data[0], call.data[2], agent) == "exclusive")
+            exclusive=lambda call: self.classify(call.data[0], call.data[2], agent) == "exclusive",
+            abandons=False)
         try:
             for item in items:
                 name, _, parsed, call_id = item

@@ -248,3 +248,63 @@ async def test_calls_started_together_keep_their_order_and_overlap():
     assert of(trace, "start") == of(trace, "commit") == ["c0", "c1", "c2"]
     assert trace.items.index(("start", "c2")) < trace.items.index(("body", "slow"))
     assert [c.state for c in calls] == [CallState.COMMITTED] * 3
+
+
+async def test_a_batch_of_one_waiting_call_takes_a_handful_of_turns_after_its_body():
+    """A body that waits: once it resumes, its commit and `join` follow within three turns
+    of the loop (its dispatch runs in the call's own task; the join is woken by the call
+    that settles last, not through `asyncio.wait`'s done callbacks)."""
+    gate = asyncio.get_running_loop().create_future()
+
+    async def body(args, ctx):
+        await gate
+        return "ok"
+
+    session = Session(tools=[make_tool("t", body)])
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: True,
+                  on_start=lambda c: None, on_commit=lambda c: _nothing(), abandons=False)
+    call = s.submit(inp("t", "c0"), start=False)
+    s.seal()
+    s.start()
+    joined = asyncio.ensure_future(s.join())
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    turns = 0
+
+    def tick() -> None:
+        nonlocal turns, handle
+        turns += 1
+        handle = asyncio.get_running_loop().call_soon(tick)
+
+    handle = asyncio.get_running_loop().call_soon(tick)
+    gate.set_result(None)
+    assert await joined == [call]
+    handle.cancel()
+    assert call.state is CallState.COMMITTED and call.result.value == "ok"
+    assert turns <= 3
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def test_a_scheduler_made_not_to_abandon_refuses_drain():
+    session = Session(tools=[make_tool("t", lambda args, ctx: "ok")])
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: True,
+                  on_start=lambda c: None, on_commit=lambda c: _nothing(), abandons=False)
+    with pytest.raises(RuntimeError, match="abandons=False"):
+        await s.drain(abandon_after_s=0.1, abandon_error=lambda: OutcomeUnknownError("x"))
+
+
+async def test_a_cancelled_join_leaves_the_calls_and_other_joins_alone():
+    trace = Trace()
+    session = Session(tools=[trace.tool("slow", seconds=0.05)])
+    s = scheduler(session, trace)
+    call = s.submit(inp("slow", "c0"))
+    s.seal()
+    first, second = asyncio.ensure_future(s.join()), asyncio.ensure_future(s.join())
+    await asyncio.sleep(0.01)
+    first.cancel()
+    assert await second == [call]
+    assert first.cancelled() and call.state is CallState.COMMITTED
+    assert not call.done.cancelled()
