@@ -447,3 +447,23 @@ def test_a_sub_calls_text_crosses_the_wit_boundary_unchanged_both_ways(sandbox, 
     code = f"v = echo(value={value!r})[0]\nv == {value!r} and len(repr(v))"
     outcome = run(sandbox, dispatch, code, tools=[echo_tool()], output_bytes=2 << 20)
     assert (outcome.value, seen) == (len(repr(value)), [value])
+
+
+def test_a_run_request_encodes_the_same_tools_tuple_once_and_anything_mutable_each_time():
+    import msgspec
+
+    from codemode.sandbox import ParamSpec, ToolSpec, _wasm
+
+    frozen = (ToolSpec(name="t", alias="t", params=(ParamSpec(name="a", default=1),)),)
+    first = _wasm._tools_json(frozen)
+    assert _wasm._tools_json(frozen) is first                       # kept
+    assert bytes(first) == msgspec.json.encode(frozen)
+    assert _wasm._tools_json(tuple(frozen)) is first                # the same tuple
+
+    default: list[int] = [1]
+    mutable = (ToolSpec(name="t", alias="t", params=(ParamSpec(name="a", default=default),)),)
+    before = bytes(_wasm._tools_json(mutable))
+    default.append(2)                          # a default changed in place: encoded again
+    assert bytes(_wasm._tools_json(mutable)) == msgspec.json.encode(mutable) != before
+    as_list = list(frozen)
+    assert bytes(_wasm._tools_json(as_list)) == msgspec.json.encode(as_list)  # type: ignore[arg-type]
