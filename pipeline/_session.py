@@ -507,8 +507,9 @@ class Session:
         cancel = Signal()
         batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
         try:
-            # The batch's first step (the turn, the step, the first call's start) runs now,
-            # not a turn of the loop later.
+            # The batch's first step (the turn, the step) runs now; its calls start at the
+            # loop's next turn, so that batches started together (concurrent calls of tools
+            # that never wait) still run at the same time and share the implicit turn.
             results: list[CallResult] = await shielded(
                 self._batch(
                     items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls
@@ -658,9 +659,8 @@ class Session:
                 scheduler.submit(
                     ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal,
                                    agent=agent, resumption=resumption),
-                    data=item, start=False)
+                    data=item)
             scheduler.seal()
-            scheduler.start()         # the first call's start now, not a turn of the loop later
             done = await scheduler.join()
         finally:
             unsettled = [c.done for c in scheduler.calls if not c.done.done()]

@@ -326,3 +326,15 @@ async def test_clear_inbox_drops_pending_messages():
     async with session.turn():
         pass
     assert not any(isinstance(e, UserMessage) for e in session.log.read())
+
+
+async def test_concurrent_calls_of_a_tool_that_never_waits_share_one_implicit_turn():
+    async def body(args, ctx):
+        return "ok"
+
+    session = Session(tools=[make_tool("t", body)])
+    results = await asyncio.gather(session.call("t", {}), session.call("t", {}))
+    assert [r.value for r in results] == ["ok", "ok"]
+    events = session.log.read()
+    assert kinds(events).count("TurnStart") == kinds(events).count("TurnEnd") == 1
+    assert kinds(events)[:3] == ["TurnStart", "StepStart", "StepStart"]
