@@ -134,15 +134,9 @@ class ToolRegistry:
         """Definitions visible to ``agent`` (reserved excluded), nearest scope first-wins,
         in registration order of the names."""
         seen: dict[str, ToolDefinition] = {}
-        for scope in self.scopes(agent):
-            for name, defn in self.tools.get(scope, {}).items():
-                seen[name] = defn
-        order: list[str] = []
-        for scope in self.scopes(agent):
-            for name in self.tools.get(scope, {}):
-                if name not in order:
-                    order.append(name)
-        return [seen[name] for name in order]
+        for scope in self.scopes(agent):   # a name keeps its first place, a nearer definition
+            seen.update(self.tools.get(scope, {}))
+        return list(seen.values())
 
     def is_reserved(self, name: str) -> bool:
         return name == self.reserved_name or (
