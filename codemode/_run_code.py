@@ -15,7 +15,6 @@ import concurrent.futures
 import functools
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -432,7 +431,6 @@ class CodeMode:
         submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
         running = (submit(request, dispatcher.dispatch, cancel) if submit is not None else
                    _run_waiters().submit(self.sandbox.run, request, dispatcher.dispatch, cancel))
-        _offer_gil()
         try:
             await _ended(running, loop)
             outcome = running.result()
@@ -541,14 +539,6 @@ class CodeMode:
             value["stderr"] = outcome.stderr
         value["subcalls"] = dispatcher.summary.to_json()
         return value
-
-
-def _offer_gil() -> None:
-    """Let a woken thread take the GIL now (a zero sleep releases it and never blocks): a
-    submitted run's set-up on its runner thread would otherwise wait for this thread's
-    bookkeeping until the event loop next sleeps (from submit to the run's start, p50
-    ~150 -> ~90 us in paced runs)."""
-    time.sleep(0)
 
 
 def _ended(running: concurrent.futures.Future[Any],
