@@ -14,7 +14,7 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Stage", "eager"]
+__all__ = ["Stage", "begin", "eager"]
 
 _T = TypeVar("_T")
 
@@ -89,23 +89,36 @@ class Stage(Generic[_T]):
     def __init__(self, coro: Coroutine[Any, Any, _T], *, later: bool = False) -> None:
         self._waiter: asyncio.Future[None] | None = None
         self._result: _T | None = None
-        run = self._run(coro)
         loop = asyncio.get_running_loop()
         self.task: asyncio.Task[_T] | None
         if later:
-            self.task = loop.create_task(run)
+            self.task = loop.create_task(self._run(coro))
             return
         context = contextvars.copy_context()
         try:
-            yielded = context.run(run.send, None)
+            yielded = context.run(coro.send, None)
         except StopIteration as stop:
             self.task, self._result = None, stop.value
             return
-        self.task = loop.create_task(_go_on(run, yielded), context=context)
+        self._continue(coro, yielded, context)
+
+    def _continue(self, coro: Coroutine[Any, Any, _T], yielded: Any,
+                  context: contextvars.Context) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._rest(coro, yielded),
+                                                           context=context)
 
     async def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return await self._rest(coro, None, first=True)
+
+    @types.coroutine
+    def _rest(self, coro: Coroutine[Any, Any, _T], yielded: Any, *,
+              first: bool = False) -> Generator[Any, Any, _T]:
+        """The stage from its first step (`first`) or from where it suspended on `yielded`;
+        its last step resolves the awaiter's future."""
         try:
-            return await coro
+            if first:
+                return (yield from coro.__await__())
+            return (yield from _go_on(coro, yielded))
         finally:                # the task is done once this step ends, before the awaiter runs
             waiter = self._waiter
             if waiter is not None and not waiter.done():
@@ -130,6 +143,21 @@ class Stage(Generic[_T]):
                     task.add_done_callback(_retrieve)
                 raise
         return task.result()
+
+
+def begin(coro: Coroutine[Any, Any, None]) -> Stage[None] | None:
+    """``Stage(coro)`` for a stage that returns nothing, without an object when it need
+    not have one: None when the stage completed in its first step (what it raised there
+    is raised here), else the ``Stage`` that goes on with it."""
+    context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration:
+        return None
+    stage: Stage[None] = Stage.__new__(Stage)
+    stage._waiter, stage._result = None, None
+    stage._continue(coro, yielded, context)
+    return stage
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -39,7 +39,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._eager import Stage, eager
+from ._eager import Stage, begin, eager
 from ._errors import InvalidArgumentsError
 from ._execution import ExecutionInput
 from ._normalize import failure_from
@@ -66,30 +66,37 @@ _FINAL = (CallState.COMMITTED, CallState.DROPPED)
 
 
 class _Mark:
-    """A point a call passes once (started, done): ``future`` resolves then. ``wait()``
-    wakes one turn of the loop later, its future resolved here directly (awaiting
-    ``asyncio.shield(future)`` takes two turns); cancelling it leaves ``future`` alone."""
+    """A point a call passes once (started, done). ``wait()`` wakes one turn of the loop
+    after it, its future resolved here directly (awaiting ``asyncio.shield(future)`` takes
+    two turns); cancelling it leaves the mark alone. Its ``future``, if given, resolves
+    then too (for owners that await it themselves)."""
 
-    __slots__ = ("_waiters", "future")
+    __slots__ = ("_waiters", "future", "passed")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.future: asyncio.Future[None] = loop.create_future()
-        self._waiters: list[asyncio.Future[None]] = []
+    def __init__(self, future: asyncio.Future[None] | None = None) -> None:
+        self.future = future
+        self.passed = False
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def set(self) -> bool:
         """Pass the mark; False if it was passed already."""
-        if self.future.done():
+        if self.passed:
             return False
-        self.future.set_result(None)
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
+        self.passed = True
+        if self.future is not None and not self.future.done():
+            self.future.set_result(None)
+        if self._waiters is not None:
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._waiters = None
         return True
 
     async def wait(self) -> None:
-        if not self.future.done():
-            waiter = self.future.get_loop().create_future()
+        if not self.passed:
+            waiter = asyncio.get_running_loop().create_future()
+            if self._waiters is None:
+                self._waiters = []
             self._waiters.append(waiter)
             await waiter
 
@@ -121,9 +128,9 @@ class Scheduled:
         self.pending: PendingCall | None = None
         self.result: CallResult | None = None
         self.error: BaseException | None = None
-        self._done = _Mark(loop)
-        self.done: asyncio.Future[None] = self._done.future
-        self._started = _Mark(loop)  # S3–S7 over: the next call may start
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._done = _Mark(self.done)
+        self._started = _Mark()  # S3–S7 over: the next call may start
         self._task: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._dispatching: asyncio.Future[None] | None = None
@@ -274,7 +281,7 @@ class Scheduler:
                     self._settled(call)
                 else:
                     task.add_done_callback(functools.partial(self._settled, call))
-                if not call._started.future.done():
+                if not call._started.passed:
                     await call._started.wait()
                 if call.error is not None:  # the owner failed: stop here
                     self._close()
@@ -302,22 +309,25 @@ class Scheduler:
             if call.pending is not None:
                 # S3–S7 and S8–S10 as tasks of their own once they wait: abandoning a call
                 # never waits on a stage that ignores (or swallows) cancellation.
-                starting = Stage(call.pending.start())
-                call._starting = starting.task
-                if starting.task is not None:
+                starting = begin(call.pending.start())
+                if starting is not None:
+                    call._starting = starting.task
                     await starting.outcome()
             call._started.set()
             if call.pending is not None:
                 call.state = CallState.DISPATCHING
                 # With a call queued behind it, the dispatch waits one turn of the loop, so
                 # that the next call starts (S3–S7) before this one's body runs.
-                if self._abandons or self._queue:
-                    dispatching = Stage(call.pending.dispatch(), later=bool(self._queue))
-                    call._dispatching = dispatching.task
-                    if dispatching.task is not None:
-                        await dispatching.outcome()
+                if self._queue:
+                    dispatching: Stage[None] | None = Stage(call.pending.dispatch(), later=True)
+                elif self._abandons:
+                    dispatching = begin(call.pending.dispatch())
                 else:
+                    dispatching = None
                     await call.pending.dispatch()
+                if dispatching is not None:
+                    call._dispatching = dispatching.task
+                    await dispatching.outcome()
             self._release(call)
             call.state = CallState.WAITING
             if previous is not None and not previous.done.done():
@@ -386,7 +396,7 @@ class Scheduler:
             and call.result is None
             and call.pending is None
             and call.error is None
-            and not call._started.future.done()
+            and not call._started.passed
         ):
             call.state = CallState.DROPPED  # cancelled before it began
             call.result = CallResult.failure(DROPPED_MESSAGE, code="ABORTED")
