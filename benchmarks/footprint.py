@@ -76,6 +76,7 @@ def pooled_instance_bytes(count: int = 10) -> tuple[float, float]:
     )
 
     WasmSandbox().run(RunRequest(code="0"), lambda b: SubCallReply())      # build, load
+    _wait_for_quiet_pool(_wasm.POOL)
     limits = SandboxLimits()
     config = _component.EngineConfig(fuel=False, stack_bytes=limits.stack_bytes)
     runtime = _component._runtimes[config]
@@ -93,6 +94,14 @@ def pooled_instance_bytes(count: int = 10) -> tuple[float, float]:
     for fresh in kept:
         fresh.close()
     return pss, dirty
+
+
+def _wait_for_quiet_pool(pool: Any, timeout_s: float = 10.0) -> None:
+    """Until the pool's background (refilling after the last run) has stopped: its
+    instances made meanwhile would count as the measured ones' growth."""
+    deadline = time.monotonic() + timeout_s
+    while pool._working and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _mappings() -> list[tuple[int, int, str, str]]:

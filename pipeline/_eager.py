@@ -68,7 +68,8 @@ def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _
 class Stage(Generic[_T]):
     """A coroutine whose first step runs now, whose outcome
     ``outcome()`` awaits as ``asyncio.shield`` would: cancelling the awaiter leaves the
-    stage running.
+    stage running. One awaiter at a time: the stage wakes the future of the last
+    ``outcome()`` that waits (the call's own task, in the pipeline).
 
     The stage's last step resolves the awaiter's own future itself, so the awaiter wakes
     one turn of the loop after the stage ends (through ``asyncio.shield``, a done callback
