@@ -272,7 +272,9 @@ def _guest_profiles() -> Iterator[list[dict[str, float]]]:
     encoder, call = _wasm._REQUEST_ENCODER, _pool.Fresh.call
 
     class ProfilingEncoder:
-        def encode(self, request: dict[str, Any]) -> bytes:
+        def encode(self, request: Any) -> bytes:
+            if not isinstance(request, dict):      # a request's parts (its tools) as they are
+                return encoder.encode(request)
             return msgspec.json.encode({**request, "profile": True})
 
     def profiled_call(fresh: _pool.Fresh, text: str) -> str:

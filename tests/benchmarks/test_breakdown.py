@@ -87,3 +87,17 @@ def test_the_crossing_floor_calls_the_raw_import_and_restores_the_host():
     # replaced the host (and the wrapper above) for the second part.
     assert seen == [breakdown._RAW_DISPATCH.split("'")[1]] * 15
     assert all(isinstance(x, float) for x in (alone, through_host))
+
+
+def test_the_guest_profiles_a_run_whose_tools_are_encoded_for_the_first_time():
+    from benchmarks import _peers
+    from codemode.sandbox import ParamSpec, ToolSpec
+
+    tools = (ToolSpec(name="first_seen", alias="first_seen", params=(ParamSpec(name="x"),)),)
+    sandbox = _peers.make("sandbox")
+    try:
+        with breakdown._guest_profiles() as profiles:
+            assert sandbox.run("1", tools) == 1
+    finally:
+        sandbox.close()
+    assert len(profiles) == 1 and profiles[0]["program"] > 0
