@@ -13,7 +13,6 @@ parameter list, and JSON-representability (no sets, bytes, NaN, cycles or object
 against the schema are the host pipeline's job: one source of truth.
 """
 
-import functools
 import json
 import math
 import re
@@ -388,31 +387,27 @@ class Binding:
         self._spec = spec
         self.name = spec["name"]
         self.alias = spec["alias"]
+        # Made at the tool's first call (`_shape`), not here: a run binds every exposed tool
+        # and calls few (binding eight tools ahead cost ~0.3 ms a run). Set to None now, so
+        # that every binding's attributes keep one layout.
+        self._signature = self._names = self._name_json = None
         self.__name__ = self.__qualname__ = self.alias
         self.__doc__ = spec.get("doc") or None
 
-    # What a call needs is made at the tool's first call, not when it is bound: a run binds
-    # every exposed tool and calls few (binding eight tools ahead cost ~0.3 ms a run).
-
-    @functools.cached_property
-    def _signature(self):
-        params = self._spec.get("params", ())
-        return signature.binder(
+    def _shape(self):
+        """The call-shape function (`signature.binder`), made once; with it, the positional
+        parameters' names (what a wrong-shape call's arguments are recorded under) and the
+        tool's name as it goes on the wire."""
+        spec = self._spec
+        params = spec.get("params", ())
+        self._names = [p["name"] for p in params if not p.get("keyword_only")]
+        self._name_json = json.dumps(self.name)
+        self._signature = signature.binder(
             self.alias,
             [(p["name"], bool(p.get("required")), bool(p.get("keyword_only")),
               bool(p.get("omit_if_none"))) for p in params],
-            bool(self._spec.get("accepts_extra", True)))
-
-    @functools.cached_property
-    def _names(self):
-        """The positional parameters' names, in order (what a wrong-shape call's positional
-        arguments are recorded under)."""
-        return [p["name"] for p in self._spec.get("params", ()) if not p.get("keyword_only")]
-
-    @functools.cached_property
-    def _name_json(self):
-        """The tool's name as it goes on the wire."""
-        return json.dumps(self.name)
+            bool(spec.get("accepts_extra", True)))
+        return self._signature
 
     def __repr__(self):
         return f"<tool {self.alias}>"
@@ -420,7 +415,7 @@ class Binding:
     # `self` is positional-only so that a tool parameter named `self` can be a keyword.
     def __call__(self, /, *args, **kwargs):
         try:
-            bound = self._signature(*args, **kwargs)
+            bound = (self._signature or self._shape())(*args, **kwargs)
         except TypeError as exc:
             invalid = str(exc)
         else:
