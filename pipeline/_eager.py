@@ -27,13 +27,8 @@ def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
     rest runs as a task of its own (in the same context), so cancelling the returned
     future reaches it as it would reach a task started with ``ensure_future``."""
     loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
     try:
-        yielded = context.run(coro.send, None)
-    except StopIteration as stop:
-        done: asyncio.Future[_T] = loop.create_future()
-        done.set_result(stop.value)
-        return done
+        context, finished, value = _first_step(coro)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
@@ -43,7 +38,22 @@ def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
         else:
             failed.set_exception(exc)
         return failed
-    return loop.create_task(_go_on(coro, yielded), context=context)
+    if finished:
+        done: asyncio.Future[_T] = loop.create_future()
+        done.set_result(value)
+        return done
+    return loop.create_task(_go_on(coro, value), context=context)
+
+
+def _first_step(coro: Coroutine[Any, Any, Any]) -> tuple[contextvars.Context, bool, Any]:
+    """``coro``'s first step, run now in a copy of the current context (as a task's
+    would be): (that context, whether the coroutine finished, its result if it did, else
+    what it suspended on). What the step raises propagates."""
+    context = contextvars.copy_context()
+    try:
+        return context, False, context.run(coro.send, None)
+    except StopIteration as stop:
+        return context, True, stop.value
 
 
 @types.coroutine
@@ -95,13 +105,11 @@ class Stage(Generic[_T]):
         if later:
             self.task = loop.create_task(self._run(coro))
             return
-        context = contextvars.copy_context()
-        try:
-            yielded = context.run(coro.send, None)
-        except StopIteration as stop:
-            self.task, self._result = None, stop.value
+        context, finished, value = _first_step(coro)
+        if finished:
+            self.task, self._result = None, value
             return
-        self._continue(coro, yielded, context)
+        self._continue(coro, value, context)
 
     def _continue(self, coro: Coroutine[Any, Any, _T], yielded: Any,
                   context: contextvars.Context) -> None:
@@ -150,10 +158,8 @@ def begin(coro: Coroutine[Any, Any, None]) -> Stage[None] | None:
     """``Stage(coro)`` for a stage that returns nothing, without an object when it need
     not have one: None when the stage completed in its first step (what it raised there
     is raised here), else the ``Stage`` that goes on with it."""
-    context = contextvars.copy_context()
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration:
+    context, finished, yielded = _first_step(coro)
+    if finished:
         return None
     stage: Stage[None] = Stage.__new__(Stage)
     stage._waiter, stage._result = None, None
