@@ -72,9 +72,10 @@ STEP_WAIT_S = 0.05
 ~0.3-3 ms); past it the run goes on alongside."""
 
 BUSY_POLL_S = 0.05
-"""Longest the background sleeps, in seconds, between looks at whether the runs under way
-ended (it starts at `IDLE_S` and doubles): a run's end does not wake it, since that would
-take the GIL from the run's caller just as the caller wakes up to read the outcome."""
+"""For a pool nobody ticks (`InstancePool.tick`): longest its background sleeps, in seconds,
+between looks at whether the runs under way ended (it starts at `IDLE_S` and doubles). A
+ticked pool's background stops instead while runs are under way, and the next tick after
+they end starts it again."""
 
 MAX_RETIRED = 1
 """Used Stores left to close in the background at most; past it a run closes its own."""
@@ -217,12 +218,14 @@ class InstancePool:
         self._working = False
         self._active = 0                         # runs between `take` and `retire`
         self._last_activity = time.monotonic()   # of the last `take` or `retire`
+        self._ticked = False                     # `tick` starts the background, not runs
         forked = weakref.WeakMethod(self._forked)
         os.register_at_fork(after_in_child=lambda: (method := forked()) and method())
 
     def take(self, runtime: Runtime, memory_bytes: int) -> Fresh | None:
         """A ready instance for one run, never handed out again, or None when none is
-        ready (the run then makes its own: `Fresh.new`). Starts a refill."""
+        ready (the run then makes its own: `Fresh.new`). The refill follows in the
+        background once the process is quiet (`tick`)."""
         if self.size == 0 or self.max_ready == 0:
             return None
         key = (id(runtime), memory_bytes)
@@ -241,9 +244,17 @@ class InstancePool:
             self._last_activity = time.monotonic()
         return fresh
 
-    def refill(self) -> None:
-        """Start the background if it has work: called by a run as its guest starts, when
-        the run holds no GIL and its caller is not waiting for one (see `BUSY_POLL_S`)."""
+    def tick(self) -> None:
+        """Start the background if it has work and no run is under way or started or ended
+        in the last `IDLE_S` seconds. Called by the epoch ticker at each of its ticks
+        (`sandbox._wasm`), so that a run never wakes a thread: waking the background at a
+        run's start or end took the GIL from the run, or from its caller just as it woke
+        to read the outcome. A pool that is never ticked is started by `retire` instead."""
+        with self._lock:
+            self._ticked = True
+            if self._working or self._active or \
+                    time.monotonic() - self._last_activity < IDLE_S:
+                return
         self._kick()
 
     def retire(self, fresh: Fresh) -> None:
@@ -261,7 +272,8 @@ class InstancePool:
                 self._retired.append(fresh)
         if close_now:                   # no idle time to close them in: close it here
             fresh.store.close()
-        self._kick()
+        if not self._ticked:
+            self._kick()
 
     def _forked(self) -> None:
         """In a child process (fork): the parent's instances, lock and background thread
@@ -326,7 +338,8 @@ class InstancePool:
     def _work(self) -> None:
         """While no run is under way and none started or ended for `IDLE_S`: close retired
         Stores, make instances, prepare them, one step at a time, until nothing is left to
-        do; while runs are under way, look again every `IDLE_S`, doubling up to
+        do. While runs are under way, a ticked pool's background stops (the next quiet tick
+        starts it again); an unticked one looks again every `IDLE_S`, doubling up to
         `BUSY_POLL_S`."""
         busy_s = IDLE_S
         try:
@@ -334,6 +347,9 @@ class InstancePool:
                 wait_s, step = 0.0, None
                 with self._lock:
                     if not self._has_work():
+                        self._working = False
+                        return
+                    if self._active and self._ticked:
                         self._working = False
                         return
                     if self._active:

@@ -18,8 +18,16 @@ TICK_S = 0.005
 
 
 class EpochTicker:
-    def __init__(self, engines: Callable[[], list[wasmtime.Engine]]) -> None:
+    """Args:
+        engines: every Engine to tick, asked at each tick.
+        on_tick: called on the ticker's thread after each tick (the instance pool starts
+            its background from there, so that no run wakes a thread for it).
+    """
+
+    def __init__(self, engines: Callable[[], list[wasmtime.Engine]],
+                 on_tick: Callable[[], None] | None = None) -> None:
         self._engines = engines
+        self._on_tick = on_tick
         self._lock = threading.Lock()
         self._running = False
         self._started = 0.0
@@ -60,6 +68,11 @@ class EpochTicker:
         while True:
             time.sleep(TICK_S)
             self.catch_up()
+            if self._on_tick is not None:
+                try:
+                    self._on_tick()
+                except Exception:    # never stop ticking: every run's deadline needs it
+                    pass
 
     @staticmethod
     def ticks_for(seconds: float) -> int:

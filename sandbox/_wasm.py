@@ -37,7 +37,9 @@ _REQUEST_ENCODER = msgspec.json.Encoder()
 _IMMUTABLE = (str, int, float, bool, type(None), msgspec.UnsetType)
 _TOOLS_KEPT = 8
 _encoded_tools: dict[int, tuple[tuple[ToolSpec, ...], msgspec.Raw]] = {}
-_TICKER = EpochTicker(_component.engines)
+# Each tick may start the pool's background (`InstancePool.tick`): the pool looked up at
+# the tick, so a pool put in its place is the one ticked.
+_TICKER = EpochTicker(_component.engines, on_tick=lambda: POOL.tick())
 _RUNNERS = _runner.Runners("codemode-run")
 
 _T = TypeVar("_T")
@@ -281,7 +283,6 @@ class WasmSandbox:
             _interrupt.install(store, run.next_check)
             _local.run = run
             started = time.monotonic()
-            POOL.refill()         # now, while wasm runs without the GIL: not as the run ends
             try:
                 if fresh.func is None:
                     fresh.instantiate(runtime.recording_linker if recorded else None)

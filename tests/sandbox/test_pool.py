@@ -2,14 +2,19 @@
 never sees another run's state, the pool works in the background within its bounds, and a
 made-ahead instance is under the run's own limits and captures."""
 
+import threading
 import time
 
 import pytest
 
 from codemode.sandbox import (
+    ParamSpec,
     RunRequest,
     SandboxLimits,
+    SubCallOk,
+    SubCallReply,
     Tape,
+    ToolSpec,
     WasmSandbox,
     _component,
     _pool,
@@ -127,6 +132,41 @@ def test_each_instance_serves_one_run_and_the_pool_refills_in_the_background(poo
     assert second is not None and second.store is not first.store
     assert pool.ready(runtime, limits.memory_bytes) == 0      # never more than `size`
     pool.retire(second)
+
+
+def test_a_run_wakes_no_thread_for_the_pool_the_epoch_tickers_tick_starts_its_refill(
+        monkeypatch):
+    """The background that refills the pool is started from the epoch ticker's thread
+    once the process is quiet, never from a run's thread (as the run starts or ends)."""
+    WasmSandbox().run(RunRequest(code="1"), noop)             # the ticker runs from here on
+    starters, tickers, run_threads = [], set(), []
+
+    def submit(fn):
+        starters.append(threading.get_ident())
+        return _wasm._in_background(fn)
+    own = _pool.InstancePool(submit, size=1)
+    ticked = own.tick
+
+    def tick():
+        tickers.add(threading.get_ident())
+        ticked()
+    monkeypatch.setattr(own, "tick", tick)
+    monkeypatch.setattr(_wasm, "POOL", own)
+
+    def dispatch(batch):
+        run_threads.append(threading.get_ident())
+        return SubCallReply(results=tuple(SubCallOk(id=c.id, value=c.arguments["value"])
+                                          for c in batch.calls))
+    echo = (ToolSpec(name="echo", alias="echo", params=(ParamSpec(name="value"),)),)
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    for n in range(3):
+        out = WasmSandbox().run(RunRequest(code=f"echo(value={n})", tools=echo), dispatch)
+        assert out.status == "ok" and out.value == n, out
+        wait_for(lambda: prepared_ready(own, runtime, limits.memory_bytes))
+    assert starters and set(starters) <= tickers
+    assert not set(run_threads) & set(starters)
+    own.clear()
 
 
 def test_the_pool_keeps_to_its_bounds_and_size_zero_turns_it_off(pool):
