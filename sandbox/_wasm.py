@@ -39,7 +39,7 @@ _TOOLS_KEPT = 8
 _encoded_tools: dict[int, tuple[tuple[ToolSpec, ...], msgspec.Raw]] = {}
 # Each tick may start the pool's background (`InstancePool.tick`): the pool looked up at
 # the tick, so a pool put in its place is the one ticked.
-_TICKER = EpochTicker(_component.engines, on_tick=lambda: POOL.tick())
+_TICKER = EpochTicker(_component.engines, on_tick=lambda: _tick_pool())
 _RUNNERS = _runner.Runners("codemode-run")
 
 _T = TypeVar("_T")
@@ -78,6 +78,10 @@ def _in_background(fn: Callable[[], None]) -> object:
 # Instances made ahead of their run (`_pool`): one ready per key, prepared and torn down in
 # the background.
 POOL = _pool.InstancePool(_in_background, size=1)
+
+
+def _tick_pool() -> None:
+    POOL.tick()
 
 
 def _tools_json(tools: tuple[ToolSpec, ...]) -> msgspec.Raw:
