@@ -160,6 +160,7 @@ def test_a_run_wakes_no_thread_for_the_pool_the_epoch_tickers_tick_starts_its_re
     echo = (ToolSpec(name="echo", alias="echo", params=(ParamSpec(name="value"),)),)
     limits = SandboxLimits()
     runtime = runtime_for(limits)
+    wait_for(lambda: tickers)         # (a pool not ticked yet is started by `retire`)
     for n in range(3):
         out = WasmSandbox().run(RunRequest(code=f"echo(value={n})", tools=echo), dispatch)
         assert out.status == "ok" and out.value == n, out
