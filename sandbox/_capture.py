@@ -72,11 +72,16 @@ class PipeCapture:
 
     The instance's WASI stdout and stderr are the pipes' write ends (opened by wasmtime
     through `/proc/self/fd`), so each guest write is a plain write on the host (~3 us over
-    WASI's own cost; a Python callback per write costs ~30 us more). While a run is bound,
-    the shared drain thread reads what arrives into its `OutputCapture`s, dropping what is
-    over the limit, so the guest never blocks on a full pipe; when the run ends, the run's
-    own thread reads the rest (`finish`). A run that writes nothing never wakes that thread.
-    Where `/proc/self/fd` does not exist, WASI's per-write callbacks are used instead.
+    WASI's own cost; a Python callback per write costs ~30 us more). The drain thread
+    watches the pipes from `attach` on, when the instance is made (ahead of its run, in
+    the pool's background), and reads what arrives into the bound `OutputCapture`s,
+    dropping what is over the limit, so the guest never blocks on a full pipe. When the
+    run ends, the run's own thread reads the rest (`finish`); the pipes are unwatched and
+    closed with the Store (`close`). So a run's own path makes no system call for its
+    output but reading what is left (binding and unbinding change the drain's table only;
+    watching and unwatching the two pipes cost ~30 us there before). A run that writes
+    nothing never wakes the drain thread. Where `/proc/self/fd` does not exist, WASI's
+    per-write callbacks are used instead.
 
     Why not the callbacks everywhere: wasmtime's C API gives a custom stdout to WASI as an
     `AsyncWrite` (`wasi_config_set_stdout_custom`, no `p2_stream` of its own), which
@@ -89,34 +94,33 @@ class PipeCapture:
 
     The captures may be given later than the pipes (`bind`): an instance made ahead of its
     run (`sandbox._pool`) gets its pipes before the run that will own its output is known.
-    Nothing is read before `bind`.
+    The pool's warm-up writes nothing; should anything be written before `bind`, the drain
+    reads it and drops it, so that a full pipe never blocks the instance.
     """
 
     def __init__(self, stdout: OutputCapture | None = None,
                  stderr: OutputCapture | None = None) -> None:
         self._captures: tuple[OutputCapture, OutputCapture] | None = None
         self._reads: list[int] = []
-        self._draining = False
+        self._watched = False
+        self._finished = False
         if stdout is not None and stderr is not None:
             self._captures = (stdout, stderr)
 
     def bind(self, stdout: OutputCapture, stderr: OutputCapture) -> None:
-        """Make `stdout` and `stderr` the captures of what the instance writes (once), and
-        start draining the pipes into them.
-
-        Raises:
-            OSError: the drain could not watch the pipes (file descriptors exhausted).
-        """
+        """Make `stdout` and `stderr` the captures of what the instance writes (once); the
+        drain reads into them from now on."""
         self._captures = (stdout, stderr)
-        if self._reads:
-            self._draining = True             # so `finish` unwatches what `watch` got to
-            _DRAIN.watch(zip(self._reads, self._captures, strict=True))
+        if self._watched:
+            _DRAIN.bind(zip(self._reads, self._captures, strict=True))
 
     def attach(self, wasi: wasmtime.WasiConfig) -> None:
-        """Make the pipes the stdout and stderr of the instance `wasi` configures.
+        """Make the pipes the stdout and stderr of the instance `wasi` configures, watched
+        by the drain from now on.
 
         Raises:
-            OSError: no pipes could be made (file descriptors exhausted).
+            OSError: no pipes could be made, or the drain could not watch them (file
+                descriptors exhausted); `close` closes what was made.
         """
         if not os.path.isdir("/proc/self/fd"):
             wasi.stdout_custom = self._writer(0)
@@ -129,6 +133,8 @@ class PipeCapture:
                 setattr(wasi, setter, f"/proc/self/fd/{write}")   # wasmtime opens its own
             finally:
                 os.close(write)
+        self._watched = True                  # so `close` unwatches what `watch` got to
+        _DRAIN.watch(self._reads)
         if self._captures is not None:
             self.bind(*self._captures)
 
@@ -142,43 +148,45 @@ class PipeCapture:
     def finish(self) -> None:
         """After the instance returned (or trapped) for the last time: read what it wrote
         into the captures (every write is in the pipes by now, since a WASI write returns
-        once the host has written it) and close the read ends. The Store may stay open (it
-        is closed later, off the run's path); nothing it writes afterwards is read."""
-        if self._draining:
+        once the host has written it). The drain reads nothing more into them. The Store
+        and the pipes may stay open (closed later, off the run's path: `close`)."""
+        if self._watched and self._captures is not None and not self._finished:
+            _DRAIN.settle(zip(self._reads, self._captures, strict=True))
+        self._finished = True
+
+    def close(self) -> None:
+        """`finish`, then unwatch and close the pipes: before the Store is closed (its
+        write ends), so that the drain never sees a watched pipe hang up."""
+        self.finish()
+        if self._watched:
             _DRAIN.unwatch(self._reads)
-            self._draining = False
-        if self._captures is not None:
-            for fd, capture in zip(self._reads, self._captures, strict=True):
-                while data := _read(fd):
-                    capture.write(data)
+            self._watched = False
         for fd in self._reads:
             os.close(fd)
         self._reads = []
 
-    def close(self) -> None:
-        """The same as `finish` (kept for callers that close the Store first)."""
-        self.finish()
-
 
 class _Drain:
-    """One thread per process reading every bound instance's pipes (`PipeCapture`) as data
-    arrives (epoll), started on first use. A pipe is read under `_lock`, and `unwatch`
-    takes it, so once `unwatch` returns no read of that pipe is under way or to come."""
+    """One thread per process reading every watched pipe (`PipeCapture`) as data arrives
+    (epoll), started on first use. A pipe is read under `_lock`: once `settle` or
+    `unwatch` returns, no read of that pipe into its capture is under way or to come."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._epoll: select.epoll | None = None
-        self._captures: dict[int, OutputCapture] = {}
+        self._watched: set[int] = set()
+        self._captures: dict[int, OutputCapture] = {}     # the bound pipes
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
         """In a child process (fork) the parent's thread does not exist: start again."""
         self._lock = threading.Lock()
         self._epoll = None
+        self._watched = set()
         self._captures = {}
 
-    def watch(self, pipes: Iterable[tuple[int, OutputCapture]]) -> None:
-        """Read each pipe's data into its capture as it arrives.
+    def watch(self, fds: Iterable[int]) -> None:
+        """Read these pipes as data arrives (dropped until they are bound).
 
         Raises:
             OSError: epoll could not be made or could not watch a pipe.
@@ -190,24 +198,45 @@ class _Drain:
                 # to milliseconds on a loaded machine, on the first run's path); a daemon
                 # either way, as nothing it holds needs saving at exit.
                 _thread.start_new_thread(self._loop, (self._epoll,))
-            for fd, capture in pipes:
+            for fd in fds:
                 self._epoll.register(fd, select.EPOLLIN)
-                self._captures[fd] = capture
+                self._watched.add(fd)
+
+    def bind(self, pipes: Iterable[tuple[int, OutputCapture]]) -> None:
+        """Read each watched pipe into its capture from now on."""
+        with self._lock:
+            for fd, capture in pipes:
+                if fd in self._watched:
+                    self._captures[fd] = capture
+
+    def settle(self, pipes: Iterable[tuple[int, OutputCapture]]) -> None:
+        """Read what each pipe holds into its capture, and nothing more after that."""
+        with self._lock:
+            for fd, capture in pipes:
+                self._captures.pop(fd, None)
+                while data := _read(fd):
+                    capture.write(data)
 
     def unwatch(self, fds: Iterable[int]) -> None:
-        """Stop reading these pipes (waits for a read of one of them under way)."""
+        """Stop watching these pipes (waits for a read of one of them under way)."""
         with self._lock:
             for fd in fds:
-                if self._captures.pop(fd, None) is not None and self._epoll is not None:
-                    self._epoll.unregister(fd)
+                self._forget(fd)
+
+    def _forget(self, fd: int) -> None:
+        """Under `_lock`."""
+        self._captures.pop(fd, None)
+        if fd in self._watched:
+            self._watched.discard(fd)
+            if self._epoll is not None:
+                self._epoll.unregister(fd)
 
     def _loop(self, epoll: select.epoll) -> None:
         while True:
             events = epoll.poll()
             with self._lock:
                 for fd, event in events:
-                    capture = self._captures.get(fd)
-                    if capture is None:           # unwatched since the poll returned
+                    if fd not in self._watched:   # unwatched since the poll returned
                         continue
                     try:
                         data = _read(fd)
@@ -215,10 +244,11 @@ class _Drain:
                         data = None
                         event |= select.EPOLLERR
                     if data:
-                        capture.write(data)
+                        capture = self._captures.get(fd)
+                        if capture is not None:   # (unbound: dropped, kept for no run)
+                            capture.write(data)
                     elif event & (select.EPOLLHUP | select.EPOLLERR):
-                        del self._captures[fd]    # EOF: the instance's Store was closed
-                        epoll.unregister(fd)
+                        self._forget(fd)          # EOF: the write ends were closed
 
 
 _DRAIN = _Drain()

@@ -115,7 +115,7 @@ class Fresh:
             output.attach(wasi)
             store.set_wasi(wasi)
         except BaseException:
-            output.finish()
+            output.close()
             store.close()
             raise
         return cls(runtime, store, output)
@@ -140,8 +140,9 @@ class Fresh:
         return self.runtime.run_export.call(self.func, self.store, text)
 
     def close(self) -> None:
-        """Read what the instance wrote (into the bound captures), then close the Store."""
-        self.output.finish()
+        """Read what the instance wrote (into the bound captures), close its pipes, then
+        close the Store."""
+        self.output.close()
         self.store.close()
 
 
@@ -262,7 +263,7 @@ class InstancePool:
         captures now; the Store is closed in the background, never reused."""
         fresh.output.finish()
         if self.size == 0 or self.max_ready == 0:
-            fresh.store.close()
+            fresh.close()
             return
         with self._lock:
             self._active = max(self._active - 1, 0)
@@ -271,7 +272,7 @@ class InstancePool:
             if not close_now:
                 self._retired.append(fresh)
         if close_now:                   # no idle time to close them in: close it here
-            fresh.store.close()
+            fresh.close()
         if not self._ticked:
             self._kick()
 

@@ -17,6 +17,7 @@ from codemode.sandbox import (
     ToolSpec,
     WasmSandbox,
     _component,
+    _host,
     _pool,
     _wasm,
 )
@@ -168,6 +169,38 @@ def test_a_run_wakes_no_thread_for_the_pool_the_epoch_tickers_tick_starts_its_re
     assert starters and set(starters) <= tickers
     assert not set(run_threads) & set(starters)
     own.clear()
+
+
+def test_an_instance_is_drained_from_when_it_is_made_so_a_write_before_its_run_never_blocks(
+        pool):
+    """The drain watches an instance's pipes from when it is made: more output than a
+    pipe holds, written before any run is bound to it, never blocks the instance."""
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    fresh = _pool.Fresh.new(runtime, limits.memory_bytes)
+    big = ('{"code": "print(\'x\' * 300_000)\\n1", "tools": [], '
+           '"limits": {"output_bytes": 1000000}}')
+
+    def unbound_run():
+        fresh.store.set_epoch_deadline(1 << 40)
+        fresh.instantiate()
+        return _wasm.decode_guest(fresh.call(big))
+    try:     # on a runner thread (wasm's stack), waited for with a bound: a block fails
+        answer = _wasm._RUNNERS.submit(unbound_run).result(timeout=60)
+        assert answer == _host.GuestOk(value=1)
+    finally:
+        fresh.close()
+
+
+def test_with_the_pool_off_each_run_closes_its_own_pipes(monkeypatch):
+    import os
+
+    WasmSandbox().run(RunRequest(code="1"), noop)
+    monkeypatch.setattr(_wasm, "POOL", _pool.InstancePool(_wasm._in_background, size=0))
+    fds = len(os.listdir("/proc/self/fd"))
+    for n in range(10):
+        assert WasmSandbox().run(RunRequest(code=f"print({n})"), noop).stdout == f"{n}\n"
+    assert len(os.listdir("/proc/self/fd")) <= fds
 
 
 def test_the_pool_keeps_to_its_bounds_and_size_zero_turns_it_off(pool):
