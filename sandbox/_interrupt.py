@@ -49,11 +49,18 @@ def _on_deadline(_context, _env, delta, kind):  # type: ignore[no-untyped-def]
     return 0
 
 
-def install(store: wasmtime.Store, verdict: Verdict) -> None:
-    """Check `verdict` every `CHECK_TICKS` ticks while `store` runs on this thread."""
-    _verdicts.current = verdict
+def prepare(store: wasmtime.Store) -> None:
+    """Give `store` the deadline callback, once, when it is made (off a run's path when it
+    is made ahead). Until a run `install`s its verdict on its thread, a deadline that
+    passes ends whatever runs (so a Store made ahead runs with a deadline far off)."""
     _bindings.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_deadline, None,
                                                      _NO_FINALIZER)
+
+
+def install(store: wasmtime.Store, verdict: Verdict) -> None:
+    """Check `verdict` every `CHECK_TICKS` ticks while `store` (`prepare`d) runs on this
+    thread."""
+    _verdicts.current = verdict
     store.set_epoch_deadline(CHECK_TICKS)
 
 

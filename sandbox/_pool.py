@@ -48,6 +48,7 @@ from typing import Any
 
 import wasmtime
 
+from . import _interrupt
 from ._capture import PipeCapture
 from ._component import Runtime
 
@@ -110,6 +111,7 @@ class Fresh:
         output = PipeCapture()
         try:
             store.set_limits(memory_size=memory_bytes)
+            _interrupt.prepare(store)
             wasi = wasmtime.WasiConfig()             # nothing preopened, no env, no network
             wasi.argv = ["<program>"]                # sys.argv (argparse reads argv[0])
             output.attach(wasi)

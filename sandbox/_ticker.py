@@ -43,6 +43,8 @@ class EpochTicker:
         """Start the ticking thread, once. Not with `threading.Thread.start`, which waits
         until the new thread runs (up to milliseconds on a loaded machine, on the path of
         a process's first run): a run catches up itself before setting its deadline."""
+        if self._running:            # (read without the lock: set once, under it)
+            return
         with self._lock:
             if not self._running:
                 self._started = time.monotonic()
@@ -57,6 +59,9 @@ class EpochTicker:
         right before it sets its deadline, so the deadline is relative to an epoch that is
         current, not one a late catch-up would then jump past.
         """
+        due = int((time.monotonic() - self._started) / TICK_S)
+        if due <= self._done:        # on time (the common case): no lock, no engine call
+            return
         with self._lock:
             due = int((time.monotonic() - self._started) / TICK_S)
             for _ in range(due - self._done):
@@ -66,7 +71,10 @@ class EpochTicker:
 
     def _loop(self) -> None:
         while True:
-            time.sleep(TICK_S)
+            # Wake at the next tick's boundary, not a tick after the last wake: a run's
+            # `catch_up` then finds the epoch current, but for the wake's own latency.
+            next_tick = self._started + (self._done + 1) * TICK_S
+            time.sleep(max(next_tick - time.monotonic(), TICK_S / 10))
             self.catch_up()
             if self._on_tick is not None:
                 try:
