@@ -120,19 +120,19 @@ class RunCodePeer(Peer):
         from codemode.fixtures.toolset import builtin_tools
         from codemode.sandbox import SandboxLimits
 
-        self._loop = asyncio.new_event_loop()
+        self.loop = asyncio.new_event_loop()      # started and stopped by each `run`
         self._session = Session(tools=builtin_tools(), log=None)
         self.code_mode = CodeMode(self._session, limits=SandboxLimits(max_subcalls=1_000_000))
 
     def run(self, code: str) -> Any:
-        result = self._loop.run_until_complete(self._session.call("run_code", {"code": code}))
+        result = self.loop.run_until_complete(self._session.call("run_code", {"code": code}))
         if result.is_error:
             raise RuntimeError(f"run_code: {result.text}")
         return result.value.get("result")
 
     def close(self) -> None:
         self._session.close()
-        self._loop.close()
+        self.loop.close()
 
 
 class MontyPeer(Peer):

@@ -441,8 +441,12 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     def on_loop(*args: Any) -> bool:
         return in_run_code.is_set() and threading.current_thread() is threading.main_thread()
 
+    async def nothing() -> None:
+        return None
+
     with_tools: list[float] = []
     governed: list[float] = []
+    loop_alone: list[float] = []     # what the peer's own `run_until_complete` costs
     with timing(targets, on_loop) as totals, timing(
             [(_wasm.WasmSandbox, "_run_here", "sandbox")],
             lambda *args: in_run_code.is_set()) as inner:
@@ -457,6 +461,9 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
                 governed.append(bench._timed(lambda: run_code.run(bench.TRIVIAL)))
             finally:
                 in_run_code.clear()
+            if pause_s is not None:
+                time.sleep(pause_s)
+            loop_alone.append(bench._timed(lambda: run_code.loop.run_until_complete(nothing())))
     per = {k: v / runs * 1e3 for k, v in {**totals, **inner}.items()}
     total_ms = sum(governed) / runs * 1e3
     tools_ms = sum(with_tools) / runs * 1e3
@@ -477,6 +484,8 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
         parts[f"  {label}"] = per.get(key, 0.0)
     parts["  the rest: loop turns, tasks, wake-ups"] = (
         total_ms - per.get("sandbox", 0.0) - sum(per.get(key, 0.0) for key in labels))
+    parts["    floor: the peer's loop started and stopped for a no-op"] = (
+        sum(loop_alone) / runs * 1e3)
     return parts
 
 
