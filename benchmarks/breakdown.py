@@ -484,7 +484,7 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
         parts[f"  {label}"] = per.get(key, 0.0)
     parts["  the rest: loop turns, tasks, wake-ups"] = (
         total_ms - per.get("sandbox", 0.0) - sum(per.get(key, 0.0) for key in labels))
-    parts["    floor: the peer's loop started and stopped for a no-op"] = (
+    parts["    floor: the peer's own loop, a no-op run"] = (
         sum(loop_alone) / runs * 1e3)
     return parts
 
