@@ -69,8 +69,8 @@ from codemode.pipeline import (
     Scheduler,
     Session,
     Signal,
-    eager,
     events,
+    launch,
     snapshot,
 )
 from codemode.sandbox import (
@@ -240,7 +240,7 @@ class SubCallDispatcher:
         self.run_id = run_id or outer.execution.call_id
         self._scheduler = Scheduler(session.prepare, pool=max_concurrent,
                                     exclusive=self._exclusive, on_start=self._log_start,
-                                    on_commit=self._commit)
+                                    on_commit=self._commit, loop=loop)
         self._by_guest_id: dict[int, _Slot] = {}
         self._by_sub_call_id: dict[str, _Slot] = {}
         self._unreported: list[_Slot] = []     # sent by the program, not yet answered
@@ -278,7 +278,7 @@ class SubCallDispatcher:
             ReplayDiverged: a resumed program asked for other calls than the record holds.
         """
         # One hand-off each way: the batch is served from a loop callback (started there
-        # at once: `eager`), whose last step releases this thread's lock
+        # at once: `launch`), whose last step releases this thread's lock
         # (`run_coroutine_threadsafe` adds a task's first turn, a Condition-based future
         # and a done callback's turn).
         done = threading.Lock()
@@ -293,7 +293,7 @@ class SubCallDispatcher:
             finally:
                 done.release()
 
-        self._loop.call_soon_threadsafe(eager, serve())
+        self._loop.call_soon_threadsafe(launch, serve(), self._loop)
         done.acquire()
         ok, reply = served[0]
         if not ok:

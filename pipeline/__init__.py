@@ -21,6 +21,7 @@ from ._approval import (
 from ._content import default_render
 from ._decisions import Accept, Allow, Ask, Block, Deny
 from ._definition import ToolDefinition, tool
+from ._eager import launch
 from ._errors import (
     AbortedBeforeDispatchError,
     AbortedError,
@@ -139,6 +140,7 @@ __all__ = [
     "default_render",
     "eager",
     "events",
+    "launch",
     "log",
     "message_of",
     "open_log",

@@ -14,35 +14,62 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Stage", "begin", "eager"]
+__all__ = ["Stage", "begin", "eager", "launch"]
 
 _T = TypeVar("_T")
 
 
-def eager(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
+def eager(coro: Coroutine[Any, Any, _T],
+          loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[_T]:
     """``asyncio.ensure_future(coro)``, except that the coroutine's first step runs now,
     in a copy of the current context as a task's would: a stage with nothing to wait for
     (no listener, a body that does not await) completes here, without a task or a turn of
     the event loop (each costs more than such a stage's own work). If it suspends, the
     rest runs as a task of its own (in the same context), so cancelling the returned
-    future reaches it as it would reach a task started with ``ensure_future``."""
-    loop = asyncio.get_running_loop()
+    future reaches it as it would reach a task started with ``ensure_future``.
+
+    Args:
+        coro: the coroutine.
+        loop: the running event loop, when the caller has it at hand (default: looked up,
+            which costs CPython 3.11 a ``getpid`` system call).
+    """
+    if loop is None:
+        loop = asyncio.get_running_loop()
+    finished, value = _started(coro, loop)
+    if finished:
+        done: asyncio.Future[_T] = loop.create_future()
+        done.set_result(value)
+        return done
+    return value  # type: ignore[no-any-return]
+
+
+def launch(coro: Coroutine[Any, Any, Any],
+           loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any] | None:
+    """``eager(coro, loop)`` for a coroutine whose result nobody reads: None when it
+    returned in its first step (no future is made for it), else what ``eager`` returns
+    (the task going on with it, or the failed future of what its first step raised)."""
+    finished, value = _started(coro, loop)
+    return None if finished else value
+
+
+def _started(coro: Coroutine[Any, Any, Any],
+             loop: asyncio.AbstractEventLoop) -> tuple[bool, Any]:
+    """``coro``'s first step, run now: ``(True, what it returned)``, or ``(False, the task
+    going on with it)``, or ``(False, a failed future)`` holding what the step raised."""
     try:
         context, finished, value = _first_step(coro)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
-        failed: asyncio.Future[_T] = loop.create_future()
+        failed: asyncio.Future[Any] = loop.create_future()
         if isinstance(exc, asyncio.CancelledError):
             failed.cancel()
         else:
             failed.set_exception(exc)
-        return failed
+        return False, failed
     if finished:
-        done: asyncio.Future[_T] = loop.create_future()
-        done.set_result(value)
-        return done
-    return loop.create_task(_go_on(coro, value), context=context)
+        return True, value
+    return False, loop.create_task(_go_on(coro, value), context=context)
 
 
 def _first_step(coro: Coroutine[Any, Any, Any]) -> tuple[contextvars.Context, bool, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from ._approval import ApprovalChannel, ApprovalService
+from ._content import freeze_blocks, freeze_contexts
 from ._definition import ToolDefinition
 from ._errors import DuplicateToolError, ReservedToolError, ResumeError
 from ._execution import ExecutionInput
@@ -419,8 +420,6 @@ class Session:
 
     def inject(self, message: Any, *, kind: str = "inject") -> None:
         """Queue a user-role message (string or blocks) in the next-step inbox."""
-        from ._content import freeze_contexts
-
         for item in freeze_contexts([message]):
             self._queue(item, MessageSource(kind=kind), ())
 
@@ -711,8 +710,6 @@ class Session:
         ``result.content`` run through the ``tools/code-dispatch-log`` waterfall (e.g. a
         spill preview). A raising listener or malformed content is contained: the original
         content is logged (docs/pipeline-spec.md §11.4 step 6)."""
-        from ._content import freeze_blocks
-
         scopes = self.scope_chain(getattr(execution, "agent", None))
         if not self._dispatch_log.applies(scopes):
             return result.content       # the committed result's content, frozen at S12

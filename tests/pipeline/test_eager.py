@@ -119,3 +119,31 @@ async def test_a_later_stage_starts_at_the_next_turn():
     made = Stage(stage(), later=True)
     assert steps == [] and made.task is not None
     assert await made.outcome() == "value" and steps == ["ran"]
+
+
+async def test_launch_makes_no_future_for_a_coroutine_done_in_its_first_step():
+    from codemode.pipeline import launch
+
+    loop = asyncio.get_running_loop()
+    steps: list[str] = []
+
+    async def quick() -> str:
+        steps.append("quick")
+        return "dropped"
+
+    async def waits() -> None:
+        await asyncio.sleep(0)
+        steps.append("waited")
+
+    async def raises() -> None:
+        raise ValueError("bad")
+
+    assert launch(quick(), loop) is None and steps == ["quick"]
+    task = launch(waits(), loop)
+    assert isinstance(task, asyncio.Task) and not task.done()
+    await task
+    assert steps == ["quick", "waited"]
+    failed = launch(raises(), loop)
+    assert failed is not None and failed.done()
+    with pytest.raises(ValueError, match="bad"):
+        failed.result()

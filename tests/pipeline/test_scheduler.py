@@ -308,3 +308,55 @@ async def test_a_cancelled_join_leaves_the_calls_and_other_joins_alone():
     assert await second == [call]
     assert first.cancelled() and call.state is CallState.COMMITTED
     assert not call.done.cancelled()
+
+
+async def test_a_scheduler_given_its_loop_never_looks_the_running_loop_up(monkeypatch):
+    """`loop=`: the calls' futures are made on the owner's loop, and submitting and
+    starting a call that commits at once asks asyncio for no running loop (a `getpid`
+    system call each time in CPython 3.11)."""
+    loop = asyncio.get_running_loop()
+    trace = Trace()
+    session = Session(tools=[make_tool("t", lambda args, ctx: "ok")])
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: False,
+                  on_start=lambda c: None, on_commit=lambda c: _nothing(), loop=loop)
+
+    def looked_up() -> asyncio.AbstractEventLoop:
+        trace.items.append(("looked up", "loop"))
+        return loop
+
+    monkeypatch.setattr(asyncio, "get_running_loop", looked_up)
+    call = s.submit(inp("t", "c0"), start=False)
+    s.start()
+    monkeypatch.undo()
+    assert call.state is CallState.COMMITTED and call.result.value == "ok"
+    assert call.done.get_loop() is loop and call.done.done()
+    assert trace.items == []
+
+
+async def test_without_a_loop_a_scheduler_uses_the_one_running_at_each_submit():
+    session = Session(tools=[make_tool("t", lambda args, ctx: "ok")])
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: False,
+                  on_start=lambda c: None, on_commit=lambda c: _nothing())
+    call = s.submit(inp("t", "c0"))
+    s.seal()
+    assert await s.join() == [call]
+    assert call.done.get_loop() is asyncio.get_running_loop()
+    assert call.state is CallState.COMMITTED
+
+
+async def test_an_owner_failure_at_the_start_of_a_lone_call_still_ends_join():
+    """A call whose `on_start` raises settles in its first step (no task, no future): `join`
+    raises the failure, not waits for ever."""
+    session = Session(tools=[make_tool("t", lambda args, ctx: "ok")])
+
+    def on_start(call):
+        raise RuntimeError("log refused")
+
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: False, on_start=on_start,
+                  on_commit=lambda c: _nothing(), loop=asyncio.get_running_loop())
+    call = s.submit(inp("t", "c0"), start=False)
+    s.seal()
+    s.start()
+    assert call.done.done()
+    with pytest.raises(RuntimeError, match="log refused"):
+        await asyncio.wait_for(s.join(), 5)
