@@ -86,7 +86,14 @@ def _first_step(coro: Coroutine[Any, Any, Any]) -> tuple[contextvars.Context, bo
 @types.coroutine
 def _go_on(coro: Coroutine[Any, Any, _T], yielded: Any) -> Generator[Any, Any, _T]:
     """The rest of ``coro``, which suspended on ``yielded``, as the body of a task: what
-    the task sends or throws in goes on to the coroutine."""
+    the task sends or throws in goes on to the coroutine. A bare yield (``asyncio.sleep(0)``:
+    resume at the loop's next turn) resumes in the task's first step, which is that turn
+    (yielded to the task, it would cost one more)."""
+    if yielded is None:
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
     while True:
         try:
             sent = yield yielded
@@ -127,10 +134,9 @@ class Stage(Generic[_T]):
     def __init__(self, coro: Coroutine[Any, Any, _T], *, later: bool = False) -> None:
         self._waiter: asyncio.Future[None] | None = None
         self._result: _T | None = None
-        loop = asyncio.get_running_loop()
         self.task: asyncio.Task[_T] | None
         if later:
-            self.task = loop.create_task(self._run(coro))
+            self.task = asyncio.get_running_loop().create_task(self._run(coro))
             return
         context, finished, value = _first_step(coro)
         if finished:

@@ -160,7 +160,8 @@ class Scheduler:
             as tasks of their own once they wait, so that abandoning a call never waits on
             a stage that ignores (or swallows) cancellation. An owner that never drains (a
             batch of model calls) passes False: a call's dispatch then runs in the call's
-            own task (a task and a turn of the loop fewer for a body that waits).
+            own task (a task and a turn of the loop fewer for a body that waits), and the
+            last call of a sealed scheduler in the lane's task (``run``).
         loop: the event loop the scheduler is used on, when the owner has it at hand: the
             calls' futures and tasks are made on it, and the running loop is never looked
             up (each look-up costs CPython 3.11 a ``getpid`` system call). Default: the
@@ -242,6 +243,21 @@ class Scheduler:
         """No more submissions: the calls already submitted all run (a batch's calls)."""
         self._sealed = True
 
+    async def run(self) -> list[Scheduled]:
+        """Seal, start the submitted calls in the awaiting task, and wait until every one is
+        committed (or dropped); returns them. The ordered lane runs in this task, not as a
+        task of its own, and so do the last call's stages when the scheduler does not
+        abandon (``abandons=False``): a batch of one call that waits takes no task and no
+        turn of the loop besides the caller's.
+
+        Raises:
+            whatever an ``on_start``/``on_commit`` raised (as ``join``).
+        """
+        self.seal()
+        if not self._driving():
+            await self._drive()
+        return await self.join()
+
     async def join(self) -> list[Scheduled]:
         """Wait until every submitted call is committed (or dropped); returns them.
 
@@ -253,7 +269,8 @@ class Scheduler:
             if self._open:
                 # resolved by the call done last (`_finish`): one turn of the loop earlier
                 # than `asyncio.wait`, whose done callbacks resolve its own future
-                joined = asyncio.get_running_loop().create_future()
+                loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+                joined = loop.create_future()
                 self._joiners.append(joined)
                 await joined
             if len(calls) == len(self._calls):
@@ -284,16 +301,24 @@ class Scheduler:
                     continue
                 call._slot = True
                 call.state = CallState.STARTING
-                # (None: it committed in its first step, and `_run` settled it)
-                task = call._task = launch(self._run(call, previous), loop)
-                if task is None:
-                    pass
-                elif task.done():  # settled now, not a turn of the loop later (a callback)
-                    self._settled(call)
+                if not self._queue and self._sealed and not self._abandons:
+                    # The last call of a lane nobody abandons runs in the lane's own task:
+                    # no task of its own, no turn of the loop to hand its outcome over.
+                    try:
+                        await self._run(call, previous)
+                    finally:
+                        self._settled(call)
                 else:
-                    task.add_done_callback(functools.partial(self._settled, call))
-                if not call._started.passed:
-                    await call._started.wait()
+                    # (None: it committed in its first step, and `_run` settled it)
+                    task = call._task = launch(self._run(call, previous), loop)
+                    if task is None:
+                        pass
+                    elif task.done():  # settled now, not a turn of the loop later (a callback)
+                        self._settled(call)
+                    else:
+                        task.add_done_callback(functools.partial(self._settled, call))
+                    if not call._started.passed:
+                        await call._started.wait()
                 if call.error is not None:  # the owner failed: stop here
                     self._close()
                     return

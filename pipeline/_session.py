@@ -651,16 +651,19 @@ class Session:
         scheduler = Scheduler(
             self._registry.prepare, pool=pool, on_start=on_start, on_commit=on_commit,
             exclusive=lambda call: self.classify(call.data[0], call.data[2], agent) == "exclusive",
-            abandons=False)
+            abandons=False, loop=asyncio.get_running_loop())
         try:
             for item in items:
                 name, _, parsed, call_id = item
                 scheduler.submit(
                     ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal,
                                    agent=agent, resumption=resumption),
-                    data=item)
-            scheduler.seal()
-            done = await scheduler.join()
+                    data=item, start=False)
+            # The calls start at the loop's next turn, so that batches started together
+            # (concurrent calls of tools that never wait) still run at the same time and
+            # share the implicit turn; then in this task (`Scheduler.run`).
+            await asyncio.sleep(0)
+            done = await scheduler.run()
         finally:
             unsettled = [c.done for c in scheduler.calls if not c.done.done()]
             if unsettled:                 # (a turn of the loop; none when all are done)

@@ -147,3 +147,22 @@ async def test_launch_makes_no_future_for_a_coroutine_done_in_its_first_step():
     assert failed is not None and failed.done()
     with pytest.raises(ValueError, match="bad"):
         failed.result()
+
+
+async def test_a_coroutine_that_yields_a_turn_goes_on_at_the_next_turn():
+    """A bare yield (`asyncio.sleep(0)`) in the first step: the task made for the rest
+    resumes it in its own first step, the next turn of the loop, not one turn later."""
+    from codemode.pipeline import eager
+
+    steps: list[str] = []
+
+    async def yields() -> str:
+        steps.append("first")
+        await asyncio.sleep(0)
+        steps.append("second")
+        return "done"
+
+    made = eager(yields())
+    assert steps == ["first"]
+    await asyncio.sleep(0)          # the turn the coroutine yielded to
+    assert steps == ["first", "second"] and made.done() and made.result() == "done"

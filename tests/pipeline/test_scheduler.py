@@ -360,3 +360,37 @@ async def test_an_owner_failure_at_the_start_of_a_lone_call_still_ends_join():
     assert call.done.done()
     with pytest.raises(RuntimeError, match="log refused"):
         await asyncio.wait_for(s.join(), 5)
+
+
+async def test_run_takes_the_last_call_of_a_batch_in_the_awaiting_task():
+    """`run` (abandons=False): the lane and its last call run in the caller's task; a
+    call that waits resumes there, and `run` returns in that same turn of the loop."""
+    gate = asyncio.get_running_loop().create_future()
+    tasks: list[asyncio.Task | None] = []
+
+    async def body(args, ctx):
+        tasks.append(asyncio.current_task())
+        await gate
+        return "ok"
+
+    session = Session(tools=[make_tool("t", body)])
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: True,
+                  on_start=lambda c: None, on_commit=lambda c: _nothing(), abandons=False)
+    call = s.submit(inp("t", "c0"), start=False)
+    running = asyncio.ensure_future(s.run())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert tasks == [running] and call.state is CallState.DISPATCHING
+    turns = 0
+
+    def tick() -> None:
+        nonlocal turns, handle
+        turns += 1
+        handle = asyncio.get_running_loop().call_soon(tick)
+
+    handle = asyncio.get_running_loop().call_soon(tick)
+    gate.set_result(None)
+    assert await running == [call]
+    handle.cancel()
+    assert call.state is CallState.COMMITTED and call.result.value == "ok"
+    assert turns <= 2
