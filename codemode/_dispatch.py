@@ -329,7 +329,8 @@ class SubCallDispatcher:
         self._unreported = waiting
         exchange = self._exchange(request, refused, [self._reply(s) for s in answered])
         self.exchanges.append(exchange)
-        return SubCallReply(results=tuple(exchange.answer()))
+        return SubCallReply(results=exchange.replies if not refused else
+                            tuple(exchange.answer()))
 
     def _accept(self, calls: tuple[SubCall, ...]) -> list[SubCallOutcome]:
         """Number and start the calls of a live exchange; the refused ones' replies."""
@@ -359,8 +360,11 @@ class SubCallDispatcher:
         it wakes up by itself and may go on without the deferred calls."""
         wanted = None if request.until is None else set(request.until)
         targets = [s for s in self._unreported if wanted is None or s.sub.guest_id in wanted]
+        if not targets or not (request.wait_s or 0) > 0 or any(
+                s.done.done() and not s.deferred for s in targets):
+            return                    # (the usual call that settled at once: no clock read)
         deadline = self._loop.time() + (request.wait_s or 0)
-        while targets and (request.wait_s or 0) > 0:
+        while True:
             if any(s.done.done() and not s.deferred for s in targets):
                 return
             running = [s.done for s in targets if not s.done.done()] or \

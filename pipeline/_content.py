@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from ._errors import NotLosslessError
 from ._lossless import FrozenDict, FrozenList, snapshot
 
@@ -76,9 +78,13 @@ def default_content(frozen: Any) -> tuple[FrozenDict, ...]:
     return (FrozenDict(type="text", text=_default_text(frozen)),)
 
 
-def _default_text(value: Any) -> str:
-    import msgspec
+_UNSHAPED = (int, float, bool, type(None))
 
+
+def _default_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+    encoded = msgspec.json.encode(value)
+    if type(value) not in _UNSHAPED:        # (indent shapes containers only)
+        encoded = msgspec.json.format(encoded, indent=2)
+    return encoded.decode()

@@ -593,3 +593,11 @@ async def test_a_runtime_that_fails_after_starting_a_binding_still_drains(sessio
     assert len(starts) == len(settles) == 1
     [outer] = of(s, events.ToolResult)
     assert settles[0].seq < outer.seq
+
+
+@pytest.mark.parametrize(("code", "text"), [("7", "7"), ("1e16", "1e+16"), ("0.1", "0.1"),
+                                            ("True", "true"), ("[1, 'é']", '[\n  1,\n  "é"\n]')])
+async def test_a_final_value_is_shown_as_its_json(session, code, text):
+    """A number or a bool as `json.dumps` writes it; a container indented, its text as it is."""
+    result = await session.call("run_code", {"code": code})
+    assert not result.is_error and result.text == text

@@ -329,3 +329,15 @@ def test_the_default_content_is_the_default_render_frozen(value):
     made = default_content(frozen)
     assert made == freeze_blocks(default_render(frozen))
     assert [type(block) for block in made] == [FrozenDict]
+
+
+@pytest.mark.parametrize("value", [7, -2**63, 1e16, 0.1, True, False, None, (1, 2), [1, [2]],
+                                   {"a": {"b": 1}}])
+def test_the_default_render_is_the_json_of_the_value_with_containers_indented(value):
+    """A scalar's text is its JSON as it is; a container's (a tuple too) is indented by 2."""
+    import msgspec
+
+    from codemode.pipeline import default_render
+
+    expected = msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+    assert default_render(value) == [{"type": "text", "text": expected}]
