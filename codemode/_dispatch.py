@@ -142,7 +142,7 @@ class _SubCall(msgspec.Struct, frozen=True, kw_only=True):
     signal: Signal                  # the run's scope, and the program's own cancel
 
 
-@dataclass(eq=False)         # compared by identity: a slot is one call
+@dataclass(eq=False, slots=True)         # compared by identity: a slot is one call
 class _Slot:
     """One call the program sent, until it is answered: run live (`scheduled`), or
     answered from the record of a paused run (`reply` set from the start)."""

@@ -271,6 +271,11 @@ class PendingCall:
     separately so that only ``dispatch`` overlaps between calls; ``abandon()`` ends a call
     whatever phase it is stuck in."""
 
+    __slots__ = ("_abandoned", "_arguments_json", "_concludes", "_core_made", "_deferred",
+                 "_finalizer", "_input", "_needs_policy", "_own", "_phase", "_published",
+                 "_registry", "_seen", "_wrapped", "body_invoked", "caller", "execution",
+                 "result", "route")
+
     def __init__(self, registry: ToolRegistry, inp: ExecutionInput) -> None:
         self._registry = registry
         self._input = inp

@@ -118,6 +118,9 @@ class Scheduled:
         error: what ``on_start``/``on_commit`` raised, if anything.
     """
 
+    __slots__ = ("_dispatching", "_done", "_slot", "_started", "_starting", "_task", "data",
+                 "done", "error", "index", "input", "pending", "result", "state")
+
     def __init__(
         self, index: int, inp: ExecutionInput, data: Any, loop: asyncio.AbstractEventLoop
     ) -> None:
