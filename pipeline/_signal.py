@@ -38,7 +38,7 @@ class Signal:
         self._reason: Any = None
         self._callbacks: list[Callable[[Any], Any]] = []
         self._lock = threading.Lock()
-        self._detach: list[Callable[[], None]] = []
+        self._detach: list[tuple[Signal, Callable[[Any], Any]]] = []  # (source, callback)
 
     def __repr__(self) -> str:
         return f"<Signal aborted={self._aborted}>"
@@ -121,22 +121,35 @@ class Signal:
     def detach(self) -> None:
         """For a derived signal (``Signal.any``): stop listening to the sources."""
         detach, self._detach = self._detach, []
-        for dispose in detach:
-            dispose()
+        for source, callback in detach:
+            source._forget(callback)
+
+    def _forget(self, callback: Callable[[Any], Any]) -> None:
+        with self._lock:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
 
     @classmethod
     def any(cls, *signals: Signal) -> Signal:
         """A signal that aborts as soon as any of ``signals`` does, with that one's reason.
 
         Already aborted if one of them is. Call ``detach()`` when done to unsubscribe.
+        (Made for every sub-call: each source keeps the derived signal's ``abort`` itself,
+        not a disposer made for it.)
         """
         derived = cls()
+        abort = derived.abort
         for source in signals:
-            if source.aborted:
-                derived.abort(source.reason)
-                derived.detach()
-                return derived
-            derived._detach.append(source.on_abort(derived.abort))
+            with source._lock:
+                if not source._aborted:
+                    source._callbacks.append(abort)
+                    derived._detach.append((source, abort))
+                    continue
+            derived.abort(source.reason)
+            derived.detach()
+            return derived
         return derived
 
     @classmethod

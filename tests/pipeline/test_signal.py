@@ -49,3 +49,17 @@ def test_a_raising_callback_does_not_stop_the_others():
     signal.on_abort(seen.append)
     signal.abort("r")
     assert seen == ["r"]
+
+
+def test_a_detached_signal_leaves_its_source_as_it_was():
+    """`detach` takes back exactly what `any` registered: the source's own callbacks still
+    run, once, and neither a second detach nor a source aborted later reaches the derived."""
+    source, seen = Signal(), []
+    source.on_abort(lambda reason: seen.append(("own", reason)))
+    derived = Signal.any(source)
+    other = Signal.any(source)
+    derived.detach()
+    derived.detach()
+    source.abort("stop")
+    assert not derived.aborted and other.aborted and other.reason == "stop"
+    assert seen == [("own", "stop")]
