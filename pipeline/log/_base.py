@@ -15,6 +15,8 @@ from ._recovery import repair_events
 
 __all__ = ["AppendOnlyLog", "SessionLog"]
 
+_EVENT_CLASSES: set[type] = set()     # classes of events appended so far
+
 
 @runtime_checkable
 class SessionLog(Protocol):
@@ -99,8 +101,11 @@ class AppendOnlyLog:
         return self._append(event, refuse=True)
 
     def _append(self, event: Event, *, refuse: bool) -> Event:
-        if not isinstance(event, Event):
-            raise TypeError(f"not a session event: {event!r}")
+        kind = type(event)     # (isinstance is slow for a Struct class: each class once)
+        if kind not in _EVENT_CLASSES:
+            if not isinstance(event, Event):
+                raise TypeError(f"not a session event: {event!r}")
+            _EVENT_CLASSES.add(kind)
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"session log {self.path or '<memory>'} is closed")

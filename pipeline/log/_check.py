@@ -133,7 +133,7 @@ class LogChecker:
         return found
 
     def violations(self, event: Event) -> list[Violation]:
-        kind = type(event)
+        kind = _kind(event)
         if (kind is CodeDispatchStart or kind is CodeDispatch) \
                 and event.seq == self._seq + 1:   # a run's many sub-calls: straight there
             return self._dispatch_violations(event)  # type: ignore[arg-type]
@@ -144,17 +144,17 @@ class LogChecker:
 
         if event.seq != self._seq + 1:
             add(ViolationKind.SEQ_OUT_OF_ORDER, f"seq {event.seq} follows seq {self._seq}")
-        if isinstance(event, TurnStart):
+        if kind is TurnStart and isinstance(event, TurnStart):
             if self._turn is not None:
                 add(
                     ViolationKind.TURN_ALREADY_OPEN,
                     f"turn {event.turn} starts while turn {self._turn.turn} is open",
                 )
-        elif isinstance(event, TurnEnd):
+        elif kind is TurnEnd and isinstance(event, TurnEnd):
             if self._turn is None:
                 add(ViolationKind.NO_OPEN_TURN, f"turn {event.turn} ends but no turn is open")
             found.extend(self._left_open(event.seq, "ends"))
-        elif isinstance(event, StepStart):
+        elif kind is StepStart and isinstance(event, StepStart):
             if self._turn is None or event.turn != self._turn.turn:
                 add(
                     ViolationKind.NO_OPEN_TURN,
@@ -165,7 +165,7 @@ class LogChecker:
                     ViolationKind.STEP_ALREADY_OPEN,
                     f"step {event.step} starts again while it is open",
                 )
-        elif isinstance(event, StepEnd):
+        elif kind is StepEnd and isinstance(event, StepEnd):
             waiting = self._open_step(event.turn, event.step)
             if waiting is None:
                 add(ViolationKind.NO_OPEN_STEP, f"step {event.step} ends but is not open")
@@ -174,7 +174,7 @@ class LogChecker:
                     ViolationKind.UNANSWERED_CALL,
                     f"step {event.step} ends before tool call {call_id!r} has a result",
                 )
-        elif isinstance(event, ToolCall):
+        elif kind is ToolCall and isinstance(event, ToolCall):
             waiting = self._open_step(event.turn, event.step)
             if not event.call_id:  # an empty *name* is the model's malformed call, answered as such
                 add(ViolationKind.EMPTY_ID, "a tool/call has an empty callId")
@@ -188,7 +188,7 @@ class LogChecker:
                     ViolationKind.DUPLICATE_CALL,
                     f"tool call id {event.call_id!r} is already waiting for a result",
                 )
-        elif isinstance(event, ToolResult):
+        elif kind is ToolResult and isinstance(event, ToolResult):
             call_id = _result_call_id(event)
             waiting = self._open_step(event.turn, event.step)
             not_started = (
@@ -206,16 +206,18 @@ class LogChecker:
                     f"tool/result for {call_id!r}, which no tool/call of step {event.step} "
                     "is waiting for",
                 )
-        elif isinstance(event, (CodeDispatchStart, CodeDispatch)):
+        elif (kind is CodeDispatchStart or kind is CodeDispatch) \
+                and isinstance(event, (CodeDispatchStart, CodeDispatch)):
             found.extend(self._dispatch_violations(event))
-        elif isinstance(event, CodeReplayed):
+        elif kind is CodeReplayed and isinstance(event, CodeReplayed):
             if not (event.sub_call_id and event.root_call_id and event.parent_call_id
                     and event.replayed_from):
                 add(ViolationKind.EMPTY_ID, "a tool/code-replayed has an empty id")
             if self._turn is None:
                 add(ViolationKind.DISPATCH_OUTSIDE_TURN,
                     f"the replay of sub-call {event.sub_call_id!r} is outside an open turn")
-        elif isinstance(event, ToolResumed) and event.run_id not in self._suspended:
+        elif kind is ToolResumed and isinstance(event, ToolResumed) \
+                and event.run_id not in self._suspended:
             add(ViolationKind.RESUME_WITHOUT_SUSPEND,
                 f"run {event.run_id!r} is resumed but no suspension of it is waiting")
         return found
@@ -224,14 +226,15 @@ class LogChecker:
         found: list[Violation] = []
         sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
         known_root = self._roots.get(sub)
-        if isinstance(event, CodeDispatchStart):
+        starting = _kind(event) is CodeDispatchStart
+        if starting:
             if self._turn is not None and known_root is None and sub and root and parent and (
                     parent == root or self._roots.get(parent) == root):
                 return found                        # the usual start: nothing to report
         elif self._turn is not None and sub and root and parent and sub in self._running \
                 and known_root == root:
             return found                            # the usual settle
-        kind = "start" if isinstance(event, CodeDispatchStart) else "settle"
+        kind = "start" if starting else "settle"
 
         def add(what: ViolationKind, message: str) -> None:
             found.append(Violation(kind=what, seq=event.seq, message=message))
@@ -247,7 +250,7 @@ class LogChecker:
                 ViolationKind.DISPATCH_OUTSIDE_TURN,
                 f"the {kind} of sub-call {sub!r} is outside an open turn",
             )
-        if isinstance(event, CodeDispatchStart):
+        if starting:
             if known_root is not None:
                 add(ViolationKind.DUPLICATE_SUB_CALL, f"sub-call {sub!r} starts a second time")
             if parent != root and self._roots.get(parent) != root:
@@ -319,32 +322,32 @@ class LogChecker:
 
     def apply(self, event: Event) -> None:
         self._seq = event.seq
-        kind = type(event)     # a long run's many dispatch events first, without the chain
+        kind = _kind(event)    # a long run's many dispatch events first, without the chain
         if kind is CodeDispatch:
             self._running.pop(event.sub_call_id, None)  # type: ignore[attr-defined]
         elif kind is CodeDispatchStart:
             self._start(event)  # type: ignore[arg-type]
-        elif isinstance(event, TurnStart):
+        elif kind is TurnStart and isinstance(event, TurnStart):
             self._turn = event
             self._steps = {}
             self._turn_starts = []
-        elif isinstance(event, TurnEnd):
+        elif kind is TurnEnd and isinstance(event, TurnEnd):
             self._turn = None
             self._steps = {}
             for sub in self._turn_starts:  # orphans of a closed turn: reported once
                 self._running.pop(sub, None)
             self._turn_starts = []
-        elif isinstance(event, StepStart):
+        elif kind is StepStart and isinstance(event, StepStart):
             if self._turn is not None and event.turn == self._turn.turn:
                 self._steps[event.step] = Counter()
-        elif isinstance(event, StepEnd):
+        elif kind is StepEnd and isinstance(event, StepEnd):
             if self._open_step(event.turn, event.step) is not None:
                 del self._steps[event.step]
-        elif isinstance(event, ToolCall):
+        elif kind is ToolCall and isinstance(event, ToolCall):
             waiting = self._open_step(event.turn, event.step)
             if waiting is not None:
                 waiting[event.call_id] += 1
-        elif isinstance(event, ToolResult):
+        elif kind is ToolResult and isinstance(event, ToolResult):
             waiting = self._open_step(event.turn, event.step)
             call_id = _result_call_id(event)
             run_id = self._resuming.pop(call_id, None)
@@ -356,13 +359,13 @@ class LogChecker:
                     waiting[call_id] -= 1
                 else:
                     waiting.pop(call_id, None)
-        elif isinstance(event, CodeDispatchStart):
+        elif kind is CodeDispatchStart and isinstance(event, CodeDispatchStart):
             self._start(event)
-        elif isinstance(event, CodeDispatch):
+        elif kind is CodeDispatch and isinstance(event, CodeDispatch):
             self._running.pop(event.sub_call_id, None)
-        elif isinstance(event, ToolSuspended):
+        elif kind is ToolSuspended and isinstance(event, ToolSuspended):
             self._suspended.add(event.run_id)
-        elif isinstance(event, ToolResumed):
+        elif kind is ToolResumed and isinstance(event, ToolResumed):
             self._suspended.discard(event.run_id)
             self._resuming[event.call_id] = event.run_id
 
@@ -388,6 +391,25 @@ class LogChecker:
                         message=f"sub-call {sub!r} never settled",
                     )
                 )
+        return found
+
+
+_KINDS: tuple[type[Event], ...] = (TurnStart, TurnEnd, StepStart, StepEnd, ToolCall, ToolResult,
+                                   CodeDispatchStart, CodeDispatch, CodeReplayed, ToolSuspended,
+                                   ToolResumed)
+_kind_of: dict[type, type[Event] | None] = {kind: kind for kind in _KINDS}
+
+
+def _kind(event: Event) -> type[Event] | None:
+    """Which of the events the checks tell apart `event` is (None: another one). The checks
+    branch on it before `isinstance`, which is slow for a msgspec Struct class the event is
+    not an instance of (its metaclass's instance check), and fast for its own."""
+    kind = type(event)
+    try:
+        return _kind_of[kind]
+    except KeyError:
+        found = next((k for k in _KINDS if issubclass(kind, k)), None)
+        _kind_of[kind] = found
         return found
 
 

@@ -268,3 +268,21 @@ async def test_concurrent_calls_on_one_session_share_one_turn(tmp_path):
     kinds_ = [type(e).__name__ for e in log]
     last_step_end = max(i for i, k in enumerate(kinds_) if k == "StepEnd")
     assert all(i > last_step_end for i, k in enumerate(kinds_) if k == "UserMessage")
+
+
+def test_an_event_of_a_subclass_is_checked_as_its_kind():
+    """The checks branch on the kind of event before `isinstance` (a cache by class): an
+    event of a subclass of a checked kind is still checked, and refused, as that kind."""
+    from codemode.pipeline import events
+    from codemode.pipeline.log import check
+
+    class LateResult(events.ToolResult, tag="test/late-result", frozen=True):
+        pass
+
+    result = LateResult(seq=3, time=0.0, turn=1, step=1, message=events.ToolResultMessage(
+        id="m", source=events.MessageSource(kind="tool", call_id="nobody"),
+        content=(events.ToolResultBlock(tool_call_id="nobody", content=(), is_error=False),)),
+        source_event_seqs=())
+    log = [events.TurnStart(seq=1, time=0.0, turn=1),
+           events.StepStart(seq=2, time=0.0, turn=1, step=1), result]
+    assert [v.kind.value for v in check(log, complete=False)] == ["RESULT_WITHOUT_CALL"]
