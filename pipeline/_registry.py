@@ -436,44 +436,7 @@ class PendingCall:
         scopes = self._scopes
         listened = reg.pre_execute.applies(scopes)
         self._seen = listened or bool(reg.guards)
-        try:
-            decision = (await reg.pre_execute.run((execution,), Allow, scopes)
-                        if listened else Allow())
-        except BaseException as exc:
-            if own_cancellation(exc):
-                raise
-            self._settle("final", listener_failure(exc, "a tools/pre-execute listener"))
-            return
-        approval_cancelled = False
-        asked_reason = decision.reason if isinstance(decision, Ask) else None
-        if isinstance(decision, Ask):
-            try:
-                decision, approval_cancelled = await self._ask(decision)
-            except BaseException as exc:
-                if own_cancellation(exc):
-                    raise
-                self._settle("final", listener_failure(exc, "the approval channel"))
-                return
-        elif not isinstance(decision, (Allow, Deny)):
-            self._settle(
-                "final",
-                listener_failure(
-                    TypeError("tools/pre-execute returned an invalid decision "
-                              f"({type(decision).__name__})"),
-                    "a tools/pre-execute listener",
-                ),
-            )
-            return
-        if decision is None:    # deferred: nothing ran; the caller stops and asks later
-            self._settle("final", failure_from(ApprovalPendingError(
-                f'tool "{execution.name}" is waiting for approval'
-                + (f": {asked_reason}" if asked_reason else ""))))
-            return
-        if self.caller.aborted and approval_cancelled:
-            self._settle("post", _aborted(True))
-            return
-        if isinstance(decision, Deny):
-            self._settle("post", _denial(decision.reason))
+        if listened and not await self._decide(execution, scopes):
             return
         try:
             reason = self._guards()
@@ -493,6 +456,50 @@ class PendingCall:
             return
         if not self._abandoned:
             self.route = "dispatch"
+
+    async def _decide(self, execution: Execution, scopes: tuple[str | None, ...]) -> bool:
+        """The ``tools/pre-execute`` decision (and the approval it asks for): True when the
+        call goes on to the guards, else False with the call settled."""
+        reg = self._registry
+        try:
+            decision = await reg.pre_execute.run((execution,), Allow, scopes)
+        except BaseException as exc:
+            if own_cancellation(exc):
+                raise
+            self._settle("final", listener_failure(exc, "a tools/pre-execute listener"))
+            return False
+        approval_cancelled = False
+        asked_reason = decision.reason if isinstance(decision, Ask) else None
+        if isinstance(decision, Ask):
+            try:
+                decision, approval_cancelled = await self._ask(decision)
+            except BaseException as exc:
+                if own_cancellation(exc):
+                    raise
+                self._settle("final", listener_failure(exc, "the approval channel"))
+                return False
+        elif not isinstance(decision, (Allow, Deny)):
+            self._settle(
+                "final",
+                listener_failure(
+                    TypeError("tools/pre-execute returned an invalid decision "
+                              f"({type(decision).__name__})"),
+                    "a tools/pre-execute listener",
+                ),
+            )
+            return False
+        if decision is None:    # deferred: nothing ran; the caller stops and asks later
+            self._settle("final", failure_from(ApprovalPendingError(
+                f'tool "{execution.name}" is waiting for approval'
+                + (f": {asked_reason}" if asked_reason else ""))))
+            return False
+        if self.caller.aborted and approval_cancelled:
+            self._settle("post", _aborted(True))
+            return False
+        if isinstance(decision, Deny):
+            self._settle("post", _denial(decision.reason))
+            return False
+        return True
 
     async def _ask(self, ask: Ask) -> tuple[Allow | Deny | None, bool]:
         """The approval for ``ask``: ``(decision, cancelled)``; a ``None`` decision means
