@@ -133,10 +133,11 @@ class LogChecker:
         return found
 
     def violations(self, event: Event) -> list[Violation]:
-        kind = _kind(event)
-        if (kind is CodeDispatchStart or kind is CodeDispatch) \
+        cls = type(event)
+        if (cls is CodeDispatchStart or cls is CodeDispatch) \
                 and event.seq == self._seq + 1:   # a run's many sub-calls: straight there
             return self._dispatch_violations(event)  # type: ignore[arg-type]
+        kind = _kind(event)
         found: list[Violation] = []
 
         def add(kind: ViolationKind, message: str) -> None:
@@ -226,7 +227,9 @@ class LogChecker:
         found: list[Violation] = []
         sub, root, parent = event.sub_call_id, event.root_call_id, event.parent_call_id
         known_root = self._roots.get(sub)
-        starting = _kind(event) is CodeDispatchStart
+        cls = type(event)
+        starting = cls is CodeDispatchStart or (
+            cls is not CodeDispatch and _kind(event) is CodeDispatchStart)
         if starting:
             if self._turn is not None and known_root is None and sub and root and parent and (
                     parent == root or self._roots.get(parent) == root):
@@ -322,12 +325,15 @@ class LogChecker:
 
     def apply(self, event: Event) -> None:
         self._seq = event.seq
-        kind = _kind(event)    # a long run's many dispatch events first, without the chain
-        if kind is CodeDispatch:
+        cls = type(event)      # a long run's many dispatch events first, without the chain
+        if cls is CodeDispatch:
             self._running.pop(event.sub_call_id, None)  # type: ignore[attr-defined]
-        elif kind is CodeDispatchStart:
+            return
+        if cls is CodeDispatchStart:
             self._start(event)  # type: ignore[arg-type]
-        elif kind is TurnStart and isinstance(event, TurnStart):
+            return
+        kind = _kind(event)
+        if kind is TurnStart and isinstance(event, TurnStart):
             self._turn = event
             self._steps = {}
             self._turn_starts = []
