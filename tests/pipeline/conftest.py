@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,3 +70,18 @@ class Published:
 
 def error_text(message: str) -> tuple[dict[str, str], ...]:
     return ({"type": "text", "text": f"Error: {message}"},)
+
+
+class Turns:
+    """Counts the event loop's turns: a callback that schedules itself again each turn."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._handle = asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+        self._handle = asyncio.get_running_loop().call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()

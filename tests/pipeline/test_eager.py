@@ -10,20 +10,7 @@ import pytest
 
 from codemode.pipeline._eager import Stage
 
-
-class Turns:
-    """Counts the event loop's turns: a callback that schedules itself again each turn."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._handle = asyncio.get_running_loop().call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self.count += 1
-        self._handle = asyncio.get_running_loop().call_soon(self._tick)
-
-    def stop(self) -> None:
-        self._handle.cancel()
+from conftest import Turns
 
 
 async def test_a_stage_that_does_not_wait_completes_at_once_without_a_task():

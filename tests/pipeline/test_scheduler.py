@@ -17,7 +17,7 @@ from codemode.pipeline import (
     Signal,
 )
 
-from conftest import make_tool
+from conftest import Turns, make_tool
 
 
 class Trace:
@@ -269,33 +269,17 @@ async def test_a_batch_of_one_waiting_call_takes_a_handful_of_turns_after_its_bo
     joined = asyncio.ensure_future(s.join())
     await asyncio.sleep(0)
     await asyncio.sleep(0)
-    counter = _TurnCounter()
+    counter = Turns()
     gate.set_result(None)
     assert await joined == [call]
-    turns = counter.stop()
+    counter.stop()
+    turns = counter.count
     assert call.state is CallState.COMMITTED and call.result.value == "ok"
     assert turns <= 3
 
 
 async def _nothing() -> None:
     return None
-
-
-class _TurnCounter:
-    """Counts the event loop's turns from now until `stop` (a callback that schedules
-    itself again at each turn)."""
-
-    def __init__(self) -> None:
-        self.turns = 0
-        self._handle = asyncio.get_running_loop().call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self.turns += 1
-        self._handle = asyncio.get_running_loop().call_soon(self._tick)
-
-    def stop(self) -> int:
-        self._handle.cancel()
-        return self.turns
 
 
 async def test_a_scheduler_made_not_to_abandon_refuses_drain():
@@ -391,9 +375,10 @@ async def test_run_takes_the_last_call_of_a_batch_in_the_awaiting_task():
     for _ in range(3):
         await asyncio.sleep(0)
     assert tasks == [running] and call.state is CallState.DISPATCHING
-    counter = _TurnCounter()
+    counter = Turns()
     gate.set_result(None)
     assert await running == [call]
-    turns = counter.stop()
+    counter.stop()
+    turns = counter.count
     assert call.state is CallState.COMMITTED and call.result.value == "ok"
     assert turns <= 2
