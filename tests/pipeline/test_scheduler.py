@@ -254,15 +254,7 @@ async def test_a_batch_of_one_waiting_call_takes_a_handful_of_turns_after_its_bo
     """A body that waits: once it resumes, its commit and `join` follow within three turns
     of the loop (its dispatch runs in the call's own task; the join is woken by the call
     that settles last, not through `asyncio.wait`'s done callbacks)."""
-    gate = asyncio.get_running_loop().create_future()
-
-    async def body(args, ctx):
-        await gate
-        return "ok"
-
-    session = Session(tools=[make_tool("t", body)])
-    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: True,
-                  on_start=lambda c: None, on_commit=lambda c: _nothing(), abandons=False)
+    gate, s, _ = _one_gated_call()
     call = s.submit(inp("t", "c0"), start=False)
     s.seal()
     s.start()
@@ -280,6 +272,23 @@ async def test_a_batch_of_one_waiting_call_takes_a_handful_of_turns_after_its_bo
 
 async def _nothing() -> None:
     return None
+
+
+def _one_gated_call() -> tuple[asyncio.Future[None], Scheduler, list[asyncio.Task | None]]:
+    """A scheduler that never abandons, for a tool `t` whose body waits for the returned
+    gate; the list gets the task each body call runs in."""
+    gate = asyncio.get_running_loop().create_future()
+    tasks: list[asyncio.Task | None] = []
+
+    async def body(args, ctx):
+        tasks.append(asyncio.current_task())
+        await gate
+        return "ok"
+
+    session = Session(tools=[make_tool("t", body)])
+    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: True,
+                  on_start=lambda c: None, on_commit=lambda c: _nothing(), abandons=False)
+    return gate, s, tasks
 
 
 async def test_a_scheduler_made_not_to_abandon_refuses_drain():
@@ -359,17 +368,7 @@ async def test_an_owner_failure_at_the_start_of_a_lone_call_still_ends_join():
 async def test_run_takes_the_last_call_of_a_batch_in_the_awaiting_task():
     """`run` (abandons=False): the lane and its last call run in the caller's task; a
     call that waits resumes there, and `run` returns in that same turn of the loop."""
-    gate = asyncio.get_running_loop().create_future()
-    tasks: list[asyncio.Task | None] = []
-
-    async def body(args, ctx):
-        tasks.append(asyncio.current_task())
-        await gate
-        return "ok"
-
-    session = Session(tools=[make_tool("t", body)])
-    s = Scheduler(session.prepare, pool=1, exclusive=lambda c: True,
-                  on_start=lambda c: None, on_commit=lambda c: _nothing(), abandons=False)
+    gate, s, tasks = _one_gated_call()
     call = s.submit(inp("t", "c0"), start=False)
     running = asyncio.ensure_future(s.run())
     for _ in range(3):
