@@ -80,8 +80,8 @@ class PipeCapture:
     closed with the Store (`close`). So a run's own path makes no system call for its
     output but reading what is left: binding and settling change the drain's table only
     (with the pipes watched and unwatched there, a paced run spent ~42 us on its output's
-    bookkeeping, now ~28 us). A run that writes nothing never wakes the drain thread. Where `/proc/self/fd` does not exist, WASI's
-    per-write callbacks are used instead.
+    bookkeeping, now ~28 us). A run that writes nothing never wakes the drain thread.
+    Where `/proc/self/fd` does not exist, WASI's per-write callbacks are used instead.
 
     Why not the callbacks everywhere: wasmtime's C API gives a custom stdout to WASI as an
     `AsyncWrite` (`wasi_config_set_stdout_custom`, no `p2_stream` of its own), which
