@@ -222,7 +222,7 @@ class Scheduler:
         """
         if self._closed or self._sealed:
             raise RuntimeError("the scheduler takes no more calls")
-        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        loop = self._running_loop()
         call = Scheduled(len(self._calls), inp, data, loop)
         self._calls.append(call)
         self._open += 1
@@ -236,8 +236,11 @@ class Scheduler:
         (a call whose every stage is synchronous commits before this returns); what waits
         goes on as a task. No-op while the calls are already being started."""
         if not self._driving():
-            self._driver = launch(self._drive(), self._loop if self._loop is not None
-                                  else asyncio.get_running_loop())
+            self._driver = launch(self._drive(), self._running_loop())
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop given at construction, else the running one (looked up)."""
+        return self._loop if self._loop is not None else asyncio.get_running_loop()
 
     def _driving(self) -> bool:
         return self._in_drive or (self._driver is not None and not self._driver.done())
@@ -272,8 +275,7 @@ class Scheduler:
             if self._open:
                 # resolved by the call done last (`_finish`): one turn of the loop earlier
                 # than `asyncio.wait`, whose done callbacks resolve its own future
-                loop = self._loop if self._loop is not None else asyncio.get_running_loop()
-                joined = loop.create_future()
+                joined = self._running_loop().create_future()
                 self._joiners.append(joined)
                 await joined
             if len(calls) == len(self._calls):
@@ -288,7 +290,7 @@ class Scheduler:
         """Start the queued calls in order; returns once none is left (the next
         submission drives again)."""
         self._in_drive = True
-        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        loop = self._running_loop()
         try:
             while self._queue:
                 call = self._queue.popleft()
