@@ -49,7 +49,9 @@ and call setup (parsing the call, the scheduler, S3-S7), the run's setup (expose
 stubs and specs, the dispatcher, the labels' flow), handing the run to its runner thread,
 the outcome (the dispatcher's drain, the value, S9's render and snapshot), the commit
 (S11-S14), the sandbox run itself on its runner thread, and the rest (event-loop turns,
-tasks, thread wake-ups).
+tasks, thread wake-ups), with two parts of that rest timed in place (`wakes`): waking the
+runner thread (from the run handed to it to the run's first statement there) and waking the
+loop (from the run's end, scheduled from the runner thread, to the loop's callback).
 
 With `--first`, instead: the first result in a new process (`benchmarks.run`'s row, the same
 programs), per peer (`sandbox`, `run_code`), in milliseconds, median of `--spawns` new
@@ -104,6 +106,49 @@ def timing(targets: list[tuple[Any, str, str]],
     finally:
         for owner, name, original in reversed(saved):
             setattr(owner, name, original)
+
+
+@contextmanager
+def wakes(loop: asyncio.AbstractEventLoop, counts: Callable[[], bool]) -> Iterator[Totals]:
+    """While active, the two thread wake-ups of a run, timed in place when `counts()` says so
+    at the hand-off, in `totals`: "runner" sums the seconds from a job handed to a runner
+    thread (`Runners._hand`) to that job's first statement on it, "loop" from a callback
+    scheduled from another thread (`loop.call_soon_threadsafe`) to its first statement on
+    the loop; "runner wakes" and "loop wakes" count them."""
+    from codemode.sandbox import _runner
+
+    totals: Totals = defaultdict(float)
+    hand, call_soon_threadsafe = _runner.Runners._hand, loop.call_soon_threadsafe
+
+    def timed_hand(self: Any, job: Any) -> None:
+        if not counts():
+            return hand(self, job)
+        handed = time.perf_counter()
+
+        def started() -> Any:
+            totals["runner"] += time.perf_counter() - handed
+            totals["runner wakes"] += 1
+            return job()
+        return hand(self, started)
+
+    def timed_call_soon_threadsafe(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        if not counts():
+            return call_soon_threadsafe(callback, *args, **kwargs)
+        scheduled = time.perf_counter()
+
+        def started(*args: Any) -> Any:
+            totals["loop"] += time.perf_counter() - scheduled
+            totals["loop wakes"] += 1
+            return callback(*args)
+        return call_soon_threadsafe(started, *args, **kwargs)
+
+    _runner.Runners._hand = timed_hand                      # type: ignore[method-assign]
+    loop.call_soon_threadsafe = timed_call_soon_threadsafe  # type: ignore[method-assign]
+    try:
+        yield totals
+    finally:
+        _runner.Runners._hand = hand                        # type: ignore[method-assign]
+        del loop.call_soon_threadsafe                       # the class's own again
 
 
 def _timed(fn: Callable[..., Any], part: str, totals: Totals,
@@ -449,7 +494,8 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     loop_alone: list[float] = []     # what the peer's own `run_until_complete` costs
     with timing(targets, on_loop) as totals, timing(
             [(_wasm.WasmSandbox, "_run_here", "sandbox")],
-            lambda *args: in_run_code.is_set()) as inner:
+            lambda *args: in_run_code.is_set()) as inner, \
+            wakes(run_code.loop, in_run_code.is_set) as woken:
         for _ in range(runs):
             if pause_s is not None:
                 time.sleep(pause_s)
@@ -484,6 +530,10 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
         parts[f"  {label}"] = per.get(key, 0.0)
     parts["  the rest: loop turns, tasks, wake-ups"] = (
         total_ms - per.get("sandbox", 0.0) - sum(per.get(key, 0.0) for key in labels))
+    parts["    waking the runner thread"] = woken["runner"] / runs * 1e3
+    parts["    waking the loop from another thread"] = woken["loop"] / runs * 1e3
+    parts["    the two, wakes per run (count)"] = (
+        woken["runner wakes"] + woken["loop wakes"]) / runs
     parts["    floor: the peer's own loop, a no-op run"] = (
         sum(loop_alone) / runs * 1e3)
     return parts
@@ -653,7 +703,7 @@ def main(argv: list[str] | None = None) -> None:
     apart = f"{bench.PAUSE_S * 1e3:g} ms apart"
     print(f"{'one fresh run of x = 1':<52}{'back to back':>14}{apart:>14}")
     for label in unpaced:
-        unit = "" if "faults" in label else " ms"
+        unit = "" if "faults" in label or "(count)" in label else " ms"
         print(f"{label + unit:<52}{_fmt(unpaced[label]):>14}{_fmt(paced[label]):>14}")
     if monty:
         print(f"{'monty run, total (baseline) ms':<52}{_fmt(monty['run']):>14}"

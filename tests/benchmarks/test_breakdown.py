@@ -101,3 +101,27 @@ def test_the_guest_profiles_a_run_whose_tools_are_encoded_for_the_first_time():
     finally:
         sandbox.close()
     assert len(profiles) == 1 and profiles[0]["program"] > 0
+
+
+def test_the_wake_timers_time_each_hand_off_between_threads_then_restore_them():
+    import threading
+
+    from codemode.sandbox import _runner
+
+    loop = asyncio.new_event_loop()
+    runners = _runner.Runners("codemode-test-wake")
+    original_hand, counting = _runner.Runners._hand, threading.Event()
+    try:
+        with breakdown.wakes(loop, counting.is_set) as woken:
+            assert runners.call(lambda: 1) == 1          # not counted: nothing recorded
+            counting.set()
+            woke = threading.Event()
+            runners.call(lambda: loop.call_soon_threadsafe(woke.set))
+            loop.run_until_complete(asyncio.sleep(0.01))
+            assert woke.is_set()
+        assert (woken["runner wakes"], woken["loop wakes"]) == (1, 1)
+        assert woken["runner"] > 0 and woken["loop"] > 0
+        assert _runner.Runners._hand is original_hand
+        assert "call_soon_threadsafe" not in vars(loop)
+    finally:
+        loop.close()
