@@ -266,17 +266,20 @@ class WasmSandbox:
     def _run_here(self, runtime: _component.Runtime, request: RunRequest, dispatch: Dispatch,
                   cancel: threading.Event | None) -> RunOutcome:
         limits = request.limits
-        guest_request = _REQUEST_ENCODER.encode({
-            "code": request.code, "tools": _tools_json(request.tools),
-            "limits": limits.for_guest()
-        }).decode()
+        tools = _tools_json(request.tools)
+        tools_bytes = bytes(tools)
         run = _Run(limits, dispatch, cancel, request.tape)
         # A made-ahead instance serves an unrecorded run (its warm-up already read the
         # clocks and randomness, unrecorded); a recorded one is instantiated on its path,
         # through the recording Linker, so that every read is on its tape.
         recorded = request.tape is not None
-        fresh = None if recorded else POOL.take(runtime, limits.memory_bytes)
+        fresh = None if recorded else POOL.take(runtime, limits.memory_bytes, tools_bytes)
         fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
+        # An instance prepared with these very tools has their bindings made: not again.
+        guest_request = _REQUEST_ENCODER.encode(
+            {"code": request.code, "tools_prepared": True, "limits": limits.for_guest()}
+            if fresh.tools == tools_bytes else
+            {"code": request.code, "tools": tools, "limits": limits.for_guest()}).decode()
         store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:

@@ -163,6 +163,7 @@ runtime.install_import_guard()
 # `sandbox._pool`), and the reply.
 PREPARE = '{"prepare": true}'
 PREPARED = '{"prepared": true}'
+PREPARE_WITH_TOOLS = '{"prepare": true, "tools": '     # then the tool specs' JSON and "}"
 _WARM_UP_PROGRAM = ("import asyncio\nprint(echo(value=1))\n"
                     "await asyncio.gather(echo(value=2), echo(value=3))\n{'x': [1.5, None]}")
 _WARM_UP_REQUEST = json.dumps({
@@ -180,20 +181,20 @@ def _discard(_fd):
     return lambda data: None
 
 
-def _warm_up(times, writer):
+def _warm_up(times, writer, tools=None):
     """Run a small program of the runtime's own `times` times, then forget those runs: so
     a run starts with the runtime's code paths loaded and specialized (codec lookups, the
     compiler, the tool bridge, the event loop) and, in an instance made ahead, with the
     memory those paths use already touched. No host call: tools answer locally, output
     goes to `writer`. Then the next run's `runtime.Prepared` is made, fresh (the warm-up
-    runs used their own)."""
+    runs used their own), with the bindings of `tools` (tool specs) if given."""
     stdout, stderr = sys.stdout, sys.stderr
     for _ in range(times):
         runtime.run(_WARM_UP_REQUEST, _echo_dispatch, lambda seconds: None, writer)
     sys.stdout, sys.stderr = stdout, stderr
     runtime.forget_runs()
     gc.collect()          # the warm-up's cycles freed: the run reuses the pages they used
-    runtime.prepare()
+    runtime.prepare(tools)
 
 
 _warm_up(3, runtime.fd_writer)
@@ -205,5 +206,8 @@ class WitWorld(wit_world.WitWorld):
     def run(self, request: str) -> str:
         if request == PREPARE:                # the host's own warm-up, never a program
             _warm_up(1, _discard)
+            return PREPARED
+        if request.startswith(PREPARE_WITH_TOOLS):    # the same, the run's tools bound too
+            _warm_up(1, _discard, json.loads(request)["tools"])
             return PREPARED
         return runtime.run(request, _raw_dispatch, _sleep)

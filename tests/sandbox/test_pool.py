@@ -298,3 +298,68 @@ def test_what_the_pool_prepares_for_a_run_carries_nothing_of_another_run(pool):
         assert run(LEAVE_PREPARED.format(n=n)).status == "ok"
         found = run(FIND_PREPARED)
         assert found.status == "ok" and found.value == [], found
+
+
+# What a program sees of its tools: the globals bound to one, `tools.<alias>`, a call.
+SEE_TOOLS = """
+[sorted(n for n in ("echo", "shout") if n in globals()), dir(tools),
+ (echo if "echo" in globals() else shout if "shout" in globals() else lambda value: None)(
+     value=3)]
+"""
+
+
+def test_the_pool_binds_the_latest_runs_tools_ahead_and_a_run_with_other_tools_sees_only_its_own(
+        pool, monkeypatch):
+    """An instance made ahead is prepared with the tools of the key's latest run, and a run
+    with those tools is sent none (`tools_prepared`); a run with other tools is sent its
+    own, and the ones bound ahead are gone: it sees exactly the tools of its request."""
+    from .conftest import echo
+
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    sent: list[str] = []
+    call = _pool.Fresh.call
+    monkeypatch.setattr(_pool.Fresh, "call",
+                        lambda self, text: sent.append(text) or call(self, text))
+    echo_tool = ToolSpec(name="echo", alias="echo", params=(ParamSpec(name="value"),))
+    shout_tool = ToolSpec(name="shout", alias="shout", params=(ParamSpec(name="value"),))
+
+    def run(tools):
+        wait_for(lambda: prepared_ready(pool, runtime, limits.memory_bytes))
+        bound_ahead = pool._entries[(id(runtime), limits.memory_bytes)].ready[0].tools
+        sent.clear()
+        done = WasmSandbox().run(RunRequest(code=SEE_TOOLS, tools=tools, limits=limits), echo)
+        assert done.status == "ok", done.error
+        program = [text for text in sent if text.startswith('{"code"')]
+        assert len(program) == 1
+        return bound_ahead, '"tools_prepared":true' in program[0], done.value
+
+    asked(pool, runtime, limits.memory_bytes)                # made ahead with no tools
+    echo_json = bytes(_wasm._tools_json((echo_tool,)))
+    shout_json = bytes(_wasm._tools_json((shout_tool,)))
+    assert run((echo_tool,)) == (None, False, [["echo"], ["echo"], {"value": 3}])
+    assert run((echo_tool,)) == (echo_json, True, [["echo"], ["echo"], {"value": 3}])
+    assert run((shout_tool,)) == (echo_json, False, [["shout"], ["shout"], {"value": 3}])
+    assert run((shout_tool,)) == (shout_json, True, [["shout"], ["shout"], {"value": 3}])
+    assert run(()) == (shout_json, False, [[], [], None])
+
+
+def test_a_run_told_its_tools_were_bound_ahead_when_none_were_fails_and_binds_nothing(pool):
+    """`tools_prepared` reaches only an instance prepared with the run's tools; should the
+    guest get it for one without (a host fault), the run fails rather than run with no
+    tools or someone else's."""
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    fresh = _pool.Fresh.new(runtime, limits.memory_bytes)
+    told = '{"code": "1", "tools_prepared": true, "limits": {}}'
+
+    def unprepared_run():
+        fresh.store.set_epoch_deadline(1 << 40)
+        fresh.instantiate()
+        return _wasm.decode_guest(fresh.call(told))
+    try:
+        answer = _wasm._RUNNERS.submit(unprepared_run).result(timeout=60)
+        assert isinstance(answer, _host.GuestFailed), answer
+        assert "the host sent no tools, and none were bound ahead" in answer.error.message
+    finally:
+        fresh.close()

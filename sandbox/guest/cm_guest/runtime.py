@@ -250,8 +250,10 @@ class Prepared:
     (`prepare`, in the snapshot and in the host's warm-up of an instance made ahead) or, when
     none was, at the run's start: the run's state, its two output streams, the bridge, and
     the program's globals but for its tools (builtins, `call_tool`, the rejection classes).
-    Each is made for one run and used by that run only (`take_prepared`): no program ever
-    saw it before."""
+    In the host's warm-up the globals may hold the tools too, bound from the tool specs the
+    host expects the run to have (`tools_bound`); for a run whose request has other tools,
+    they are unbound again (`unbind_tools`). Each is made for one run and used by that run
+    only (`take_prepared`): no program ever saw it before."""
 
     def __init__(self):
         self.state = RunState()
@@ -263,19 +265,39 @@ class Prepared:
         self.bindings = {}            # alias -> Binding, filled by `bind_tools`
         self.by_name = {}             # tool name -> Binding
         self.ns = _globals(self.bridge, self.bindings, self.by_name)
+        self.tools_bound = False      # `ns` holds the tools of `prepare(tools)`
+        self._unbound = None          # then: `ns` as it was before
 
     def bind_tools(self, tools):
         """The globals, for the program, with the request's tool bindings."""
         return _add_tools(self.ns, self.bridge, self.bindings, self.by_name, tools)
 
+    def bind_tools_ahead(self, tools):
+        """`bind_tools` before the run's request is known (`prepare`)."""
+        self._unbound = dict(self.ns)
+        self.bind_tools(tools)
+        self.tools_bound = True
+
+    def unbind_tools(self):
+        """Undo `bind_tools_ahead`: the globals and the tables `call_tool` finds tools in
+        as they were before it (binding a tool changes nothing else)."""
+        self.ns.clear()
+        self.ns.update(self._unbound)
+        self.bindings.clear()
+        self.by_name.clear()
+        self.tools_bound = False
+
 
 _prepared = None      # the next run's Prepared, when one was made ahead
 
 
-def prepare():
-    """Make the next run's `Prepared` now (replacing one made before, unused)."""
+def prepare(tools=None):
+    """Make the next run's `Prepared` now (replacing one made before, unused); with `tools`
+    (tool specs, as a request carries them), its globals hold their bindings already."""
     global _prepared
     _prepared = Prepared()
+    if tools is not None:
+        _prepared.bind_tools_ahead(tools)
 
 
 def take_prepared():
@@ -335,6 +357,10 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
     """Run the request's program; `writer(fd)` is where its stdout (1) and stderr (2) go."""
     prepared = take_prepared()
     request = json.loads(request_text)
+    # The host says "tools_prepared" only for an instance it prepared with this run's tools.
+    tools_prepared = request.get("tools_prepared") is True
+    if prepared.tools_bound and not tools_prepared:
+        prepared.unbind_tools()       # bound ahead to other tools: none of them is this run's
     limits = request.get("limits", {})
     state = prepared.state
     output_bytes = int(limits.get("output_bytes", 1 << 20))
@@ -353,7 +379,12 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
     try:
         code, has_value, bridge.callsites = _compile(source)
         timers.mark("compile")
-        ns = prepared.bind_tools(request.get("tools", ()))
+        if not tools_prepared:
+            ns = prepared.bind_tools(request.get("tools", ()))
+        elif prepared.tools_bound:
+            ns = prepared.ns
+        else:
+            raise RuntimeError("the host sent no tools, and none were bound ahead")
         timers.mark("namespace")
         _RETAINED.append(ns)
         if code.co_flags & 0x80:       # CO_COROUTINE: top-level await
