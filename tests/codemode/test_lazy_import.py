@@ -108,8 +108,8 @@ def test_cli_run_loads_no_policy_log_reader_mcp_or_restricted_tier(tmp_path):
     loaded = _cli_modules_after("run", str(program))
     assert {"wasmtime", "codemode._run_code"} <= loaded
     assert not {"codemode._policy", "codemode._log_show", "codemode.pipeline.log._read",
-                "codemode._mcp", "mcp", "RestrictedPython", "jsonschema",
-                "codemode.sandbox._restricted", "codemode._version"} & loaded
+                "codemode._mcp", "mcp", "pydantic", "RestrictedPython", "jsonschema",
+                "codemode.sandbox._restricted", "codemode._version", "rich.console"} & loaded
 
 
 def test_the_log_file_backends_load_on_first_use():
