@@ -9,16 +9,14 @@ a summary line) is rich output with the same protection, cut to a screenful.
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-
-from codemode.pipeline import Session
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._run_report import RunReport, SubcallReport
+
+if TYPE_CHECKING:   # rich loads when a card is drawn: a piped `codemode run` draws none
+    from rich.console import Console
+
+    from codemode.pipeline import Session
 
 # What a user may see on the screen: newlines and tabs, not terminal control sequences
 # (C0, DEL, C1), bidirectional overrides, invisible or line-breaking format characters.
@@ -51,6 +49,8 @@ def write_output(stream: TextIO, text: str) -> None:
 def _shown(text: str) -> str:
     """Rich markup for `text`, safe and small enough for the terminal: cut after
     `_SHOWN_CHARS` characters or `_SHOWN_LINES` lines (the log and --json keep all)."""
+    from rich.markup import escape
+
     if len(text) > _SHOWN_CHARS:
         text = text[:_SHOWN_CHARS] + f"\n[... {len(text) - _SHOWN_CHARS} more characters]"
     lines = text.split("\n")
@@ -158,6 +158,9 @@ def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]
 def draw_card(console: Console, report: RunReport, title: str, session: Session) -> None:
     """The run's card: the final value (or why the run failed) under the title, the table
     of sub-calls, and `N sub-call(s), M failed`."""
+    from rich.panel import Panel
+    from rich.table import Table
+
     if report.kind == "pending":
         count = len(report.approvals)
         body = (f"paused: waiting for approval of {count} tool call"

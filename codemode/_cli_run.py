@@ -9,7 +9,7 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,11 +17,13 @@ from codemode.pipeline import ApprovalDecision, CallResult, ResumeError, Session
 from codemode.pipeline._resume import find_suspension
 from codemode.sandbox import RunOutcome, RunRequest, Sandbox, SandboxLimits, WasmSandbox
 
-from ._policy import Policy
 from ._rejections import rejection_code
 from ._run_code import CodeMode
 from ._run_report import Rejection, RunReport, build_report
 from ._toolsets import gather_tools
+
+if TYPE_CHECKING:   # a run without --policy never loads the policy module
+    from ._policy import Policy
 
 
 class RecordingSandbox:

@@ -13,16 +13,24 @@ from pathlib import Path
 
 import typer
 
-from codemode.pipeline import LogCorruptError
-from codemode.pipeline.log import check, load
-
 from ._cli_help import _Command, _Group
-from ._log_show import show
 
+# The pipeline and the tree's renderer load when a `log` command runs, not with `codemode`.
 log_app = typer.Typer(cls=_Group, no_args_is_help=True, help="Inspect session logs.")
-log_app.command("show", cls=_Command,        # `codemode log show FILE` (_log_show.py)
-                short_help="Show a session log's calls as a tree, with outcomes and "
-                           "durations.")(show)
+
+
+@log_app.command("show", cls=_Command,
+                 short_help="Show a session log's calls as a tree, with outcomes and "
+                            "durations.")
+def show_command(
+    file: Path = typer.Argument(..., metavar="FILE", help="A session log (.jsonl or .db)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the tree as JSON."),
+) -> None:
+    """Show a session log's calls as a tree (call -> sub-calls) with outcomes, codes,
+    durations and approvals."""
+    from ._log_show import show
+
+    show(file, as_json)
 
 
 @log_app.command(
@@ -43,6 +51,9 @@ def check_command(
     ),
 ) -> None:
     """Print the violations of one log (module docstring); exit 0, 1 or 2."""
+    from codemode.pipeline import LogCorruptError
+    from codemode.pipeline.log import check, load
+
     try:
         events = load(file)
     except (LogCorruptError, OSError, ValueError) as exc:

@@ -242,12 +242,12 @@ def _first_line(content: Any) -> str | None:
     return None
 
 
-def show(
-    file: Path = typer.Argument(..., metavar="FILE", help="A session log (.jsonl or .db)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the tree as JSON."),
-) -> None:
-    """Show a session log's calls as a tree (call -> sub-calls) with outcomes, codes,
-    durations and approvals."""
+def show(file: Path, as_json: bool = False) -> None:
+    """`codemode log show FILE [--json]` (`_log_cli.py` declares it): print the log's calls
+    as a tree (call -> sub-calls) with outcomes, codes, durations and approvals, or as JSON.
+
+    Raises:
+        typer.Exit: 2, after printing why, when the log cannot be read."""
     try:
         roots = build_tree(load(file))
     except (OSError, ValueError, LogCorruptError) as exc:

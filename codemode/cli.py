@@ -25,36 +25,45 @@ approval"); 128 + signum when SIGTERM, SIGHUP or SIGINT stopped a command (clean
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import gc
 import shlex
 import sys
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-
-from codemode.sandbox import SandboxLimits
 
 from ._cli_help import _Command, _Group
-from ._cli_render import draw_card, failure_text, pending_text, write_output
-from ._cli_run import Decisions, Ran, resume_program, run_program
 from ._log_cli import log_app
-from ._policy import Policy, PolicyError, PolicyWarning
-from ._quiet import collected
-from ._run_report import RunReport
 from ._stop import Stopped, report_stop, stopping
-from ._version import codemode_version
+
+# What a command needs is imported when it runs, not here: `codemode --help` loads neither
+# the sandbox (wasmtime), nor the pipeline, nor rich's console beyond what typer draws help
+# with, and `codemode run` loads only what a run uses (tests/codemode/test_lazy_import.py).
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from codemode.sandbox import SandboxLimits
+
+    from ._cli_run import Ran
+    from ._policy import Policy
+    from ._run_report import RunReport
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
                   help="Run model-written Python in a wasmtime sandbox, with every tool "
                        "call governed by one pipeline.")
-err_console = Console(stderr=True)
+
+
+@functools.cache
+def _err_console() -> Console:
+    """The console of the card and of error messages: stderr (made on first use)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
 
 # Inside the package (codemode/fixtures links to the top-level folder in a checkout), so
 # the path holds in an installed wheel as in an editable install.
@@ -67,6 +76,8 @@ _BOUNDS = {"--timeout": "more than 0 and at most 86400 seconds (a day)",
 
 def _version(value: bool) -> None:
     if value:
+        from ._version import codemode_version
+
         print(f"codemode {codemode_version()}")
         raise typer.Exit(0)
 
@@ -105,21 +116,32 @@ def _load_policy(policy: Path | None) -> Policy | None:
         typer.Exit: 2, after printing why the file is not a valid policy."""
     if policy is None:
         return None
+    from rich.markup import escape
+
+    from ._policy import Policy, PolicyError
+
     try:
         return Policy.load(policy)
     except PolicyError as exc:
-        err_console.print(f"[red]invalid policy:[/red] {escape(str(exc))}", highlight=False)
+        _err_console().print(f"[red]invalid policy:[/red] {escape(str(exc))}",
+                             highlight=False)
         raise typer.Exit(2) from None
 
 
 def _usage_error(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    _err_console().print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
 def _limits(base: SandboxLimits, timeout: float | None, memory_mb: int | None,
             fuel: int | None) -> SandboxLimits:
     """`base` (the policy's limits, or the defaults) with the limits given as options."""
+    import msgspec
+
+    from codemode.sandbox import SandboxLimits
+
     given: dict[str, Any] = {}
     if timeout is not None:
         given["wall_clock_s"] = timeout
@@ -164,6 +186,8 @@ EXIT_PAUSED = 3
 def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Path | None,
              limits: SandboxLimits, policy: Policy | None, as_json: bool,
              table: bool | None, policy_path: Path | None = None) -> None:
+    from ._cli_run import run_program
+
     _report_run(lambda: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
                                     limits=limits, policy=policy),
                 title, as_json=as_json, table=table,
@@ -194,6 +218,13 @@ def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
 def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: bool,
                 table: bool | None, resume: Callable[[RunReport], str | None]) -> None:
     """Run `start`, print its report as `run` and `resume` do, and exit with the status."""
+    import asyncio
+
+    import msgspec
+
+    from ._cli_render import draw_card, failure_text, pending_text, write_output
+    from ._quiet import collected
+
     with collected() as warned:   # dependencies' tracebacks: one line each, not on stderr
         try:
             ran = asyncio.run(_awaited(start))
@@ -215,7 +246,7 @@ def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: boo
         write_output(sys.stdout, report.stdout)
         write_output(sys.stderr, report.stderr)
     if draw:
-        draw_card(err_console, report, title, ran.session)
+        draw_card(_err_console(), report, title, ran.session)
     paused = report.kind == "pending"
     if paused and not as_json:
         write_output(sys.stderr, pending_text(report, resume(report)))
@@ -291,6 +322,8 @@ def run(
     table: bool | None = _TABLE,
 ) -> None:
     """`codemode run` (its help is `_RUN_HELP`)."""
+    from codemode.sandbox import SandboxLimits
+
     loaded = _load_policy(policy)
     limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
     _check_log_directory(log)
@@ -337,6 +370,8 @@ def resume(
         raise _usage_error("--approve-all and --deny-all exclude each other")
     if not log.is_file():
         raise typer.BadParameter(f"file {str(log)!r} does not exist.", param_hint="'LOG'")
+    from ._cli_run import Decisions, resume_program
+
     loaded = _load_policy(policy)
     decisions = Decisions(approve=tuple(approve), deny=tuple(deny), approve_all=approve_all,
                           deny_all=deny_all)
@@ -353,9 +388,14 @@ def demo(
     log: Path | None = _LOG,
 ) -> None:
     """`codemode demo` (its help is `_DEMO_HELP`)."""
+    from rich.markup import escape
+    from rich.panel import Panel
+
+    from codemode.sandbox import SandboxLimits
+
     _check_log_directory(log)
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
-    err_console.print(Panel(escape(source.rstrip()), title="program", title_align="left",
+    _err_console().print(Panel(escape(source.rstrip()), title="program", title_align="left",
                             border_style="dim"))
     _execute(source, "demo", mcp=[], builtin=True, log=log, limits=SandboxLimits(),
              policy=None, as_json=False, table=True)
@@ -392,10 +432,12 @@ def eval_corpus(
                                         help="Also write a self-contained HTML report."),
 ) -> None:
     """`codemode eval` (its help is `_EVAL_HELP`)."""
+    from rich.console import Console
+
     from ._eval import run_command
     try:
         status = run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
-                             html_path=html, console=Console(), err_console=err_console,
+                             html_path=html, console=Console(), err_console=_err_console(),
                              ray_address=ray, variants=variants, seed=seed)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: every worker has been stopped
         raise _stopped_exit() from None
@@ -405,11 +447,28 @@ def eval_corpus(
 def main() -> None:
     global _STOPPED
     warnings.showwarning = _show_warning
-    with stopping() as _STOPPED:
-        if sys.stderr.isatty():
-            app()
-        else:
-            sys.exit(_plain_errors())
+    try:
+        with stopping() as _STOPPED:
+            if sys.stderr.isatty():
+                app()
+            else:
+                sys.exit(_plain_errors())
+    finally:
+        _skip_exit_collections()
+
+
+def _skip_exit_collections() -> None:
+    """The command is over (its session and log closed, its output written): flush the
+    output, then freeze every object the process holds so the interpreter's exit does not
+    walk them in its garbage collections (tens of milliseconds over wasmtime's ctypes
+    objects). This process is the CLI's own; the library never does this. atexit handlers
+    (the worker pool's close) still run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # closed or broken: the exit reports it as before
+            pass
+    gc.freeze()
 
 
 def _plain_errors() -> int:
@@ -445,7 +504,8 @@ _python_showwarning = warnings.showwarning
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
     """A policy's warning as one plain line on stderr; others as Python shows them."""
-    if issubclass(category, PolicyWarning):
+    policies = sys.modules.get("codemode._policy")   # not loaded: no policy could warn
+    if policies is not None and issubclass(category, policies.PolicyWarning):
         sys.stderr.write(f"codemode: warning: {message}\n")
         return
     _python_showwarning(message, category, filename, lineno, file, line)
@@ -504,7 +564,9 @@ def serve_command(
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session and its log are closed
         raise _stopped_exit() from None
     except Exception as exc:   # an upstream that did not start, a port in use, ...
-        err_console.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
+        from rich.markup import escape
+
+        _err_console().print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
         raise typer.Exit(2) from None
 
 

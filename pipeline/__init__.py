@@ -7,7 +7,16 @@ Every tool call — direct from the model or from a sandboxed program — runs t
 post-execute waterfall, normalization, ``finalize_content``, ``tools/result``. Session
 events live in ``codemode.pipeline.events`` and are persisted by a ``codemode.pipeline.log``
 backend.
+
+The file-store guard (``FsGate``, ``FileStore``, ...) and the execute wrappers
+(``retry_wrapper``, ``timeout_wrapper``) load on first use (PEP 562): a session that uses
+neither does not import them.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from . import events, log
 from ._approval import (
@@ -51,14 +60,6 @@ from ._errors import (
     UnknownToolError,
 )
 from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
-from ._fs_guard import (
-    CreateIfAbsent,
-    FileStore,
-    FsGate,
-    ReplaceIfVersion,
-    Unconditional,
-    read_before_edit,
-)
 from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
 from ._registry import PendingCall
@@ -68,9 +69,25 @@ from ._scheduler import CallState, Scheduled, Scheduler, eager
 from ._schema import validate
 from ._session import POINTS, Session
 from ._signal import Signal
-from ._wrappers import retry_wrapper, timeout_wrapper
 from .events import ApprovalDecision, ErrorInfo, PendingApproval
 from .log import SessionLog, open_log
+
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
+    from ._fs_guard import CreateIfAbsent as CreateIfAbsent
+    from ._fs_guard import FileStore as FileStore
+    from ._fs_guard import FsGate as FsGate
+    from ._fs_guard import ReplaceIfVersion as ReplaceIfVersion
+    from ._fs_guard import Unconditional as Unconditional
+    from ._fs_guard import read_before_edit as read_before_edit
+    from ._wrappers import retry_wrapper as retry_wrapper
+    from ._wrappers import timeout_wrapper as timeout_wrapper
+
+# name -> the private module that defines it
+_LAZY = {
+    **dict.fromkeys(("CreateIfAbsent", "FileStore", "FsGate", "ReplaceIfVersion",
+                     "Unconditional", "read_before_edit"), "._fs_guard"),
+    **dict.fromkeys(("retry_wrapper", "timeout_wrapper"), "._wrappers"),
+}
 
 __all__ = [
     "APPROVAL_OUTCOMES",
@@ -152,3 +169,16 @@ __all__ = [
     "tool",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value         # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

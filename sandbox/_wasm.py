@@ -26,12 +26,13 @@ from ._protocol import (
     Tape,
     ToolSpec,
 )
-from ._tape import TapeRecorder
 from ._ticker import EpochTicker
 from .guest.cm_guest.modules import AVAILABLE as AVAILABLE_MODULES
 
 if TYPE_CHECKING:
     import concurrent.futures
+
+    from ._tape import TapeRecorder
 
 _REQUEST_ENCODER = msgspec.json.Encoder()
 _IMMUTABLE = (str, int, float, bool, type(None), msgspec.UnsetType)
@@ -109,7 +110,9 @@ class _Run(RunHost):
     def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
                  cancel: threading.Event | None, tape: Tape | None = None) -> None:
         super().__init__(limits, dispatch, cancel)
-        if tape is not None:
+        if tape is not None:   # a run without a tape never loads the recorder
+            from ._tape import TapeRecorder
+
             self.tape = TapeRecorder(tape)
 
     def recorder(self) -> TapeRecorder:

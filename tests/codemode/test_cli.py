@@ -500,3 +500,24 @@ def test_log_check_reports_violations_and_exit_status(tmp_path):
     garbage.write_text("not a log\n")
     unreadable = codemode("log", "check", str(garbage))
     assert unreadable.returncode == 2 and b"corrupt session log" in unreadable.stderr
+
+
+def test_the_command_freezes_its_objects_for_the_exit_after_closing_its_log(tmp_path):
+    # `main` ends with gc.freeze(), after the session and its log are closed and the output
+    # flushed: the exit's collections skip every object, atexit handlers still run after it
+    log = tmp_path / "run.jsonl"
+    path = program(tmp_path, "print(1)\n")
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0,"
+             " file=sys.stderr))\n"
+             f"sys.argv = ['codemode', 'run', {path!r}, '--builtin',"
+             f" '--log', {str(log)!r}]\n"
+             "from codemode.cli import main\nmain()")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"1\n"
+    assert done.stderr == b"frozen True\n"
+    checked = codemode("log", "check", str(log))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.decode().strip().endswith("events, no violations")

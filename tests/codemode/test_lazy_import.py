@@ -55,6 +55,61 @@ def test_a_first_run_code_result_loads_no_log_file_backend_seal_or_waiter_pool()
     assert not {"sqlite3", "codemode.pipeline.log._sqlite", "codemode.pipeline.log._jsonl",
                 "codemode.pipeline.log._read", "hashlib", "hmac", "secrets",
                 "concurrent.futures.thread"} & loaded
+    # nor the file-store guard, the execute wrappers or the clock-and-random tape
+    assert not {"codemode.pipeline._fs_guard", "codemode.pipeline._wrappers",
+                "codemode.sandbox._tape"} & loaded
+
+
+def test_the_pipeline_guard_and_wrappers_load_on_first_use():
+    loaded = _modules_after(
+        "from codemode.pipeline import FsGate, ReplaceIfVersion, retry_wrapper\n"
+        "import codemode, codemode.pipeline as p\n"
+        "assert FsGate.__module__ == 'codemode.pipeline._fs_guard'\n"
+        "assert retry_wrapper.__module__ == 'codemode.pipeline._wrappers'\n"
+        "assert codemode.read_before_edit is p.read_before_edit\n"
+        "assert {'FsGate', 'timeout_wrapper'} <= set(dir(p))")
+    assert {"codemode.pipeline._fs_guard", "codemode.pipeline._wrappers"} <= loaded
+
+
+def test_a_run_with_a_tape_loads_the_recorder_and_records():
+    loaded = _modules_after(
+        "from codemode.sandbox import WasmSandbox, RunRequest, SubCallReply, Tape\n"
+        "from codemode.sandbox import WallClockRead\n"
+        "out = WasmSandbox().run(RunRequest(code='import time\\ntime.time()', tape=Tape()),\n"
+        "                        lambda b: SubCallReply())\n"
+        "assert out.status == 'ok', out\n"
+        "assert isinstance(out.tape.entries[-1], WallClockRead), out.tape")
+    assert "codemode.sandbox._tape" in loaded
+
+
+def _cli_modules_after(*argv: str) -> set[str]:
+    """The modules `codemode ARGV` has loaded when it exits (printed by an atexit hook)."""
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: print(' '.join(sys.modules), file=sys.stderr))\n"
+             f"sys.argv = ['codemode', *{list(argv)!r}]\n"
+             "from codemode.cli import main\nmain()")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(done.stderr.split())
+
+
+def test_cli_help_loads_neither_the_sandbox_nor_the_pipeline():
+    loaded = _cli_modules_after("--help")
+    assert "typer" in loaded
+    assert not {"wasmtime", "msgspec", "asyncio", "codemode.sandbox", "codemode.pipeline",
+                "codemode._log_show", "codemode._policy", "importlib.metadata", "mcp",
+                "RestrictedPython", "jsonschema"} & loaded
+
+
+def test_cli_run_loads_no_policy_log_reader_mcp_or_restricted_tier(tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("x = 1\nprint(x)\n")
+    loaded = _cli_modules_after("run", str(program))
+    assert {"wasmtime", "codemode._run_code"} <= loaded
+    assert not {"codemode._policy", "codemode._log_show", "codemode.pipeline.log._read",
+                "codemode._mcp", "mcp", "pydantic", "RestrictedPython", "jsonschema",
+                "codemode.sandbox._restricted", "codemode._version", "rich.console"} & loaded
 
 
 def test_the_log_file_backends_load_on_first_use():
