@@ -181,20 +181,22 @@ def _discard(_fd):
     return lambda data: None
 
 
-def _warm_up(times, writer, tools=None):
+def _warm_up(times, writer, prepare_request=None):
     """Run a small program of the runtime's own `times` times, then forget those runs: so
     a run starts with the runtime's code paths loaded and specialized (codec lookups, the
     compiler, the tool bridge, the event loop) and, in an instance made ahead, with the
     memory those paths use already touched. No host call: tools answer locally, output
     goes to `writer`. Then the next run's `runtime.Prepared` is made, fresh (the warm-up
-    runs used their own), with the bindings of `tools` (tool specs) if given."""
+    runs used their own), with the bindings of the tools of `prepare_request` (the host's
+    `PREPARE_WITH_TOOLS` request), if given: decoded only now, into the memory the warm-up
+    freed."""
     stdout, stderr = sys.stdout, sys.stderr
     for _ in range(times):
         runtime.run(_WARM_UP_REQUEST, _echo_dispatch, lambda seconds: None, writer)
     sys.stdout, sys.stderr = stdout, stderr
     runtime.forget_runs()
     gc.collect()          # the warm-up's cycles freed: the run reuses the pages they used
-    runtime.prepare(tools)
+    runtime.prepare(json.loads(prepare_request)["tools"] if prepare_request else None)
 
 
 _warm_up(3, runtime.fd_writer)
@@ -208,6 +210,6 @@ class WitWorld(wit_world.WitWorld):
             _warm_up(1, _discard)
             return PREPARED
         if request.startswith(PREPARE_WITH_TOOLS):    # the same, the run's tools bound too
-            _warm_up(1, _discard, json.loads(request)["tools"])
+            _warm_up(1, _discard, request)
             return PREPARED
         return runtime.run(request, _raw_dispatch, _sleep)
