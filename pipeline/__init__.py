@@ -15,8 +15,7 @@ neither does not import them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import events, log
 from ._approval import (
@@ -60,6 +59,7 @@ from ._errors import (
     UnknownToolError,
 )
 from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionToken, RunContext
+from ._lazy import lazy_exports as _lazy_exports
 from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
 from ._registry import PendingCall
@@ -171,14 +171,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value         # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, __all__)

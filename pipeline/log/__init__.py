@@ -14,10 +14,10 @@ session kept in memory never imports ``sqlite3``.
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports as _lazy_exports
 from ._base import AppendOnlyLog, SessionLog
 from ._check import REFUSED, LogChecker, Violation, ViolationKind, check
 from ._memory import MemoryLog
@@ -74,14 +74,4 @@ def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
     raise ValueError(f"unknown session log type {text!r}: use .db/.sqlite (SQLite) or .jsonl")
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value         # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, __all__)
