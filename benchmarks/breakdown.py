@@ -112,16 +112,18 @@ def timing(targets: list[tuple[Any, str, str]],
 def wakes(loop: asyncio.AbstractEventLoop, counts: Callable[[], bool]) -> Iterator[Totals]:
     """While active, the two thread wake-ups of a run, timed in place when `counts()` says so
     at the hand-off, in `totals`: "runner" sums the seconds from a job handed to a runner
-    thread (`Runners._hand`) to that job's first statement on it, "loop" from a callback
-    scheduled from another thread (`loop.call_soon_threadsafe`) to its first statement on
-    the loop; "runner wakes" and "loop wakes" count them."""
+    thread (`Runners._hand`) by the thread that entered `wakes` (the loop's: not, say, the
+    pool's refill started from the epoch ticker) to that job's first statement on it,
+    "loop" from a callback scheduled from another thread (`loop.call_soon_threadsafe`) to
+    its first statement on the loop; "runner wakes" and "loop wakes" count them."""
     from codemode.sandbox import _runner
 
     totals: Totals = defaultdict(float)
     hand, call_soon_threadsafe = _runner.Runners._hand, loop.call_soon_threadsafe
+    owner = threading.get_ident()
 
     def timed_hand(self: Any, job: Any) -> None:
-        if not counts():
+        if not counts() or threading.get_ident() != owner:
             return hand(self, job)
         handed = time.perf_counter()
 

@@ -119,6 +119,9 @@ def test_the_wake_timers_time_each_hand_off_between_threads_then_restore_them():
             runners.call(lambda: loop.call_soon_threadsafe(woke.set))
             loop.run_until_complete(asyncio.sleep(0.01))
             assert woke.is_set()
+            elsewhere = threading.Thread(target=lambda: runners.call(lambda: None))
+            elsewhere.start()          # a hand-off from another thread: not the loop's
+            elsewhere.join()
         assert (woken["runner wakes"], woken["loop wakes"]) == (1, 1)
         assert woken["runner"] > 0 and woken["loop"] > 0
         assert _runner.Runners._hand is original_hand
