@@ -221,12 +221,14 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     if stderr:
         parts.append("stderr:\n" + _bounded(stderr.rstrip("\n")))
     result = value.get("result")
-    if result is not None:
-        # (indent only shapes containers; a number or a bool, which holds no text to
-        # escape, takes json's shared default encoder: no encoder is made for it)
-        parts.append(_bounded(result if isinstance(result, str) else
-                              json.dumps(result, indent=2, ensure_ascii=False)
-                              if isinstance(result, (dict, list)) else json.dumps(result)))
+    if isinstance(result, str):
+        parts.append(_bounded(result))
+    elif isinstance(result, (dict, list)):
+        parts.append(_bounded(json.dumps(result, indent=2, ensure_ascii=False)))
+    elif result is not None:
+        # a number or a bool holds no text to escape: json's shared default encoder, with no
+        # encoder made for it (indent would only shape containers)
+        parts.append(_bounded(json.dumps(result)))
     if not parts:
         # A final expression of None is kept in the value (`"result": null`) but, as in
         # Python's REPL, not echoed after output; alone, it is said in words.
