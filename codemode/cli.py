@@ -65,6 +65,14 @@ def _err_console() -> Console:
     return Console(stderr=True)
 
 
+def _print_error(label: str, text: str, **options: Any) -> None:
+    """`label: text` on stderr, the label in red, `text` shown as it is (no rich markup);
+    `options` go to `Console.print`."""
+    from rich.markup import escape
+
+    _err_console().print(f"[red]{label}:[/red] {escape(text)}", **options)
+
+
 # Inside the package (codemode/fixtures links to the top-level folder in a checkout), so
 # the path holds in an installed wheel as in an editable install.
 DEMO_PROGRAM = Path(__file__).resolve().parent / "fixtures" / "demo_program.py"
@@ -116,22 +124,17 @@ def _load_policy(policy: Path | None) -> Policy | None:
         typer.Exit: 2, after printing why the file is not a valid policy."""
     if policy is None:
         return None
-    from rich.markup import escape
-
     from ._policy import Policy, PolicyError
 
     try:
         return Policy.load(policy)
     except PolicyError as exc:
-        _err_console().print(f"[red]invalid policy:[/red] {escape(str(exc))}",
-                             highlight=False)
+        _print_error("invalid policy", str(exc), highlight=False)
         raise typer.Exit(2) from None
 
 
 def _usage_error(message: str) -> typer.Exit:
-    from rich.markup import escape
-
-    _err_console().print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    _print_error("error", message, highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -564,9 +567,7 @@ def serve_command(
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session and its log are closed
         raise _stopped_exit() from None
     except Exception as exc:   # an upstream that did not start, a port in use, ...
-        from rich.markup import escape
-
-        _err_console().print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}")
+        _print_error("error", f"{type(exc).__name__}: {exc}")
         raise typer.Exit(2) from None
 
 
