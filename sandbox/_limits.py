@@ -55,6 +55,7 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     def for_guest(self) -> dict[str, int]:
         """The limits the guest enforces itself, as sent in the run request."""
         return {
+            "memory_bytes": self.memory_bytes,      # named in the guest's memory error
             "output_bytes": self.output_bytes,
             "max_subcalls": self.max_subcalls,
             "request_bytes": self.request_bytes,

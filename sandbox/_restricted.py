@@ -990,7 +990,7 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
     """The guest's outcome shape for the program's own ending (limits are added later)."""
     exc = run.error
     if isinstance(exc, MemoryError):
-        run.state.trip("memory", "the program ran out of its memory limit")
+        run.state.trip("memory", runtime.memory_message(run.limits.for_guest()))
     if isinstance(exc, _Stop):
         run.trip_time_up()
     if exc is not None:

@@ -32,7 +32,8 @@ HOSTILE = [
     ("infinite loop", "while True:\n    pass",
      "code run failed (timeout): the run exceeded its wall-clock limit of 3.0 s"),
     ("memory bomb", "s = 'x' * 10**6\nwhile True:\n    s += s",
-     "code run failed (memory): the program ran out of its memory limit"),
+     "code run failed (memory): the program ran out of its memory limit of "
+     f"{64 << 20} bytes"),
     ("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)",
      "code run failed (exception): maximum recursion depth exceeded"),
     ("sys.exit", "import sys\nsys.exit(2)",

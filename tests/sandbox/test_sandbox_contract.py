@@ -9,6 +9,7 @@ import pytest
 from msgspec import UNSET
 
 from codemode.sandbox import (
+    MemoryLimitExceeded,
     OutputLimitExceeded,
     ProgramError,
     RestrictedProcessSandbox,
@@ -207,6 +208,12 @@ def test_catching_the_output_limit_does_not_undo_it(tier, host):
             "    except BaseException:\n        pass\n'done'")
     outcome = run(tier, host, code, output_bytes=1000)
     assert isinstance(outcome.error, OutputLimitExceeded)
+
+
+def test_a_program_ended_by_memory_error_is_at_the_memory_limit_it_names(tier, host):
+    outcome = run(tier, host, "raise MemoryError()", memory_bytes=64 << 20)
+    assert isinstance(outcome.error, MemoryLimitExceeded)
+    assert outcome.error.message == f"the program ran out of its memory limit of {64 << 20} bytes"
 
 
 def test_nothing_leaks_between_runs(tier, host):

@@ -400,7 +400,7 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
         _RETAINED.append(exc)
         outcome = {"status": "error", "error": _error(exc)}
         if isinstance(exc, MemoryError):
-            state.trip("memory", "the program ran out of its memory limit")
+            state.trip("memory", memory_message(limits))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -410,6 +410,13 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
     timers.stop(outcome)
     apply_limit(outcome, state)
     return encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
+
+
+def memory_message(limits):
+    """The memory limit's message: `limits` is the run request's `limits` (bytes)."""
+    limit = limits.get("memory_bytes")
+    return ("the program ran out of its memory limit" if limit is None else
+            f"the program ran out of its memory limit of {int(limit)} bytes")
 
 
 def apply_limit(outcome, state):
