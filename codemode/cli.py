@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ._cache_cli import cache_app
 from ._cli_help import _Command, _Group
 from ._log_cli import log_app
 from ._stop import Stopped, report_stop, stopping
@@ -572,3 +573,4 @@ def serve_command(
 
 
 app.add_typer(log_app, name="log")     # `codemode log check|show FILE` (_log_cli.py)
+app.add_typer(cache_app, name="cache")   # `codemode cache list|prune` (_cache_cli.py)

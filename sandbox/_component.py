@@ -217,6 +217,17 @@ def _tzdata_path(tmp: Path) -> list[str]:
     return ["-p", str(target)]
 
 
+def _older_components() -> str:
+    """A hint naming what other sources' artifacts take in the cache ("" when none)."""
+    from ._cache import cached_keys  # here: it imports this module
+
+    older = sum(k.size_bytes for k in cached_keys() if not k.current)
+    if older < 1 << 20:
+        return ""
+    return (f" (older components in {cache_dir()} take {older >> 20} MiB; "
+            "`codemode cache prune` removes them)")
+
+
 def build_wasm(digest: str) -> Path:
     """The guest component for these sources: from the cache, or built now (15-40 s on two cores).
 
@@ -233,7 +244,7 @@ def build_wasm(digest: str) -> Path:
         if target.exists():           # another process built it while we waited
             return target
         _say("building the sandbox component from source (first use on this machine, "
-             "15-40 s on two cores)...")
+             "15-40 s on two cores)..." + _older_components())
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "guest.wasm"
             command = [
