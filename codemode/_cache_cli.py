@@ -31,7 +31,11 @@ def list_command() -> None:
     from codemode.sandbox._cache import cached_keys
     from codemode.sandbox._component import cache_dir
 
-    keys = cached_keys()
+    try:
+        keys = cached_keys()
+    except OSError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     for key in keys:
         written = time.strftime("%Y-%m-%d %H:%M", time.localtime(key.modified))
         typer.echo(f"{key.key}  {_mib(key.size_bytes):>11}  {written}"
@@ -50,7 +54,8 @@ def prune_command(
                                                           "remove nothing."),
 ) -> None:
     """Remove the cached components of every version of the sandbox's sources but the one
-    this installation runs (waits for a build in progress). Prints what it removed."""
+    this installation runs (waits for a build in progress). Prints what it removed; exits 1
+    with one line on stderr if the directory cannot be read or a file removed."""
     from codemode.sandbox._cache import prune
     from codemode.sandbox._component import cache_dir
 

@@ -6,15 +6,18 @@ Engine configuration, `guest-<key>-wasmtime<version>-<config>.cwasm` (~50 MB eac
 replaces them: other sources (an upgrade, another checkout) build beside them, so the cache
 only grows until `prune` removes every key but the current one.
 
-Only files named like these artifacts (and the temporary files of an interrupted write) are
-ever listed or removed; the lock files and anything else in the directory are left alone.
+Only regular files named like these artifacts (and the temporary files of an interrupted
+write) are ever listed or removed; the lock files, links, directories and anything else in
+the directory are left alone.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
+from stat import S_ISREG
 
 import msgspec
 
@@ -60,7 +63,11 @@ class Pruned(msgspec.Struct, frozen=True, kw_only=True):
 
 def cached_keys(directory: Path | None = None) -> list[CachedKey]:
     """The keys the cache holds, newest first (`directory`: default `cache_dir()`); `[]`
-    when the directory does not exist. A file removed while it is read is skipped."""
+    when the directory does not exist. A file removed while it is read is skipped.
+
+    Raises:
+        OSError: the directory cannot be read (not a directory, no permission).
+    """
     root = cache_dir() if directory is None else directory
     current = source_hash()
     found: dict[str, list[tuple[str, os.stat_result]]] = {}
@@ -73,8 +80,10 @@ def cached_keys(directory: Path | None = None) -> list[CachedKey]:
         if match is None:
             continue
         try:
-            stat = os.stat(root / name)
+            stat = os.lstat(root / name)
         except FileNotFoundError:
+            continue
+        if not S_ISREG(stat.st_mode):      # a directory or a link: nothing the cache wrote
             continue
         found.setdefault(match.group(1), []).append((name, stat))
     keys = [CachedKey(key=key, files=tuple(sorted(name for name, _ in files)),
@@ -94,11 +103,14 @@ def prune(*, everything: bool = False, dry_run: bool = False,
     reopened).
 
     Raises:
-        OSError: a file could not be removed (the ones before it are gone).
+        OSError: the directory cannot be read or locked, or a file could not be removed
+            (the ones before it are gone).
     """
     root = cache_dir() if directory is None else directory
-    if not root.is_dir():
+    if not root.exists():
         return Pruned(keys=(), files=0, size_bytes=0)
+    if not root.is_dir():              # (locking would try to make it a directory)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(root))
     with _FileLock(root / "build.lock"), _FileLock(root / "compile.lock"):
         doomed = [k for k in cached_keys(root) if everything or not k.current]
         if not dry_run:

@@ -221,7 +221,10 @@ def _older_components() -> str:
     """A hint naming what other sources' artifacts take in the cache ("" when none)."""
     from ._cache import cached_keys  # here: it imports this module
 
-    older = sum(k.size_bytes for k in cached_keys() if not k.current)
+    try:
+        older = sum(k.size_bytes for k in cached_keys() if not k.current)
+    except OSError:            # a hint only: the build goes on
+        return ""
     if older < 1 << 20:
         return ""
     return (f" (older components in {cache_dir()} take {older >> 20} MiB; "

@@ -34,8 +34,11 @@ def cache(tmp_path, monkeypatch):
             os.utime(tmp_path / name, (1_700_000_000 - age * 86_400,) * 2)
     (tmp_path / f"guest-{OLDER}.wasmq1w2e3r4.tmp").write_bytes(b"x" * 50)
     os.utime(tmp_path / f"guest-{OLDER}.wasmq1w2e3r4.tmp", (1_700_000_000 - 2 * 86_400,) * 2)
-    for other in ("build.lock", "compile.lock", "notes.txt", "guest-notahash.wasm"):
+    for other in ("build.lock", "compile.lock", "notes.txt", "guest-notahash.wasm",
+                  f"guest-{OLD}0.wasm", f"guest-{OLD[:-1]}.wasm"):
         (tmp_path / other).write_bytes(b"")
+    (tmp_path / f"guest-{'a' * 24}.wasm").mkdir()                   # named like ours, not ours
+    (tmp_path / f"guest-{'b' * 24}.wasm").symlink_to(tmp_path / "notes.txt")
     return tmp_path
 
 
@@ -69,8 +72,9 @@ def test_a_dry_run_reports_the_same_and_removes_nothing(cache):
 def test_pruning_everything_removes_the_current_key_too(cache):
     assert prune(everything=True).keys == (CURRENT, OLD, OLDER)
     assert cached_keys() == []
-    assert sorted(os.listdir(cache)) == ["build.lock", "compile.lock", "guest-notahash.wasm",
-                                         "notes.txt"]
+    assert sorted(os.listdir(cache)) == sorted([
+        "build.lock", "compile.lock", "guest-notahash.wasm", "notes.txt", f"guest-{OLD}0.wasm",
+        f"guest-{OLD[:-1]}.wasm", f"guest-{'a' * 24}.wasm", f"guest-{'b' * 24}.wasm"])
 
 
 def test_a_missing_cache_directory_holds_nothing(tmp_path, monkeypatch):
@@ -125,3 +129,12 @@ def test_a_build_names_what_older_components_take(cache):
     os.truncate(cache / f"guest-{CURRENT}.wasm", 50 << 20)  # the current key is not older
     assert _older_components() == (f" (older components in {cache} take 3 MiB; "
                                    "`codemode cache prune` removes them)")
+
+
+def test_a_cache_path_that_is_a_file_is_one_error_line_and_exit_1(tmp_path):
+    (tmp_path / "file").write_text("")
+    for command in (["list"], ["prune"]):
+        done = codemode(tmp_path / "file", *command)
+        assert done.returncode == 1, done
+        assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+        assert len(done.stderr.splitlines()) == 1
