@@ -51,7 +51,11 @@ the outcome (the dispatcher's drain, the value, S9's render and snapshot), the c
 (S11-S14), the sandbox run itself on its runner thread, and the rest (event-loop turns,
 tasks, thread wake-ups), with two parts of that rest timed in place (`wakes`): waking the
 runner thread (from the run handed to it to the run's first statement there) and waking the
-loop (from the run's end, scheduled from the runner thread, to the loop's callback).
+loop (from the run's end, scheduled from the runner thread, to the loop's callback); and a
+floor: one governed direct call of the toolset's `add` through the same session (its turn,
+step, call and result events; no sandbox), less the peer's own loop start and stop, run
+beside each `run_code` run with the same pause and the same timers in place (not counting
+it): what governing the `run_code` call itself costs at least.
 
 With `--first`, instead: the first result in a new process (`benchmarks.run`'s row, the same
 programs), per peer (`sandbox`, `run_code`), in milliseconds, median of `--spawns` new
@@ -494,6 +498,8 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     with_tools: list[float] = []
     governed: list[float] = []
     loop_alone: list[float] = []     # what the peer's own `run_until_complete` costs
+    direct: list[float] = []         # one governed call of a tool with no sandbox under it
+    session = run_code._session      # the same session, pipeline and log
     with timing(targets, on_loop) as totals, timing(
             [(_wasm.WasmSandbox, "_run_here", "sandbox")],
             lambda *args: in_run_code.is_set()) as inner, \
@@ -512,6 +518,10 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
             if pause_s is not None:
                 time.sleep(pause_s)
             loop_alone.append(bench._timed(lambda: run_code.loop.run_until_complete(nothing())))
+            if pause_s is not None:
+                time.sleep(pause_s)
+            direct.append(bench._timed(lambda: run_code.loop.run_until_complete(
+                session.call("add", {"a": 1, "b": 2}))))
     per = {k: v / runs * 1e3 for k, v in {**totals, **inner}.items()}
     total_ms = sum(governed) / runs * 1e3
     tools_ms = sum(with_tools) / runs * 1e3
@@ -538,6 +548,10 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
         woken["runner wakes"] + woken["loop wakes"]) / runs
     parts["    floor: the peer's own loop, a no-op run"] = (
         sum(loop_alone) / runs * 1e3)
+    # What governing any call costs, run_code's own included: a direct call of the toolset's
+    # `add` through the same session (its turn, step, call and result events), no sandbox.
+    parts["  floor: a governed direct call of add, no sandbox"] = (
+        sum(direct) - sum(loop_alone)) / runs * 1e3
     return parts
 
 
