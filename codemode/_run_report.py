@@ -25,6 +25,7 @@ name not exposed to the run (`UNKNOWN_TOOL`) and a call the run's end cut off (`
     MemoryLimitExceeded   limit           memory      memory
     OutputLimitExceeded   limit           output      output
     SubcallLimitExceeded  limit           subcalls    subcalls
+    ProgramTooLarge       limit           size        code
     RunAborted            aborted         abort       null
     RunPaused             pending         paused      null
     ReplayDiverged        replay_diverged replay-diverged null
@@ -50,6 +51,7 @@ from codemode.sandbox import (
     MemoryLimitExceeded,
     OutputLimitExceeded,
     ProgramError,
+    ProgramTooLarge,
     ReplayDiverged,
     RunAborted,
     RunError,
@@ -62,7 +64,7 @@ from codemode.sandbox import (
 
 Kind = Literal["ok", "program_error", "limit", "aborted", "sandbox_error", "pending",
                "replay_diverged", "resume_tampered"]
-Limit = Literal["time", "fuel", "memory", "output", "subcalls"]
+Limit = Literal["time", "fuel", "memory", "output", "subcalls", "code"]
 
 _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
     ProgramError: ("program_error", None),
@@ -71,6 +73,7 @@ _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
     MemoryLimitExceeded: ("limit", "memory"),
     OutputLimitExceeded: ("limit", "output"),
     SubcallLimitExceeded: ("limit", "subcalls"),
+    ProgramTooLarge: ("limit", "code"),
     RunAborted: ("aborted", None),
     RunPaused: ("pending", None),
     ReplayDiverged: ("replay_diverged", None),

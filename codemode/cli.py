@@ -164,22 +164,32 @@ def _limits(base: SandboxLimits, timeout: float | None, memory_mb: int | None,
 
 
 def _read_program(program: Path) -> tuple[str, str]:
-    """The program's text and its title: the file's name, or `<stdin>` for `-`."""
+    """The program's text and its title: the file's name, or `<stdin>` for `-`. At most
+    `MAX_CODE_BYTES` are read (a larger program is a usage error, whatever its source:
+    `/dev/zero` or an endless pipe), so the limit of the run (`code_bytes`) decides the
+    rest."""
+    from codemode.sandbox._limits import MAX_CODE_BYTES
+
     if str(program) == "-":
-        data, title = sys.stdin.buffer.read(), "<stdin>"
+        data, title, where = sys.stdin.buffer.read(MAX_CODE_BYTES + 1), "<stdin>", "stdin"
     else:
         try:
-            data, title = program.read_bytes(), program.name
+            with program.open("rb") as source:
+                data = source.read(MAX_CODE_BYTES + 1)
+            title, where = program.name, str(program)
         except FileNotFoundError:
             raise typer.BadParameter(f"file {str(program)!r} does not exist.",
                                      param_hint="'PROGRAM'") from None
         except OSError as exc:
             raise typer.BadParameter(f"cannot read {str(program)!r}: "
                                      f"{exc.strerror or exc}.", param_hint="'PROGRAM'") from None
+    if len(data) > MAX_CODE_BYTES:
+        raise _usage_error(f"{where} is larger than {MAX_CODE_BYTES >> 20} MiB, the most a "
+                           "program may be")
     try:
         return data.decode("utf-8-sig"), title
     except UnicodeDecodeError as exc:
-        raise _usage_error(f"{title} is not valid UTF-8 (byte {exc.start}); save the program "
+        raise _usage_error(f"{where} is not valid UTF-8 (byte {exc.start}); save the program "
                            "as UTF-8") from None
 
 

@@ -54,7 +54,7 @@ from ._version import codemode_version
 
 __all__ = ["LIMIT_KINDS", "instrument"]
 
-LIMIT_KINDS = frozenset({"timeout", "fuel", "memory", "output", "subcalls"})
+LIMIT_KINDS = frozenset({"timeout", "fuel", "memory", "output", "subcalls", "size"})
 """The `code run failed (<kind>)` kinds that are limits (docs/codemode.md)."""
 
 _KIND = re.compile(r"^code run failed \((?P<kind>[a-z]+)\)")

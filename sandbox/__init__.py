@@ -23,6 +23,7 @@ from ._protocol import (
     ParamSpec,
     PauseRun,
     ProgramError,
+    ProgramTooLarge,
     RandomBytes,
     RandomU64,
     ReplayDiverged,
@@ -61,12 +62,12 @@ _LAZY = {"RestrictedSandbox": "._restricted", "RestrictedProcessSandbox": "._wor
 __all__ = [
     "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed",
     "MemoryLimitExceeded", "MonotonicRead", "OutputLimitExceeded", "ParamSpec", "PauseRun",
-    "ProgramError", "RandomBytes", "RandomU64", "ReplayDiverged", "RestrictedProcessSandbox",
-    "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome", "RunPaused", "RunRequest",
-    "Sandbox", "SandboxLimits", "SandboxUnavailable", "SubCall", "SubCallBatch", "SubCallErr",
-    "SubCallOk", "SubCallOutcome", "SubCallReply", "SubcallLimitExceeded", "Tape", "TapeEntry",
-    "TimeLimitExceeded", "ToolSpec", "WallClockRead", "WasmSandbox", "WorkerPool", "cache_dir",
-    "decode_value",
+    "ProgramError", "ProgramTooLarge", "RandomBytes", "RandomU64", "ReplayDiverged",
+    "RestrictedProcessSandbox", "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome",
+    "RunPaused", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable", "SubCall",
+    "SubCallBatch", "SubCallErr", "SubCallOk", "SubCallOutcome", "SubCallReply",
+    "SubcallLimitExceeded", "Tape", "TapeEntry", "TimeLimitExceeded", "ToolSpec", "WallClockRead",
+    "WasmSandbox", "WorkerPool", "cache_dir", "decode_value",
 ]
 
 

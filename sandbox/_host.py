@@ -37,6 +37,7 @@ from ._protocol import (
     OutputLimitExceeded,
     PauseRun,
     ProgramError,
+    ProgramTooLarge,
     RunAborted,
     RunOutcome,
     RunPaused,
@@ -246,6 +247,19 @@ class RunHost:
 
 
 # ---- the outcome -------------------------------------------------------------------------
+
+def refused_as_too_large(code: str, limits: SandboxLimits) -> RunOutcome | None:
+    """The outcome of a program whose source is over `limits.code_bytes` UTF-8 bytes
+    (`ProgramTooLarge`, nothing run), else None. Every tier asks before it starts a run."""
+    limit = limits.code_bytes
+    if len(code) * 4 <= limit:           # (at most 4 bytes a character: no encoding needed)
+        return None
+    size = len(code.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return RunOutcome(status="limit", error=ProgramTooLarge(
+        message=f"the program is {size} bytes, over its limit of {limit} bytes (code_bytes)"))
+
 
 def outcome(host: RunHost, ended: GuestOutcome | AnyRunError, *, duration_s: float,
             fuel_used: int | None = None) -> RunOutcome:

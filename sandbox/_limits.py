@@ -6,6 +6,8 @@ import msgspec
 from msgspec import Meta
 
 MiB = 1 << 20
+MAX_CODE_BYTES = 64 * MiB
+"""The most `SandboxLimits.code_bytes` may allow, in bytes (what a program source may be)."""
 
 
 class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -40,6 +42,10 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             `request_bytes` after, ending the run with `HostDispatchFailed`).
         result_bytes: JSON bytes of the run's whole result (output, value, error); the
             guest enforces it and `output_bytes`, and the host checks both again.
+        code_bytes: UTF-8 bytes of the program's source; a larger program is refused
+            before anything runs (`ProgramTooLarge`). A model's program is a few KiB; the
+            default leaves room for data written into the source, and keeps the guest's
+            decoding and compiling of it well inside `memory_bytes`.
     """
 
     wall_clock_s: Annotated[float, Meta(gt=0, le=86_400)] = 10.0
@@ -51,6 +57,7 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     max_concurrent_subcalls: Annotated[int, Meta(gt=0)] = 10
     request_bytes: Annotated[int, Meta(gt=0)] = 16 * MiB
     result_bytes: Annotated[int, Meta(gt=0)] = 64 * MiB
+    code_bytes: Annotated[int, Meta(gt=0, le=MAX_CODE_BYTES)] = 1 * MiB
 
     def for_guest(self) -> dict[str, int]:
         """The limits the guest enforces itself, as sent in the run request."""

@@ -232,6 +232,12 @@ class SubcallLimitExceeded(RunError, tag="subcalls", frozen=True):
     limit: ClassVar[bool] = True
 
 
+class ProgramTooLarge(RunError, tag="size", frozen=True):
+    """The program's source is larger than `limits.code_bytes`: refused before it ran."""
+
+    limit: ClassVar[bool] = True
+
+
 class RunAborted(RunError, tag="abort", frozen=True):
     """The caller cancelled the run."""
 
@@ -258,8 +264,8 @@ class ReplayDiverged(RunError, tag="replay-diverged", frozen=True):
 
 
 AnyRunError = (ProgramError | TimeLimitExceeded | FuelExhausted | MemoryLimitExceeded
-               | OutputLimitExceeded | SubcallLimitExceeded | RunAborted | GuestCrashed
-               | HostDispatchFailed | RunPaused | ReplayDiverged)
+               | OutputLimitExceeded | SubcallLimitExceeded | ProgramTooLarge | RunAborted
+               | GuestCrashed | HostDispatchFailed | RunPaused | ReplayDiverged)
 
 
 class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):

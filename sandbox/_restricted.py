@@ -87,7 +87,7 @@ from RestrictedPython.transformer import (
     copy_locations,
 )
 
-from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
+from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome, refused_as_too_large
 from ._limits import SandboxLimits
 from ._protocol import AnyRunError, Dispatch, RunOutcome, RunRequest, TimeLimitExceeded
 from .guest.cm_guest import aio, callsite, modules, pending, runtime
@@ -1045,6 +1045,9 @@ class RestrictedSandbox:
             thread returns within about 2x `limits.wall_clock_s` unless the worker holds the
             GIL in one long C call.
         """
+        refused = refused_as_too_large(request.code, request.limits)
+        if refused is not None:
+            return refused
         run = _Run(request.limits, dispatch, cancel)
         worker = threading.Thread(target=_execute, args=(run, request), daemon=True,
                                   name="codemode-restricted-run")

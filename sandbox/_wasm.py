@@ -12,7 +12,7 @@ import msgspec
 import wasmtime
 
 from . import _component, _interrupt, _pool, _runner
-from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome
+from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome, refused_as_too_large
 from ._limits import SandboxLimits
 from ._protocol import (
     AnyRunError,
@@ -238,6 +238,9 @@ class WasmSandbox:
         Raises:
             SandboxUnavailable: the component could not be built or loaded.
         """
+        refused = refused_as_too_large(request.code, request.limits)
+        if refused is not None:
+            return refused
         return _on_runner_thread(self._run_here, self._runtime(request), request, dispatch,
                                  cancel)
 

@@ -39,7 +39,7 @@ import msgspec
 from msgspec import UNSET
 
 from ._capture import CUT_MARKER, OutputCapture
-from ._host import GuestOk, GuestOutcome, HostStop, RunHost, outcome
+from ._host import GuestOk, GuestOutcome, HostStop, RunHost, outcome, refused_as_too_large
 from ._protocol import (
     AnyRunError,
     Dispatch,
@@ -384,6 +384,9 @@ class RestrictedProcessSandbox:
         Raises:
             RuntimeError: no worker process could be started.
         """
+        refused = refused_as_too_large(request.code, request.limits)
+        if refused is not None:           # (not sent to a worker at all)
+            return refused
         pool = self._pool or shared_pool()
         worker = pool.take()
         limits = request.limits

@@ -172,6 +172,40 @@ def test_a_program_that_is_not_utf8_is_a_clear_error(tmp_path):
     assert b"latin1.py is not valid UTF-8 (byte 10); save the program as UTF-8" in done.stderr
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "-"])
+def test_a_program_larger_than_any_limit_is_a_usage_error_not_read_whole(source):
+    # /dev/zero never ends, and `yes` on stdin neither: at most 64 MiB + 1 byte is read.
+    if source == "-":
+        yes = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+        try:
+            done = subprocess.run([sys.executable, "-m", "codemode", "run", "-"],
+                                  stdin=yes.stdout, capture_output=True, timeout=120, cwd=ROOT)
+        finally:
+            yes.kill()
+            yes.wait()
+        where = b"stdin"
+    else:
+        done = codemode("run", source)
+        where = source.encode()
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(where + b" is larger than 64 MiB, the most a "
+                                        b"program may be")
+
+
+def test_a_program_over_the_policys_code_bytes_is_refused_unrun(tmp_path):
+    policy = tmp_path / "small.toml"
+    policy.write_text("[limits]\ncode_bytes = 64\n")
+    program = tmp_path / "long.py"
+    program.write_text("print('ran')\n" + "# padding\n" * 10)
+    done = codemode("run", str(program), "--policy", str(policy), "--json")
+    data = report(done)
+    assert (done.returncode, data["kind"], data["code"], data["limit"]) == (1, "limit", "size",
+                                                                           "code")
+    assert data["stdout"] == "" and data["limits"]["code_bytes"] == 64
+    assert data["error"]["message"] == ("the program is 113 bytes, over its limit of 64 bytes "
+                                        "(code_bytes)")
+
+
 @pytest.mark.parametrize("option, value, bound", [
     ("--timeout", "inf", "more than 0 and at most 86400 seconds (a day)"),
     ("--timeout", "0", "more than 0 and at most 86400 seconds (a day)"),

@@ -34,6 +34,8 @@ HOSTILE = [
     ("memory bomb", "s = 'x' * 10**6\nwhile True:\n    s += s",
      "code run failed (memory): the program ran out of its memory limit of "
      f"{64 << 20} bytes"),
+    ("huge program", "x = 1\n" + "#" * 2_000_000,
+     "code run failed (size): the program is 2000006 bytes, over its limit of 1048576 bytes"),
     ("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)",
      "code run failed (exception): maximum recursion depth exceeded"),
     ("sys.exit", "import sys\nsys.exit(2)",

@@ -12,6 +12,7 @@ from codemode.sandbox import (
     MemoryLimitExceeded,
     OutputLimitExceeded,
     ProgramError,
+    ProgramTooLarge,
     RestrictedProcessSandbox,
     RestrictedSandbox,
     RunRequest,
@@ -214,6 +215,20 @@ def test_a_program_ended_by_memory_error_is_at_the_memory_limit_it_names(tier, h
     outcome = run(tier, host, "raise MemoryError()", memory_bytes=64 << 20)
     assert isinstance(outcome.error, MemoryLimitExceeded)
     assert outcome.error.message == f"the program ran out of its memory limit of {64 << 20} bytes"
+
+
+@pytest.mark.parametrize("extra, refused", [(0, False), (1, True)])
+def test_a_program_over_its_size_limit_is_refused_before_it_runs(tier, host, extra, refused):
+    code = "print('ran')\n# " + "é" * 40            # 95 bytes of UTF-8 in 55 characters
+    size = len(code.encode())
+    outcome = run(tier, host, code, code_bytes=size - extra)
+    if not refused:
+        assert (outcome.status, outcome.stdout) == ("ok", "ran\n")
+        return
+    assert (outcome.status, outcome.stdout) == ("limit", "")
+    assert isinstance(outcome.error, ProgramTooLarge)
+    assert outcome.error.message == (f"the program is {size} bytes, over its limit of "
+                                     f"{size - 1} bytes (code_bytes)")
 
 
 def test_nothing_leaks_between_runs(tier, host):
