@@ -54,8 +54,9 @@ def prune_command(
                                                           "remove nothing."),
 ) -> None:
     """Remove the cached components of every version of the sandbox's sources but the one
-    this installation runs (waits for a build in progress). Prints what it removed; exits 1
-    with one line on stderr if the directory cannot be read or a file removed."""
+    this installation runs (waits for a build in progress). Prints each removed version's
+    key and size on stdout, and the total on stderr; exits 1 with one line on stderr if
+    the directory cannot be read or a file removed."""
     from codemode.sandbox._cache import prune
     from codemode.sandbox._component import cache_dir
 
@@ -64,6 +65,8 @@ def prune_command(
     except OSError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    for key in pruned.removed:
+        typer.echo(f"{key.key}  {_mib(key.size_bytes):>11}")
     verb = "would remove" if dry_run else "removed"
-    typer.echo(f"{cache_dir()}: {verb} {len(pruned.keys)} component(s), {pruned.files} "
-               f"file(s), {_mib(pruned.size_bytes)}")
+    typer.echo(f"{cache_dir()}: {verb} {len(pruned.removed)} component(s), {pruned.files} "
+               f"file(s), {_mib(pruned.size_bytes)}", err=True)

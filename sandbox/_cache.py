@@ -51,14 +51,20 @@ class Pruned(msgspec.Struct, frozen=True, kw_only=True):
     """What `prune` removed (or, with `dry_run`, would remove).
 
     Attributes:
-        keys: the removed keys, newest first.
-        files: the number of files.
-        size_bytes: their total size, in bytes.
+        removed: the removed keys, newest first, as they were listed before.
     """
 
-    keys: tuple[str, ...]
-    files: int
-    size_bytes: int
+    removed: tuple[CachedKey, ...]
+
+    @property
+    def files(self) -> int:
+        """How many files were removed."""
+        return sum(len(k.files) for k in self.removed)
+
+    @property
+    def size_bytes(self) -> int:
+        """Their total size, in bytes."""
+        return sum(k.size_bytes for k in self.removed)
 
 
 def cached_keys(directory: Path | None = None) -> list[CachedKey]:
@@ -100,7 +106,7 @@ def prune(*, everything: bool = False, dry_run: bool = False,
     one's too, which the next run builds again, 15-40 s). Holds the build and compile
     locks meanwhile, so no artifact is removed while another process writes it; a process
     that already loaded a compiled component keeps running (its file is mapped, not
-    reopened).
+    reopened). A `dry_run` only reads the directory: it takes no lock and writes nothing.
 
     Raises:
         OSError: the directory cannot be read or locked, or a file could not be removed
@@ -108,14 +114,15 @@ def prune(*, everything: bool = False, dry_run: bool = False,
     """
     root = cache_dir() if directory is None else directory
     if not root.exists():
-        return Pruned(keys=(), files=0, size_bytes=0)
+        return Pruned(removed=())
     if not root.is_dir():              # (locking would try to make it a directory)
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(root))
-    with _FileLock(root / "build.lock"), _FileLock(root / "compile.lock"):
+    if dry_run:
         doomed = [k for k in cached_keys(root) if everything or not k.current]
-        if not dry_run:
+    else:
+        with _FileLock(root / "build.lock"), _FileLock(root / "compile.lock"):
+            doomed = [k for k in cached_keys(root) if everything or not k.current]
             for key in doomed:
                 for name in key.files:
                     (root / name).unlink(missing_ok=True)
-    return Pruned(keys=tuple(k.key for k in doomed), files=sum(len(k.files) for k in doomed),
-                  size_bytes=sum(k.size_bytes for k in doomed))
+    return Pruned(removed=tuple(doomed))

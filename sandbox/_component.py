@@ -227,7 +227,7 @@ def _older_components() -> str:
         return ""
     if older < 1 << 20:
         return ""
-    return (f" (older components in {cache_dir()} take {older >> 20} MiB; "
+    return (f" (older components in {cache_dir()} take {older / (1 << 20):.1f} MiB; "
             "`codemode cache prune` removes them)")
 
 
@@ -246,7 +246,7 @@ def build_wasm(digest: str) -> Path:
     with _FileLock(cache_dir() / "build.lock"):
         if target.exists():           # another process built it while we waited
             return target
-        _say("building the sandbox component from source (first use on this machine, "
+        _say("building the sandbox component from source (once per version of its sources, "
              "15-40 s on two cores)..." + _older_components())
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "guest.wasm"
@@ -268,8 +268,18 @@ def load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Componen
     """The compiled component for `engine`: deserialized from the cache, or compiled now.
 
     Raises:
-        SandboxUnavailable: building or compiling failed.
+        SandboxUnavailable: building or compiling failed, or the cache directory cannot be
+            used (not a directory, not writable).
     """
+    try:
+        return _load_component(engine, config)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"the component cache {cache_dir()} cannot be used ({exc}); point "
+            "CODEMODE_CACHE_DIR at a writable directory") from exc
+
+
+def _load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Component:
     digest = source_hash()
     compiled = cache_dir() / (
         f"guest-{digest}-wasmtime{dist_version('wasmtime')}-{config.key()}.cwasm")
@@ -282,7 +292,8 @@ def load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Componen
     with _FileLock(cache_dir() / "compile.lock"):
         if compiled.exists():
             return wc.Component.deserialize_file(engine, str(compiled))
-        _say("compiling the sandbox component (once per machine and wasmtime version)...")
+        _say("compiling the sandbox component (once per version, wasmtime version and "
+             "engine configuration)...")
         try:
             component = wc.Component.from_file(engine, str(wasm))
         except wasmtime.WasmtimeError as exc:

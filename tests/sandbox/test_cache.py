@@ -55,22 +55,25 @@ def test_the_keys_are_listed_newest_first_with_their_files_and_sizes(cache):
 def test_pruning_removes_the_other_keys_and_nothing_else(cache):
     before = set(os.listdir(cache))
     pruned = prune()
-    assert (pruned.keys, pruned.files, pruned.size_bytes) == ((OLD, OLDER), 7, 950)
+    assert ([k.key for k in pruned.removed], pruned.files, pruned.size_bytes) == (
+        [OLD, OLDER], 7, 950)
     removed = before - set(os.listdir(cache))
     assert removed == {*artifacts(OLD), *artifacts(OLDER),
                        f"guest-{OLDER}.wasmq1w2e3r4.tmp"}
     assert [k.key for k in cached_keys()] == [CURRENT]
 
 
-def test_a_dry_run_reports_the_same_and_removes_nothing(cache):
+def test_a_dry_run_reports_the_same_and_removes_nothing_nor_takes_a_lock(cache):
+    for lock in ("build.lock", "compile.lock"):
+        (cache / lock).unlink()
     before = sorted(os.listdir(cache))
     assert prune(dry_run=True) == prune(dry_run=True)
     assert prune(dry_run=True).size_bytes == 950
-    assert sorted(os.listdir(cache)) == before
+    assert sorted(os.listdir(cache)) == before       # no lock file made either
 
 
 def test_pruning_everything_removes_the_current_key_too(cache):
-    assert prune(everything=True).keys == (CURRENT, OLD, OLDER)
+    assert [k.key for k in prune(everything=True).removed] == [CURRENT, OLD, OLDER]
     assert cached_keys() == []
     assert sorted(os.listdir(cache)) == sorted([
         "build.lock", "compile.lock", "guest-notahash.wasm", "notes.txt", f"guest-{OLD}0.wasm",
@@ -114,10 +117,11 @@ def test_the_command_lists_one_line_per_key_on_stdout(cache):
 
 def test_the_command_prunes_and_says_what_it_removed(cache):
     dry = codemode(cache, "prune", "--dry-run")
-    assert dry.stdout.strip() == f"{cache}: would remove 2 component(s), 7 file(s), 0.0 MiB"
+    assert [line.split()[0] for line in dry.stdout.splitlines()] == [OLD, OLDER]
+    assert dry.stderr.strip() == f"{cache}: would remove 2 component(s), 7 file(s), 0.0 MiB"
     done = codemode(cache, "prune")
-    assert (done.returncode, done.stdout.strip()) == (
-        0, f"{cache}: removed 2 component(s), 7 file(s), 0.0 MiB")
+    assert (done.returncode, done.stdout) == (0, dry.stdout)
+    assert done.stderr.strip() == f"{cache}: removed 2 component(s), 7 file(s), 0.0 MiB"
     assert [k.key for k in cached_keys()] == [CURRENT]
 
 
@@ -127,7 +131,7 @@ def test_a_build_names_what_older_components_take(cache):
     assert _older_components() == ""          # under 1 MiB: not worth a word
     os.truncate(cache / f"guest-{OLD}.wasm", 3 << 20)       # sparse: no disk used
     os.truncate(cache / f"guest-{CURRENT}.wasm", 50 << 20)  # the current key is not older
-    assert _older_components() == (f" (older components in {cache} take 3 MiB; "
+    assert _older_components() == (f" (older components in {cache} take 3.0 MiB; "
                                    "`codemode cache prune` removes them)")
 
 
@@ -138,3 +142,17 @@ def test_a_cache_path_that_is_a_file_is_one_error_line_and_exit_1(tmp_path):
         assert done.returncode == 1, done
         assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
         assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_run_with_an_unusable_cache_path_fails_naming_the_cache(tmp_path):
+    (tmp_path / "file").write_text("")
+    program = tmp_path / "p.py"
+    program.write_text("1 + 1\n")
+    env = {**os.environ, "CODEMODE_CACHE_DIR": str(tmp_path / "file")}
+    done = subprocess.run([sys.executable, "-m", "codemode", "run", str(program)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"codemode: code run failed (runtime): the component cache "
+                                  f"{tmp_path / 'file'} cannot be used (")
+    assert "point CODEMODE_CACHE_DIR at a writable directory" in done.stderr
+    assert "Traceback" not in done.stderr
