@@ -33,7 +33,7 @@ HOSTILE = [
      "code run failed (timeout): the run exceeded its wall-clock limit of 3.0 s"),
     ("memory bomb", "s = 'x' * 10**6\nwhile True:\n    s += s",
      "code run failed (memory): the program ran out of its memory limit of "
-     f"{64 << 20} bytes"),
+     f"{64 << 20} bytes (64 MiB)"),
     ("huge program", "x = 1\n" + "#" * 2_000_000,
      "code run failed (size): the program is 2000006 bytes, over its limit of 1048576 bytes"),
     ("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)",

@@ -214,7 +214,8 @@ def test_catching_the_output_limit_does_not_undo_it(tier, host):
 def test_a_program_ended_by_memory_error_is_at_the_memory_limit_it_names(tier, host):
     outcome = run(tier, host, "raise MemoryError()", memory_bytes=64 << 20)
     assert isinstance(outcome.error, MemoryLimitExceeded)
-    assert outcome.error.message == f"the program ran out of its memory limit of {64 << 20} bytes"
+    assert outcome.error.message == (f"the program ran out of its memory limit of {64 << 20} "
+                                     "bytes (64 MiB)")
 
 
 @pytest.mark.parametrize("extra, refused", [(0, False), (1, True)])
@@ -511,3 +512,9 @@ def test_output_written_before_a_cancellation_is_returned(tier, host):
         timer.cancel()
     assert outcome.error.kind == "abort"
     assert outcome.stdout == "started\n"
+
+
+def test_a_memory_limit_in_no_whole_mib_is_named_in_bytes_alone(tier, host):
+    outcome = run(tier, host, "raise MemoryError()", memory_bytes=(64 << 20) + 4096)
+    assert outcome.error.message == ("the program ran out of its memory limit of "
+                                     f"{(64 << 20) + 4096} bytes")

@@ -43,7 +43,8 @@ def test_memory_bomb_is_a_memory_limit(sandbox, host):
     outcome = run(sandbox, host, "s = 'x' * 10**6\nwhile True:\n    s = s + s",
                   memory_bytes=64 << 20)
     assert isinstance(outcome.error, MemoryLimitExceeded)
-    assert outcome.error.message == f"the program ran out of its memory limit of {64 << 20} bytes"
+    assert outcome.error.message == (f"the program ran out of its memory limit of {64 << 20} "
+                                     "bytes (64 MiB)")
 
 
 def test_fuel_exhaustion_is_typed(sandbox, host):

@@ -415,8 +415,11 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
 def memory_message(limits):
     """The memory limit's message: `limits` is the run request's `limits` (bytes)."""
     limit = limits.get("memory_bytes")
-    return ("the program ran out of its memory limit" if limit is None else
-            f"the program ran out of its memory limit of {int(limit)} bytes")
+    if limit is None:
+        return "the program ran out of its memory limit"
+    limit = int(limit)
+    mib = f" ({limit >> 20} MiB)" if limit % (1 << 20) == 0 else ""   # as --memory-mb says it
+    return f"the program ran out of its memory limit of {limit} bytes{mib}"
 
 
 def apply_limit(outcome, state):
