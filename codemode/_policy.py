@@ -79,6 +79,7 @@ from msgspec import UNSET, UnsetType
 from codemode.pipeline import Allow, Ask, Deny, Session
 from codemode.sandbox import Sandbox, SandboxLimits
 
+from ._bounded import TooLarge, read_bounded
 from ._labels import LabelRule, RunFlow, describe_evidence, describe_sources
 from ._run_code import RUN_CODE, CodeMode
 from ._seal import SealKey
@@ -87,6 +88,10 @@ Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
 
 _MISSING = object()
+
+
+MAX_POLICY_BYTES = 1 << 20
+"""The most a policy file may hold, in bytes (a policy is a few KiB of TOML)."""
 
 
 class PolicyError(ValueError):
@@ -309,7 +314,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 message names the file and the offending key (`rules[0].action`).
         """
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_bounded(Path(path), MAX_POLICY_BYTES).decode("utf-8")
+        except TooLarge:
+            raise PolicyError(f"larger than {MAX_POLICY_BYTES >> 20} MiB, the most a policy "
+                              "file may be", path=path) from None
         except OSError as exc:
             raise PolicyError(f"cannot read the policy file: {exc.strerror or exc}",
                               path=path) from None

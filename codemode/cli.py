@@ -32,7 +32,7 @@ import sys
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import typer
 
@@ -170,22 +170,21 @@ def _read_program(program: Path) -> tuple[str, str]:
     rest."""
     from codemode.sandbox._limits import MAX_CODE_BYTES
 
-    if str(program) == "-":
-        data, title, where = sys.stdin.buffer.read(MAX_CODE_BYTES + 1), "<stdin>", "stdin"
-    else:
-        try:
-            with program.open("rb") as source:
-                data = source.read(MAX_CODE_BYTES + 1)
-            title, where = program.name, str(program)
-        except FileNotFoundError:
-            raise typer.BadParameter(f"file {str(program)!r} does not exist.",
-                                     param_hint="'PROGRAM'") from None
-        except OSError as exc:
-            raise typer.BadParameter(f"cannot read {str(program)!r}: "
-                                     f"{exc.strerror or exc}.", param_hint="'PROGRAM'") from None
-    if len(data) > MAX_CODE_BYTES:
+    from ._bounded import TooLarge, read_bounded
+
+    source: Path | BinaryIO = sys.stdin.buffer if str(program) == "-" else program
+    title, where = ("<stdin>", "stdin") if str(program) == "-" else (program.name, str(program))
+    try:
+        data = read_bounded(source, MAX_CODE_BYTES)
+    except TooLarge:
         raise _usage_error(f"{where} is larger than {MAX_CODE_BYTES >> 20} MiB, the most a "
-                           "program may be")
+                           "program may be") from None
+    except FileNotFoundError:
+        raise typer.BadParameter(f"file {str(program)!r} does not exist.",
+                                 param_hint="'PROGRAM'") from None
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {str(program)!r}: "
+                                 f"{exc.strerror or exc}.", param_hint="'PROGRAM'") from None
     try:
         return data.decode("utf-8-sig"), title
     except UnicodeDecodeError as exc:

@@ -23,6 +23,10 @@ from pathlib import Path
 
 import msgspec
 
+from codemode.sandbox._limits import MAX_CODE_BYTES
+
+from .._bounded import TooLarge, read_bounded
+
 PHASE_SPLIT = re.compile(r"^# ---- phase 2 \(fresh sandbox, same host\) ----[ \t]*$", re.M)
 PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 _HEADER_LINE = re.compile(r"^#\s*(?P<key>[a-z_]+):\s*(?P<value>.*)$")
@@ -80,10 +84,14 @@ def parse_case(path: Path) -> Case:
     """Read one case file.
 
     Raises:
-        CorpusError: the file cannot be read as UTF-8.
+        CorpusError: the file cannot be read as UTF-8, or holds more than a program may
+            (`MAX_CODE_BYTES`).
     """
     try:
-        source = path.read_text(encoding="utf-8")
+        source = read_bounded(path, MAX_CODE_BYTES).decode("utf-8")
+    except TooLarge:
+        raise CorpusError(f"{path}: cannot read the case: larger than {MAX_CODE_BYTES >> 20} "
+                          "MiB, the most a program may be") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{path}: cannot read the case: {exc}") from None
     header: dict[str, str] = {}

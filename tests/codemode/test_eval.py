@@ -27,7 +27,7 @@ from codemode._eval import (
     to_json,
 )
 from codemode._eval._canaries import Listener, Plant
-from codemode._eval._corpus import PHASE_SPLIT, PLACEHOLDER
+from codemode._eval._corpus import PHASE_SPLIT, PLACEHOLDER, CorpusError
 from codemode._eval._observe import HostState, LeakScanner, ObservedSandbox
 from codemode._eval._report import EvalReport
 from codemode._policy import Policy
@@ -73,6 +73,15 @@ def test_parse_case_header_phases_and_placeholders(tmp_path):
     assert case.placeholders() == {"STATE_TOKEN", "PORT"}
     assert substitute(second, {"PORT": "4242"}) == 'print("phase two", "4242")\n'
     assert substitute("@@UNKNOWN@@", {}) == "@@UNKNOWN@@"
+
+
+def test_a_case_that_never_ends_is_a_corpus_error_not_read_whole(tmp_path):
+    path = tmp_path / "endless.py"
+    path.symlink_to("/dev/zero")
+    with pytest.raises(CorpusError) as caught:
+        parse_case(path)
+    assert str(caught.value) == (f"{path}: cannot read the case: larger than 64 MiB, the most "
+                                 "a program may be")
 
 
 def test_expect_error_header_and_id_fallback(tmp_path):

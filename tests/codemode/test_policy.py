@@ -86,6 +86,14 @@ def test_policy_file_that_is_not_toml(tmp_path):
     assert str(caught.value).startswith(f"{path}: not valid TOML: ")
 
 
+def test_a_policy_file_that_never_ends_is_refused_after_1_mib(tmp_path):
+    path = tmp_path / "endless.toml"
+    path.symlink_to("/dev/zero")              # a device: reading it whole never ends
+    with pytest.raises(PolicyError) as caught:
+        Policy.load(path)
+    assert str(caught.value) == f"{path}: larger than 1 MiB, the most a policy file may be"
+
+
 def test_policy_file_that_is_not_utf8(tmp_path):
     path = tmp_path / "latin1.toml"
     path.write_bytes(b'description = "caf\xe9"\n')
