@@ -45,7 +45,8 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         code_bytes: UTF-8 bytes of the program's source; a larger program is refused
             before anything runs (`ProgramTooLarge`). A model's program is a few KiB; the
             default leaves room for data written into the source, and keeps the guest's
-            decoding and compiling of it well inside `memory_bytes`.
+            decoding and compiling of it well inside the default `memory_bytes` (a program
+            near the instance's own memory traps instead: `GuestCrashed`).
     """
 
     wall_clock_s: Annotated[float, Meta(gt=0, le=86_400)] = 10.0
