@@ -13,6 +13,7 @@ the directory are left alone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -117,12 +118,13 @@ def prune(*, everything: bool = False, dry_run: bool = False,
         return Pruned(removed=())
     if not root.is_dir():              # (locking would try to make it a directory)
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(root))
-    if dry_run:
-        doomed = [k for k in cached_keys(root) if everything or not k.current]
-    else:
-        with _FileLock(root / "build.lock"), _FileLock(root / "compile.lock"):
-            doomed = [k for k in cached_keys(root) if everything or not k.current]
+    with contextlib.ExitStack() as held:
+        if not dry_run:                # (a dry run only reads: no lock file made)
+            held.enter_context(_FileLock(root / "build.lock"))
+            held.enter_context(_FileLock(root / "compile.lock"))
+        doomed = tuple(k for k in cached_keys(root) if everything or not k.current)
+        if not dry_run:
             for key in doomed:
                 for name in key.files:
                     (root / name).unlink(missing_ok=True)
-    return Pruned(removed=tuple(doomed))
+    return Pruned(removed=doomed)
