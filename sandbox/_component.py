@@ -270,10 +270,14 @@ def load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Componen
     Raises:
         SandboxUnavailable: building or compiling failed, or the cache directory cannot be
             used (not a directory, not writable).
+        OSError: another file could not be used (the build's temporary directory).
     """
     try:
         return _load_component(engine, config)
     except OSError as exc:
+        if not isinstance(exc.filename, str) or not Path(exc.filename).is_relative_to(
+                cache_dir()):
+            raise                       # not the cache's: said as it is
         raise SandboxUnavailable(
             f"the component cache {cache_dir()} cannot be used ({exc}); point "
             "CODEMODE_CACHE_DIR at a writable directory") from exc

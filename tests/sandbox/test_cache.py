@@ -156,3 +156,19 @@ def test_a_run_with_an_unusable_cache_path_fails_naming_the_cache(tmp_path):
                                   f"{tmp_path / 'file'} cannot be used (")
     assert "point CODEMODE_CACHE_DIR at a writable directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_only_an_error_of_a_file_in_the_cache_is_reported_as_the_cache(cache, monkeypatch,
+                                                                       inside):
+    from codemode.sandbox import SandboxUnavailable, _component
+
+    where = str(cache / "build.lock") if inside else "/tmp/somewhere-else"
+
+    def failing(engine, config):
+        raise PermissionError(13, "Permission denied", where)
+    monkeypatch.setattr(_component, "_load_component", failing)
+    expected = SandboxUnavailable if inside else PermissionError
+    with pytest.raises(expected) as caught:
+        _component.load_component(None, None)
+    assert ("cannot be used" in str(caught.value)) is inside
