@@ -409,7 +409,7 @@ def demo(
     _check_log_directory(log)
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
     _err_console().print(Panel(escape(source.rstrip()), title="program", title_align="left",
-                            border_style="dim"))
+                               border_style="dim"))
     _execute(source, "demo", mcp=[], builtin=True, log=log, limits=SandboxLimits(),
              policy=None, as_json=False, table=True)
 

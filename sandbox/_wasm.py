@@ -280,12 +280,12 @@ class WasmSandbox:
         recorded = request.tape is not None
         fresh = None if recorded else POOL.take(runtime, limits.memory_bytes, tools)
         fresh = fresh or _pool.Fresh.new(runtime, limits.memory_bytes)
-        # An instance prepared with these very tools has their bindings made: not again.
-        guest_request = _REQUEST_ENCODER.encode(
-            {"code": request.code, "tools_prepared": True, "limits": limits.for_guest()}
-            if fresh.tools == tools else
-            {"code": request.code, "tools": msgspec.Raw(tools), "limits": limits.for_guest()}
-        ).decode()
+        fields: dict[str, Any] = {"code": request.code, "limits": limits.for_guest()}
+        if fresh.tools == tools:   # prepared with these very tools: their bindings are made
+            fields["tools_prepared"] = True
+        else:
+            fields["tools"] = msgspec.Raw(tools)
+        guest_request = _REQUEST_ENCODER.encode(fields).decode()
         store = fresh.store
         ended: GuestOutcome | AnyRunError
         try:
