@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
 __all__ = ["Stage", "begin", "eager", "launch"]
@@ -69,7 +69,7 @@ def _started(coro: Coroutine[Any, Any, Any],
         return False, failed
     if finished:
         return True, value
-    return False, loop.create_task(_go_on(coro, value), context=context)
+    return False, loop.create_task(_native(_go_on(coro, value)), context=context)
 
 
 def _first_step(coro: Coroutine[Any, Any, Any]) -> tuple[contextvars.Context, bool, Any]:
@@ -81,6 +81,13 @@ def _first_step(coro: Coroutine[Any, Any, Any]) -> tuple[contextvars.Context, bo
         return context, False, context.run(coro.send, None)
     except StopIteration as stop:
         return context, True, stop.value
+
+
+async def _native(steps: Awaitable[_T]) -> _T:
+    """A native coroutine that awaits ``steps``, a generator-based one: since Python 3.12
+    ``create_task`` takes only native coroutines (``asyncio.iscoroutine`` no longer
+    accepts a ``@types.coroutine`` generator). The await delegates each step in C."""
+    return await steps
 
 
 @types.coroutine
@@ -146,8 +153,8 @@ class Stage(Generic[_T]):
 
     def _continue(self, coro: Coroutine[Any, Any, _T], yielded: Any,
                   context: contextvars.Context) -> None:
-        self.task = asyncio.get_running_loop().create_task(self._rest(coro, yielded),
-                                                           context=context)
+        self.task = asyncio.get_running_loop().create_task(
+            _native(self._rest(coro, yielded)), context=context)
 
     async def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return await self._rest(coro, None, first=True)

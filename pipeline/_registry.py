@@ -219,9 +219,15 @@ class ToolRegistry:
             _log.warning("tools/result observer failed", exc_info=future.exception())
 
     async def drain(self) -> None:
-        """Await pending observer awaitables (used on close)."""
+        """Await pending observer awaitables (used on close), those they start included.
+
+        Each round forgets what it awaited itself: a done callback runs only at a later
+        turn of the loop, and since Python 3.12 ``gather`` of futures that are all done
+        returns without a turn, so waiting for the callbacks would spin."""
         while self._background:
-            await asyncio.gather(*tuple(self._background), return_exceptions=True)
+            awaited = tuple(self._background)
+            await asyncio.gather(*awaited, return_exceptions=True)
+            self._background.difference_update(awaited)
 
 
 async def _contained(awaitable: Any) -> Any:
