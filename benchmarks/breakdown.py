@@ -74,6 +74,7 @@ import argparse
 import asyncio
 import functools
 import gc
+import inspect
 import json
 import resource
 import statistics
@@ -159,7 +160,7 @@ def wakes(loop: asyncio.AbstractEventLoop, counts: Callable[[], bool]) -> Iterat
 
 def _timed(fn: Callable[..., Any], part: str, totals: Totals,
            counts: Callable[..., bool] = lambda *args: True) -> Callable[..., Any]:
-    if asyncio.iscoroutinefunction(fn):
+    if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def timed_async(*args: Any, **kwargs: Any) -> Any:
             if not counts(*args):

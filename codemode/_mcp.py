@@ -35,7 +35,7 @@ answer with structured content beside media keeps the structured value for progr
 defers the media blocks to after the result.
 
 A message from the server that cannot be parsed never leaves a call waiting for its
-timeout. Unpaired surrogate escapes (`"\ud835"`, which Node servers emit) are repaired to
+timeout. Unpaired surrogate escapes (`"\\ud835"`, which Node servers emit) are repaired to
 U+FFFD and the message is delivered; so are bytes that are not UTF-8 (each becomes U+FFFD:
 the stdio transport decodes with `errors="replace"`). Anything else that does not parse
 (JSON nested deeper than the parser follows, a `"jsonrpc"` other than `"2.0"`, a JSON-RPC
@@ -669,7 +669,9 @@ class McpServer:
         raw = _raw_input(exc)
         detail = _parse_detail(exc)
         data: Any = raw
-        if isinstance(raw, str):
+        # Nested past the SDK parser's own bound: not decoded here, whose bound would be the
+        # interpreter's (deeper from Python 3.13), so the answer fails the same everywhere.
+        if isinstance(raw, str) and detail != _TOO_DEEP:
             try:
                 data = json.loads(raw)
             except RecursionError:
