@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,8 @@ class Case:
     `# restricted: refused (<reason>)` means the restricted tier must refuse the program;
     `# restricted: xfail (<bug>)` is a known restricted-tier failure;
     `# restricted: skip (<reason>)` leaves it out of the restricted tier (which runs the
-    host's own CPython, so output that differs between versions cannot match there).
+    host's own CPython, so output that differs between versions cannot match there), and
+    `# restricted: skip before 3.N (<reason>)` only on a host older than 3.N.
     """
 
     path: Path
@@ -63,7 +65,15 @@ class Case:
         if value is None:
             return None
         mode, _, reason = value.partition(" ")
+        if mode == "skip" and reason.startswith("before "):
+            reason = reason.partition("(")[2]
         return mode, reason.strip("() ")
+
+    @property
+    def restricted_skip_before(self) -> tuple[int, int] | None:
+        """The host version from which a `skip before 3.N` case runs on the restricted tier."""
+        match = re.match(r"skip before 3\.(\d+) \(", self.header("restricted") or "")
+        return (3, int(match.group(1))) if match else None
 
 
 def all_cases() -> list[Case]:

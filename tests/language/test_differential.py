@@ -5,6 +5,8 @@ runs every case its header does not leave out, and must refuse the ones marked r
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from codemode.sandbox import ProgramError
@@ -21,7 +23,9 @@ def _wasm_param(case: Case) -> object:
 
 def _restricted_param(case: Case) -> object:
     marks = []
-    if case.restricted and case.restricted[0] == "skip":
+    since = case.restricted_skip_before
+    if case.restricted and case.restricted[0] == "skip" and (
+            since is None or sys.version_info < since):
         marks.append(pytest.mark.skip(reason=case.restricted[1]))
     if case.restricted and case.restricted[0] == "xfail":
         marks.append(pytest.mark.xfail(strict=True, reason=case.restricted[1]))

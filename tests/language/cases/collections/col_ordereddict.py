@@ -1,4 +1,4 @@
-# restricted: skip (host CPython 3.11 prints differently from 3.14)
+# restricted: skip before 3.12 (the host's CPython before 3.12 prints differently from 3.14)
 from collections import OrderedDict
 o = OrderedDict.fromkeys("abcde")
 o.move_to_end("b"); o.move_to_end("e", last=False); print(list(o))

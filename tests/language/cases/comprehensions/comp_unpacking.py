@@ -1,4 +1,4 @@
-# restricted: skip (host CPython 3.11 prints differently from 3.14)
+# restricted: skip (the host's CPython (3.11 to 3.13) prints differently from 3.14)
 first, *mid, last = range(6)
 print(first, mid, last)
 (a, b), c = (1, 2), 3

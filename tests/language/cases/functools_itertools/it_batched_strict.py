@@ -1,4 +1,4 @@
-# restricted: skip (host CPython 3.11 has no itertools.batched)
+# restricted: skip before 3.13 (itertools.batched(strict=) is new in 3.13)
 import itertools as it
 try:
     print(list(it.batched("abcde", 2, strict=True)))

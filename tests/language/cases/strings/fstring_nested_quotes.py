@@ -1,4 +1,4 @@
-# restricted: skip (host CPython 3.11 has no PEP 701 f-strings)
+# restricted: skip before 3.12 (PEP 701 f-strings are new in 3.12)
 names = ["a", "b"]
 print(f"{", ".join(names)}")
 print(f"{f"{f"{1 + 1}"}"}")

@@ -1,4 +1,4 @@
-# restricted: skip (host CPython 3.11 evaluates annotations eagerly (no PEP 649))
+# restricted: skip (annotations are evaluated eagerly before 3.14, PEP 649)
 def f(x: Undefined) -> AlsoUndefined:
     return x
 print(f(1))
