@@ -36,7 +36,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-TEST_COMMAND = "python -m pytest -q"
+TEST_COMMAND = "python -m pytest -q -n auto"
 _VENV_PREFIX = re.compile(r"^python3 -m venv \.venv && \. \.venv/bin/activate && "
                           r"pip install [^&]+&& ")
 COMMAND_TIMEOUT_S = 900          # generous: the machine may be shared and loaded
@@ -206,6 +206,7 @@ def test_program_runs_in_the_sandbox_and_prints_what_the_page_claims(block: Bloc
            stdin=block.text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", _cases("sh"), ids=Block.where)
 def test_shell_commands_run(block: Block, workdir: Path) -> None:
     for command in _commands(block):

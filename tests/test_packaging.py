@@ -95,3 +95,44 @@ def test_the_installed_environment_imports_only_codemode(tmp_path):
     assert found["leaked"] == []
     assert [Path(p).parent.name for p in found["layers"]] == ["pipeline", "sandbox"]
     assert all(Path(p).parent.parent.name == "codemode" for p in found["layers"])
+
+
+# ---- the Python versions we claim --------------------------------------------------------
+
+def _ci_pythons():
+    """.ci/pythons.py, loaded as a module (it is CI's script, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ci_pythons", ROOT / ".ci" / "pythons.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_classifiers_and_readme_name_exactly_the_versions_requires_python_admits():
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    admitted = [f"3.{minor}" for minor in _ci_pythons().supported_minors()]
+    classified = [c.rsplit(" ", 1)[1] for c in project["classifiers"]
+                  if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    assert admitted and classified == admitted
+    assert sys.version_info[:2] in {(3, int(v.split(".")[1])) for v in admitted}
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = f"Python {', '.join(admitted[:-1])} or {admitted[-1]} (CPython; `pip` refuses"
+    assert said in readme
+
+
+def test_ci_finds_this_interpreter_and_tests_the_oldest_and_newest_whole():
+    done = subprocess.run([sys.executable, str(ROOT / ".ci" / "pythons.py")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("\t") for line in done.stdout.splitlines()]
+    versions = [version for version, _, _ in rows]
+    assert versions == sorted(versions, key=lambda v: int(v.split(".")[1]))
+    assert f"{sys.version_info[0]}.{sys.version_info[1]}" in versions
+    assert [suite for _, _, suite in rows] == (
+        ["whole"] if len(rows) == 1 else ["whole", *["fast"] * (len(rows) - 2), "whole"])
+    assert "requires-python admits" in done.stderr

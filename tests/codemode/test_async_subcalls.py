@@ -38,6 +38,7 @@ def dispatches(session, kind=events.CodeDispatch):
     return [e for e in session.log.read() if isinstance(e, kind)]
 
 
+@pytest.mark.slow
 async def test_twenty_gathered_slow_calls_overlap(session):
     code = ("import asyncio\n"
             "values = await asyncio.gather(*(slow(ms=500) for _ in range(20)))\n"

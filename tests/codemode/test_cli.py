@@ -437,6 +437,7 @@ def test_a_policy_without_limits_keeps_the_defaults_and_the_options(tmp_path):
     assert _limits_of(tmp_path, "--policy", policy, "--timeout", "1")["wall_clock_s"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_policy_timeout_is_replaced_by_the_option_in_the_run_itself(tmp_path):
     policy = program(tmp_path, 'tier = "wasm"\n', name="nolimits.toml")
     done = codemode("run", program(tmp_path, "while True:\n    pass\n"), "--json",

@@ -259,6 +259,7 @@ def by_id(results):
     return {r.id: r for r in results}
 
 
+@pytest.mark.slow
 def test_oracles_fire_when_a_policy_lets_a_case_through(tmp_path):
     """A policy exposing every tool (hidden ones included) lets these cases do what the
     oracles look for; each must be caught."""
@@ -307,6 +308,7 @@ def test_oracles_fire_when_a_policy_lets_a_case_through(tmp_path):
                                       "search_docs result")
 
 
+@pytest.mark.slow
 def test_cli_picks_up_a_new_case_and_exits_1_on_an_escape(tmp_path):
     corpus = tmp_path / "corpus"
     write_case(corpus, "ok.py", {"id": "ok", "category": "benign",
@@ -410,6 +412,7 @@ SUBSET = ["benign/benign-trip-weather-report.py", "benign/benign-tool-errors-han
           "state-tool-held-config.py", "flow-exfil-call-tool-and-gather.py"]
 
 
+@pytest.mark.slow
 def test_shipped_corpus_subset_under_the_default_policy_in_the_wasm_tier():
     cases = load_corpus([CORPUS / name for name in SUBSET])
     results = by_id(evaluate(cases, fast_policy()))

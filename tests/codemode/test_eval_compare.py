@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from codemode._eval import EXIT_FAILED, EXIT_OK, CaseResult
@@ -91,6 +92,7 @@ def write_case(directory, name, header, body):
     (directory / name).write_text("\n".join(lines) + "\n" + textwrap.dedent(body).lstrip("\n"))
 
 
+@pytest.mark.slow
 def test_cli_compares_two_policies_that_differ_by_known_cases(tmp_path):
     """The second policy denies `echo`: the benign case using it is refused there (a false
     positive), the others end the same under both."""

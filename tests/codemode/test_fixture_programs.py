@@ -135,6 +135,7 @@ def test_every_program_is_expected_and_well_formed():
     assert gathers >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 async def test_program(name, git_repo, tmp_path):
     source = (PROGRAMS / f"{name}.py").read_text(encoding="utf-8")
@@ -160,6 +161,7 @@ async def test_program(name, git_repo, tmp_path):
     check_log(read_log(log_path), calls, failed)
 
 
+@pytest.mark.slow
 def test_program_through_the_cli(git_repo, tmp_path):
     program = PROGRAMS / "commit_timeline.py"
     log_path = tmp_path / "cli.jsonl"

@@ -47,6 +47,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label, code, message", HOSTILE, ids=[h[0] for h in HOSTILE])
 async def test_hostile_program_gives_a_typed_failure(session, label, code, message):
     result = await session.call("run_code", {"code": code})
@@ -138,6 +139,7 @@ async def test_parent_token_fields_as_arguments_are_refused_and_logged(session):
     assert_log_balanced(session)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", ["stuck()", "await stuck()",
                                   "import asyncio\nawait asyncio.gather(stuck(), stuck())"])
 async def test_a_tool_that_ignores_the_abort_cannot_hold_the_run(tmp_path, code):
@@ -167,6 +169,7 @@ async def test_a_tool_that_ignores_the_abort_cannot_hold_the_run(tmp_path, code)
     assert_log_balanced(s)
 
 
+@pytest.mark.slow
 async def test_a_tool_that_swallows_cancellation_cannot_hold_the_run(tmp_path):
     import asyncio
     import time
@@ -195,6 +198,7 @@ async def test_a_tool_that_swallows_cancellation_cannot_hold_the_run(tmp_path):
     assert_log_balanced(s)
 
 
+@pytest.mark.slow
 async def test_a_finished_call_waiting_behind_a_stuck_one_commits_through_the_pipeline(tmp_path):
     import asyncio
 

@@ -277,6 +277,7 @@ async def test_silent_exit_also_fails():
                                       "(no stderr output)")
 
 
+@pytest.mark.slow
 async def test_handshake_timeout_stops_the_process(tmp_path):
     pid_file = tmp_path / "pid"
     argv = [sys.executable, "-c",
@@ -354,6 +355,7 @@ async def test_call_timeout_leaves_the_server_usable(scripted):
     assert await scripted.call("echo", {"text": "still here"}) == "still here"
 
 
+@pytest.mark.slow
 async def test_call_timeout_defaults_to_the_servers(script):
     async with await McpServer.connect(script, name="scripted", call_timeout_s=0.2) as server:
         assert await server.call("nap", {"seconds": 0}) == 0.0
@@ -372,6 +374,7 @@ async def test_aborting_the_signal_cancels_the_call(scripted):
         await scripted.call("echo", {"text": "x"}, signal=signal)
 
 
+@pytest.mark.slow
 async def test_calls_from_several_tasks_overlap(scripted):
     started = time.monotonic()
     values = await asyncio.gather(*(scripted.call("nap", {"seconds": 1.5}) for _ in range(4)))
@@ -394,6 +397,7 @@ async def test_close_from_another_task_stops_the_process(script):
         await server.call("echo", {"text": "x"})
 
 
+@pytest.mark.slow
 async def test_close_fails_a_pending_call(script):
     server = await McpServer.connect(script, name="scripted")
     pending = asyncio.create_task(server.call("nap", {"seconds": 30}))
@@ -405,6 +409,7 @@ async def test_close_fails_a_pending_call(script):
     assert time.monotonic() - started < 15.0                # not the 30 s nap
 
 
+@pytest.mark.slow
 async def test_connect_servers_closes_everything(script, tmp_path, repo):
     pid_file = tmp_path / "pid"
     git_command = f"{sys.executable} -m mcp_server_git --repository {repo}"   # split by shlex
@@ -433,6 +438,7 @@ async def test_connect_servers_closes_the_started_ones_when_one_fails(script, tm
 
 # ---- through the pipeline --------------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_definitions_run_through_a_session(scripted, tmp_path):
     session = Session(tools=scripted.definitions, log=str(tmp_path / "session.jsonl"))
     try:

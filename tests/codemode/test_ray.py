@@ -50,6 +50,7 @@ def _connect_twice() -> bool:
     return bool(ray.is_initialized())
 
 
+@pytest.mark.slow
 def test_connect_keeps_a_cluster_this_process_already_joined(driver):
     assert driver(_connect_twice)
 
@@ -98,6 +99,7 @@ def _seen_on_ray() -> tuple[list, list]:
     return results, seen
 
 
+@pytest.mark.slow
 def test_eval_on_ray_classifies_cases_as_the_process_pool_does(driver):
     on_ray, seen = driver(_seen_on_ray)
     local = evaluate(load_corpus([CORPUS / name for name in CASES]), fast_policy(), jobs=2)
@@ -122,6 +124,7 @@ def _trap_after_joining() -> str:
     return type(outcome.error).__name__ if isinstance(outcome.error, GuestCrashed) else "?"
 
 
+@pytest.mark.slow
 def test_a_trap_in_a_process_that_joined_ends_only_the_run(driver):
     # wasmtime's first handlers are installed here, after connect(): a wasm stack
     # overflow ends the run, not the driver.

@@ -598,6 +598,7 @@ def test_describe_tools_stays_small_for_many_tools():
 # --------------------------------------------------------------------------- mypy
 
 
+@pytest.mark.slow
 def test_mypy_checks_programs_against_the_stubs(tmp_path):
     mypy_api = pytest.importorskip("mypy.api")
     tools = [
@@ -706,6 +707,7 @@ async def test_time_server_tools():
         assert "TimeResult" in dict(convert.classes)
 
 
+@pytest.mark.slow
 @pytest.mark.mcp
 async def test_git_server_tools(tmp_path):
     pytest.importorskip("mcp_server_git")

@@ -252,6 +252,7 @@ async def test_a_binding_called_after_the_abort_is_refused_before_it_is_numbered
 # ---- outcomes nobody can misread ------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_sub_call_abandoned_after_its_run_is_outcome_unknown_through_the_pipeline(tmp_path):
     import asyncio
 
@@ -308,6 +309,7 @@ async def test_a_sub_call_abandoned_after_its_run_is_outcome_unknown_through_the
     s.close()
 
 
+@pytest.mark.slow
 async def test_a_sub_call_stuck_in_policy_is_abandoned_through_the_pipeline_too(tmp_path):
     import asyncio
 

@@ -73,6 +73,7 @@ async def test_sub_call_spans_are_children_of_their_run_code_span(exporter_and_p
     assert (echo.status.status_code, echo.status.description) == (StatusCode.ERROR, "no echo")
 
 
+@pytest.mark.slow
 async def test_a_limit_is_the_run_code_spans_status(exporter_and_provider):
     exporter, provider = exporter_and_provider
     session = Session(tools=builtin_tools())

@@ -374,6 +374,7 @@ def test_bad_registrations_raise_at_once(session, kwargs, message):
 
 # -- failures of the hook itself ---------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_a_hook_past_its_timeout_is_killed_and_fails_the_call(tmp_path, session, ran):
     pid_file = tmp_path / "pid"
     argv = hook_script(

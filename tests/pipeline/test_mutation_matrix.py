@@ -748,6 +748,7 @@ async def test_retry_runs_every_attempt_when_nobody_aborts(tmp_path):
     w.session.close()
 
 
+@pytest.mark.slow
 async def test_caller_abort_stops_further_backend_attempts(tmp_path):
     attempts, first = [], asyncio.Event()
     w = World(tmp_path / "ws", extra_tools=(backend_tool(attempts, first),))

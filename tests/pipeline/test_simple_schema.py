@@ -44,6 +44,7 @@ def _schema_with(children: st.SearchStrategy) -> st.SearchStrategy:
 SIMPLE = st.recursive(_schema_with(st.just({})), _schema_with, max_leaves=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SIMPLE, JSON)
 def test_a_simple_schema_is_valid_and_a_value_it_accepts_is_valid(schema, value):

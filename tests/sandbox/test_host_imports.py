@@ -78,6 +78,7 @@ def test_the_raw_bindings_end_the_run_typed_and_keep_the_output(sandbox, call, k
     assert outcome.stdout == "before\n"
 
 
+@pytest.mark.slow
 def test_an_infinite_sleep_is_the_time_limit(sandbox):
     outcome = sandbox.run(RunRequest(code=HOST + "host.sleep(float('inf'))",
                                      limits=SandboxLimits(wall_clock_s=1)), EchoHost())
@@ -100,6 +101,7 @@ batches = st.fixed_dictionaries(
      "until": st.none()})
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(import_=st.sampled_from(["dispatch", "sleep", "_raw_dispatch", "_raw_sleep"]),
        value=values)

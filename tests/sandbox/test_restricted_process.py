@@ -54,6 +54,7 @@ C_LEVEL = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(C_LEVEL))
 def test_c_level_work_ends_as_a_limit_and_the_host_does_not_grow(pool, name):
     sandbox = RestrictedProcessSandbox(pool)
@@ -66,6 +67,7 @@ def test_c_level_work_ends_as_a_limit_and_the_host_does_not_grow(pool, name):
     assert run(sandbox, "print('next')").stdout == "next\n"     # a worker serves the next run
 
 
+@pytest.mark.slow
 def test_a_c_call_that_does_not_return_is_killed_at_the_wall_clock(pool):
     outcome = run(RestrictedProcessSandbox(pool), C_LEVEL["catastrophic-regex"])
     assert outcome.error.kind == "timeout"
@@ -78,6 +80,7 @@ def test_an_allocation_past_the_memory_limit_fails_in_the_worker(pool):
     assert (outcome.status, outcome.error.kind) == ("limit", "memory")
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_run_held_in_a_c_call(pool):
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()

@@ -354,6 +354,7 @@ def test_runs_on_concurrent_threads_keep_their_own_output(restricted):
         i: (f"{i}\n" * 3, i) for i in range(4)}
 
 
+@pytest.mark.slow
 def test_deeply_nested_c_iterators_do_not_overflow_the_native_stack(restricted, host):
     # 600,000 levels overflow a default 8 MiB thread stack: the whole process would crash.
     code = ("import itertools\nit = iter([7])\nfor _ in range(600_000):\n"

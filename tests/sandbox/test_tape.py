@@ -124,6 +124,7 @@ def test_the_monotonic_clock_does_not_go_back_when_the_replay_ends(startup):
     assert outcome.tape.entries[-1] == MonotonicRead(nanoseconds=b)
 
 
+@pytest.mark.slow
 def test_sleeps_are_skipped_while_replaying():
     code = ("import time\nt0 = time.monotonic()\ntime.sleep(1.5)\ntime.sleep(1.5)\n"
             "round(time.monotonic() - t0)")
@@ -160,6 +161,7 @@ def test_a_run_without_a_tape_uses_the_plain_linker():
     assert runtime.shadowed_calls > before
 
 
+@pytest.mark.slow
 def test_a_recorded_run_past_the_entry_bound_goes_on_unrecorded():
     program = (f"import time\nfor _ in range({_tape.MAX_ENTRIES + 10}):\n    time.time()\n"
                "print('done')")

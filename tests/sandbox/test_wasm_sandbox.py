@@ -54,6 +54,7 @@ def test_fuel_exhaustion_is_typed(sandbox, host):
     assert outcome.fuel_used == 50_000_000
 
 
+@pytest.mark.slow
 def test_deep_native_recursion_ends_the_run_without_harming_the_host(sandbox, host):
     outcome = run(sandbox, host, "l = []\nfor i in range(100000):\n    l = [l]\nrepr(l)")
     assert outcome.status in ("error", "limit")
@@ -337,6 +338,7 @@ def test_the_c_stack_check_names_what_overflowed(sandbox, host):
     assert outcome.error.message.endswith(" kB) in comparison")
 
 
+@pytest.mark.slow
 def test_output_written_before_the_instance_traps_is_returned(sandbox, host):
     code = ("print('before')\nx = []\nfor i in range(2_000_000):\n    x = [x]\n"
             "print('built')\ndel x")
