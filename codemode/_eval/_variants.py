@@ -46,7 +46,7 @@ import random
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._corpus import PHASE_SPLIT, Case
 
@@ -297,13 +297,24 @@ def _discarded(tree: ast.Module) -> Iterable[tuple[list[ast.stmt], int]]:
                 yield body, index
 
 
+_Scope = TypeVar("_Scope", ast.ClassDef, ast.AsyncFunctionDef)
+
+
+def _new_scope(node: type[_Scope], **fields: Any) -> _Scope:
+    """`node(**fields)` with `type_params` (PEP 695, Python 3.12) empty where the grammar
+    has it: 3.12's nodes leave a field not given unset, and 3.13 deprecates leaving it out."""
+    if sys.version_info >= (3, 12):
+        return node(**fields, type_params=[])
+    return node(**fields)
+
+
 def _class_body(tree: ast.Module, rng: random.Random) -> bool:
     sites = list(_discarded(tree))
     for n, (body, index) in enumerate(sites):
         stmt = body[index]
-        body[index] = ast.copy_location(_plain(ast.ClassDef(
-            name=f"CmPayload{n}", bases=[], keywords=[], body=[stmt], decorator_list=[])),
-            stmt)
+        body[index] = ast.copy_location(_plain(_new_scope(
+            ast.ClassDef, name=f"CmPayload{n}", bases=[], keywords=[], body=[stmt],
+            decorator_list=[])), stmt)
     return bool(sites)
 
 
@@ -408,7 +419,7 @@ def _async(tree: ast.Module, rng: random.Random) -> bool:
         return False
     names = _bound_names(body)
     inner: list[ast.stmt] = ([ast.Global(names=names)] if names else []) + body
-    main = _plain(ast.AsyncFunctionDef(name="cm_variant_main", args=ast.arguments(
+    main = _plain(_new_scope(ast.AsyncFunctionDef, name="cm_variant_main", args=ast.arguments(
         posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=inner,
         decorator_list=[], returns=None))
     run = ast.Expr(ast.Call(ast.Attribute(ast.Name("cm_variant_asyncio", ast.Load()), "run",
