@@ -208,7 +208,7 @@ def _instrumented(peer: _peers.Peer, n: int, targets: list[tuple[Any, str, str]]
 
 def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[str, float]:
     """Microseconds per sub-call of each part (see the module docstring)."""
-    from codemode import _dispatch
+    from codemode._run import dispatch as _dispatch
     from codemode.pipeline import _registry, _session
     from codemode.sandbox import _host
 
@@ -466,7 +466,9 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     loop's thread), beside the sandbox run it waits for (on its runner thread) and the
     bare sandbox given the same tools (what binding them costs the guest), the two
     alternating run by run so that the machine's load hits both alike."""
-    from codemode import _dispatch, _labels, _run_code
+    from codemode._run import dispatch as _dispatch
+    from codemode._run import labels as _labels
+    from codemode._run import run_code as _run_code
     from codemode.pipeline import _registry, _scheduler, _session
     from codemode.pipeline.log import _base
     from codemode.sandbox import _wasm

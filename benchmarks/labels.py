@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from codemode import Policy, Session
-from codemode._seal import SealKey
+from codemode._run.seal import SealKey
 from codemode.fixtures.mailbox import mailbox_tools
 
 CASES: dict[str, dict[str, Any]] = {

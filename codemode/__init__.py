@@ -15,34 +15,34 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
     from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
     from codemode.pipeline import __all__ as _pipeline_all
 
-    from ._mcp import McpCallTimeout as McpCallTimeout
-    from ._mcp import McpError as McpError
-    from ._mcp import McpServer as McpServer
-    from ._mcp import McpServerDied as McpServerDied
-    from ._mcp import McpStartError as McpStartError
-    from ._mcp import McpToolError as McpToolError
-    from ._mcp import connect_servers as connect_servers
-    from ._policy import Policy as Policy
-    from ._policy import PolicyError as PolicyError
-    from ._policy import PolicyWarning as PolicyWarning
-    from ._rejections import rejection_code as rejection_code
-    from ._run_code import RUN_CODE as RUN_CODE
-    from ._run_code import CodeMode as CodeMode
-    from ._run_code import CodeRunFailed as CodeRunFailed
-    from ._seal import ResumeTampered as ResumeTampered
-    from ._seal import SealKey as SealKey
-    from ._seal import SealKeyError as SealKeyError
-    from ._serve import CodeModeServer as CodeModeServer
+    from ._mcp.client import McpCallTimeout as McpCallTimeout
+    from ._mcp.client import McpError as McpError
+    from ._mcp.client import McpServer as McpServer
+    from ._mcp.client import McpServerDied as McpServerDied
+    from ._mcp.client import McpStartError as McpStartError
+    from ._mcp.client import McpToolError as McpToolError
+    from ._mcp.client import connect_servers as connect_servers
+    from ._mcp.serve import CodeModeServer as CodeModeServer
+    from ._policy.policy import Policy as Policy
+    from ._policy.policy import PolicyError as PolicyError
+    from ._policy.policy import PolicyWarning as PolicyWarning
+    from ._run.rejections import rejection_code as rejection_code
+    from ._run.run_code import RUN_CODE as RUN_CODE
+    from ._run.run_code import CodeMode as CodeMode
+    from ._run.run_code import CodeRunFailed as CodeRunFailed
+    from ._run.seal import ResumeTampered as ResumeTampered
+    from ._run.seal import SealKey as SealKey
+    from ._run.seal import SealKeyError as SealKeyError
 
 # name -> the private module that defines it
 _LAZY = {
     **dict.fromkeys(("McpCallTimeout", "McpError", "McpServer", "McpServerDied",
-                     "McpStartError", "McpToolError", "connect_servers"), "._mcp"),
-    **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy"),
-    "rejection_code": "._rejections",
-    **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run_code"),
-    **dict.fromkeys(("ResumeTampered", "SealKey", "SealKeyError"), "._seal"),
-    "CodeModeServer": "._serve",
+                     "McpStartError", "McpToolError", "connect_servers"), "._mcp.client"),
+    **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy.policy"),
+    "rejection_code": "._run.rejections",
+    **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run.run_code"),
+    **dict.fromkeys(("ResumeTampered", "SealKey", "SealKeyError"), "._run.seal"),
+    "CodeModeServer": "._mcp.serve",
 }
 
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import ray
 
-from ._policy import Policy
-from ._run_code import RUN_CODE, CodeMode
+from ._policy.policy import Policy
+from ._run.run_code import RUN_CODE, CodeMode
 from .pipeline import CallResult, Session, ToolDefinition
 from .sandbox import SandboxLimits
 

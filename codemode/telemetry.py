@@ -137,7 +137,7 @@ def _run_attributes(session: Session, arguments: Any, max_code_chars: int) -> di
 
 def _limits_of(session: Session) -> Any:
     """The limits of the `CodeMode` that reserved `run_code` on the session, if any."""
-    from ._run_code import CodeMode
+    from ._run.run_code import CodeMode
 
     reserved = session.resolve(session.reserved_name)
     owner = getattr(reserved.execute, "__self__", None) if reserved is not None else None

@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 BOUNDARIES = {
-    "guest": ["tests/sandbox/test_host_imports.py", "tests/codemode/test_hostile_payloads.py",
+    "guest": ["tests/sandbox/test_host_imports.py", "tests/codemode/run/test_hostile_payloads.py",
               "-k", "any_"],
-    "log": ["tests/codemode/test_log_fuzz.py"],
-    "mcp": ["tests/codemode/test_mcp_transport.py", "-k", "any_reply"],
-    "kill": ["tests/codemode/test_kill_points.py"],
+    "log": ["tests/codemode/cli/test_log_fuzz.py"],
+    "mcp": ["tests/codemode/mcp/test_mcp_transport.py", "-k", "any_reply"],
+    "kill": ["tests/codemode/run/test_kill_points.py"],
 }
 
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._policy import Policy, PolicyError
+from .._policy.policy import Policy, PolicyError
 from ._compare import Comparison, comparison_html, print_comparison
 from ._corpus import Case, CorpusError, load_corpus
 from ._report import EvalReport, page, print_report, report_section, to_html, to_json

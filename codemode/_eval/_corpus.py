@@ -25,7 +25,7 @@ import msgspec
 
 from codemode.sandbox._limits import MAX_CODE_BYTES
 
-from .._bounded import TooLarge, read_bounded
+from .._policy.bounded import TooLarge, read_bounded
 
 PHASE_SPLIT = re.compile(r"^# ---- phase 2 \(fresh sandbox, same host\) ----[ \t]*$", re.M)
 PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")

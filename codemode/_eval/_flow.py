@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._labels import (
+from .._run.labels import (
     EVIDENCE_ARGUMENT_CHARS,
     EVIDENCE_CHARS,
     EVIDENCE_RESULT_CHARS,
     bounded_strings,
     longest_shared,
 )
-from .._run_code import RUN_CODE
+from .._run.run_code import RUN_CODE
 from ._messages import Fired
 
 ORACLE = "flow:sink"

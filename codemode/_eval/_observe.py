@@ -262,8 +262,9 @@ class HostState:
         return problems
 
 
-BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._dispatch", "codemode._run_code",
-                  "codemode._rejections", "codemode._policy", "codemode.sandbox._wasm",
+BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
+                  "codemode._run.run_code", "codemode._run.rejections",
+                  "codemode._policy.policy", "codemode.sandbox._wasm",
                   "codemode.sandbox._wire", "codemode.sandbox._restricted",
                   "codemode.pipeline._registry", "codemode.pipeline._session")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import ray
 
-from .._policy import Policy
+from .._policy.policy import Policy
 from ..ray import connect
 from ._corpus import Case
 from ._native import ReferenceRun

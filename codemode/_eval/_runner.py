@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from .._policy import Policy
+from .._policy.policy import Policy
 from ._canaries import SECRET_ENV, Listener, Plant, Secrets, fresh_token
 from ._classify import classify
 from ._corpus import Case, substitute
@@ -355,7 +355,7 @@ def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,
         try:
             for thread in threads:
                 thread.join()
-        except BaseException:       # Ctrl-C, SIGTERM (codemode/_stop.py): stop every slot
+        except BaseException:       # Ctrl-C, SIGTERM (codemode/cli/_stop.py): stop every slot
             while not pending.empty():
                 pending.get_nowait()
             with lock:

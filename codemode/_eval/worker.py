@@ -98,7 +98,7 @@ async def run_job(job: Job) -> JobReport:
     from codemode.fixtures import reference_tools
     from codemode.pipeline import Session
 
-    from .._policy import Policy
+    from .._policy.policy import Policy
 
     reference_tools.plant_key(job.secrets["key"])
     policy = msgspec.convert(job.policy, Policy)

@@ -51,8 +51,8 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from codemode._policy import Policy
-from codemode._run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
+from codemode._policy.policy import Policy
+from codemode._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
 from codemode.pipeline import (
     ApprovalDecision,
     Ask,

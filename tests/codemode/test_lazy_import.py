@@ -51,7 +51,7 @@ def test_a_first_run_code_result_loads_no_log_file_backend_seal_or_waiter_pool()
         "s = Session(tools=builtin_tools(), log=None)\nCodeMode(s)\n"
         "r = asyncio.run(s.call('run_code', {'code': 'x = 1\\nx'}))\n"
         "assert r.value['result'] == 1, r")
-    assert "codemode._run_code" in loaded
+    assert "codemode._run.run_code" in loaded
     assert not {"sqlite3", "codemode.pipeline.log._sqlite", "codemode.pipeline.log._jsonl",
                 "codemode.pipeline.log._read", "hashlib", "hmac", "secrets",
                 "concurrent.futures.thread"} & loaded
@@ -98,7 +98,7 @@ def test_cli_help_loads_neither_the_sandbox_nor_the_pipeline():
     loaded = _cli_modules_after("--help")
     assert "typer" in loaded
     assert not {"wasmtime", "msgspec", "asyncio", "codemode.sandbox", "codemode.pipeline",
-                "codemode._log_show", "codemode._policy", "importlib.metadata", "mcp",
+                "codemode.cli._log_show", "codemode._policy.policy", "importlib.metadata", "mcp",
                 "RestrictedPython", "jsonschema"} & loaded
 
 
@@ -106,9 +106,9 @@ def test_cli_run_loads_no_policy_log_reader_mcp_or_restricted_tier(tmp_path):
     program = tmp_path / "p.py"
     program.write_text("x = 1\nprint(x)\n")
     loaded = _cli_modules_after("run", str(program))
-    assert {"wasmtime", "codemode._run_code"} <= loaded
-    assert not {"codemode._policy", "codemode._log_show", "codemode.pipeline.log._read",
-                "codemode._mcp", "mcp", "pydantic", "RestrictedPython", "jsonschema",
+    assert {"wasmtime", "codemode._run.run_code"} <= loaded
+    assert not {"codemode._policy.policy", "codemode.cli._log_show", "codemode.pipeline.log._read",
+                "codemode._mcp.client", "mcp", "pydantic", "RestrictedPython", "jsonschema",
                 "codemode.sandbox._restricted", "codemode._version", "rich.console"} & loaded
 
 

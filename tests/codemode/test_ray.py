@@ -13,7 +13,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'codemode[ray]'")
 
 from codemode._eval import evaluate, load_corpus  # noqa: E402
-from codemode._policy import Policy  # noqa: E402
+from codemode._policy.policy import Policy  # noqa: E402
 from codemode.fixtures.toolset import builtin_tools  # noqa: E402
 from codemode.ray import SandboxActor, connect  # noqa: E402
 

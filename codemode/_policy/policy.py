@@ -1,0 +1,509 @@
+"""Policy as data: which sandbox tier, which limits, which tools a program sees and what the
+pipeline decides for each of its calls (docs/design.md §7).
+
+A policy file is TOML::
+
+    tier = "wasm"                       # or "restricted" (a supervised worker process), or
+                                        # "restricted-in-process" (trusted code only)
+    expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
+
+    [limits]                            # sandbox.SandboxLimits fields, with their units
+    wall_clock_s = 5
+    memory_bytes = 268435456
+    max_subcalls = 1000
+
+    [[rules]]                           # first matching rule wins; no match: allow
+    tool = "delete_*"
+    action = "ask"                      # allow | deny | ask
+    reason = "deleting needs a person's approval"
+
+    [[rules]]
+    tool = "send_*"
+    action = "ask"
+    defer = true                        # pause the run for the answer, even with an approver
+
+    [[rules]]
+    tool = "read_file"
+    action = "deny"
+    when = { arg = "path", matches = "^/etc/" }   # or a list of conditions (all must hold)
+    optional = true                     # the session may lack read_file (no error, no warning)
+
+Rules are checked against the session's tools when the policy is applied: a rule whose exact
+name matches no tool is refused (`PolicyError`, "did you mean"), a glob that matches none is
+a `PolicyWarning`, unless the rule says `optional = true`: a misspelt rule would otherwise
+switch itself off without a word.
+
+    [[labels]]                          # results of these tools carry these labels
+    tool = "read_email"
+    label = "private"                   # or a list of labels
+
+    [[rules]]
+    tool = "send_*"
+    action = "ask"
+    when = { run_has = "private" }      # the run received a result labelled so
+
+A condition names one argument (`arg`, a top-level key; `a.b` walks into objects) and one
+test: `equals` (==), `matches` (regular expression, `re.search` on a string), `contains`
+(substring of a string, or item of a list), `gt` / `lt` (numbers). A missing argument, or
+one of the wrong type, fails the test. A `run_has` condition (a label or a list of labels)
+holds when the program's run has received a result carrying any of them (`_labels.py`); a
+direct call is in no run, so it never holds there. The reason of a rule that fired on
+labels names them and the calls that brought them, and any argument holding a verbatim
+piece of such a result.
+
+`Policy.apply(session)` builds the tier's sandbox, reserves `run_code` with the exposed
+tools, and registers a `tools/pre-execute` listener for the rules. `deny` becomes
+`Deny(reason)` and `ask` becomes `Ask(reason, defer=...)`. A program's call that needs an
+approval pauses the run (the `run_code` result is pending and `Session.resume` goes on)
+when the session has no approver mounted, or when the rule says `defer = true`; otherwise
+the approver is asked while the run waits. A direct call with no approver mounted is
+denied. Rules apply to every call through the session (direct calls and sub-calls of
+programs), never to `run_code` itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import os
+import re
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import msgspec.inspect
+from msgspec import UNSET, UnsetType
+
+from codemode.pipeline import Allow, Ask, Deny, Session
+from codemode.sandbox import Sandbox, SandboxLimits
+
+from .._run.labels import LabelRule, RunFlow, describe_evidence, describe_sources
+from .._run.run_code import RUN_CODE, CodeMode
+from .._run.seal import SealKey
+from .bounded import TooLarge, read_bounded
+
+Tier = Literal["wasm", "restricted", "restricted-in-process"]
+Action = Literal["allow", "deny", "ask"]
+
+_MISSING = object()
+
+
+MAX_POLICY_BYTES = 1 << 20
+"""The most a policy file may hold, in bytes (a policy is a few KiB of TOML)."""
+
+
+class PolicyError(ValueError):
+    """A policy file or value that cannot be used.
+
+    Attributes:
+        path: the policy file (None for a policy built in Python).
+        key: the offending key as a path such as `rules[0].action` (None: the whole file).
+        detail: what is wrong with it.
+    """
+
+    code = "POLICY_INVALID"
+
+    def __init__(self, detail: str, *, path: str | os.PathLike[str] | None = None,
+                 key: str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.key = key
+        self.detail = detail
+        where = ": ".join(p for p in (self.path, key) if p)
+        super().__init__(f"{where}: {detail}" if where else detail)
+
+
+class PolicyWarning(UserWarning):
+    """A policy rule that governs no tool of the session: its glob matches none (the CLI
+    prints it on stderr as `codemode: warning: ...`)."""
+
+
+class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One test on one argument (exactly one of the tests is given), or on the labels the
+    run holds (`run_has` alone).
+
+    Attributes:
+        arg: a top-level argument name; dots walk into nested objects (`"options.mode"`).
+        run_has: a label or a list of labels: the call's run received a result carrying
+            any of them (never for a direct call).
+        equals: the argument equals this JSON value.
+        matches: a regular expression found in the (string) argument (`re.search`).
+        contains: a substring of a string argument, or an item of a list argument.
+        gt, lt: the (numeric, not bool) argument is greater / less than this number.
+    """
+
+    arg: str | None = None
+    run_has: str | tuple[str, ...] | None = None
+    equals: Any | UnsetType = UNSET
+    matches: str | None = None
+    contains: Any | UnsetType = UNSET
+    gt: float | None = None
+    lt: float | None = None
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("equals", "matches", "contains", "gt", "lt")
+                 if getattr(self, name) is not None and getattr(self, name) is not UNSET]
+        if self.run_has is not None:
+            if self.arg is not None or given:
+                raise ValueError("`run_has`: a label condition takes no `arg` and no test")
+            if not self.labels or not all(self.labels):
+                raise ValueError("`run_has`: a label is a non-empty string (or a list of them)")
+            return
+        if self.arg is None:
+            raise ValueError("a condition needs `arg` (an argument to test) or `run_has`")
+        if len(given) != 1:
+            raise ValueError("a condition needs exactly one of equals, matches, contains, "
+                             f"gt, lt (got {', '.join(given) or 'none'})")
+        if self.matches is not None:
+            try:
+                re.compile(self.matches)
+            except re.error as exc:
+                raise ValueError(f"`matches`: not a valid regular expression: {exc}") from None
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """The labels of `run_has` (empty for an argument test)."""
+        if self.run_has is None:
+            return frozenset()
+        return frozenset((self.run_has,) if isinstance(self.run_has, str) else self.run_has)
+
+    def holds(self, arguments: Any, held: frozenset[str] = frozenset()) -> bool:
+        """True when the test passes on `arguments` (the call's argument object), or, for
+        `run_has`, when `held` (the run's labels) holds any of its labels."""
+        if self.run_has is not None:
+            return not self.labels.isdisjoint(held)
+        assert self.arg is not None
+        value = _lookup(arguments, self.arg)
+        if value is _MISSING:
+            return False
+        if self.equals is not UNSET:       # same JSON type (1 is not True), or both numbers
+            same_kind = type(value) is type(self.equals) or _both_numbers(value, self.equals)
+            return same_kind and bool(value == self.equals)
+        if self.matches is not None:
+            return isinstance(value, str) and re.search(self.matches, value) is not None
+        if self.contains is not UNSET:
+            if isinstance(value, str):
+                return isinstance(self.contains, str) and self.contains in value
+            return isinstance(value, list) and self.contains in value
+        if not _is_number(value):
+            return False
+        if self.gt is not None:
+            return bool(value > self.gt)
+        return self.lt is not None and bool(value < self.lt)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _both_numbers(a: Any, b: Any) -> bool:
+    return _is_number(a) and _is_number(b)
+
+
+def _lookup(arguments: Any, path: str) -> Any:
+    value = arguments
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the pipeline decides for calls of the tools matching `tool`.
+
+    Attributes:
+        tool: an fnmatch glob over tool names, case-sensitive (`"*"`, `"get_*"`).
+        action: "allow", "deny" or "ask".
+        when: a condition, or a list of conditions that must all hold; none: always.
+        reason: the denial / approval text (a default naming the tool when empty).
+        defer: with `action = "ask"`: a program's call pauses its run for the answer even
+            when an approver is mounted (`Ask(defer=True)`); the approval then comes with
+            `Session.resume`, possibly from another process.
+        optional: the session may lack the tool `tool` names (one policy for sessions with
+            different toolsets). Without it, `Policy.apply` refuses a rule whose exact name
+            matches no tool and warns about a glob that matches none: a misspelt rule would
+            otherwise govern nothing, silently.
+    """
+
+    tool: str
+    action: Action
+    when: Condition | tuple[Condition, ...] | None = None
+    reason: str = ""
+    defer: bool = False
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.defer and self.action != "ask":
+            raise ValueError("`defer`: only an `ask` rule can defer its approval")
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        if self.when is None:
+            return ()
+        return self.when if isinstance(self.when, tuple) else (self.when,)
+
+    def applies(self, name: str, arguments: Any, flow: RunFlow | None = None) -> bool:
+        """The rule matches the tool name and every condition holds (a `run_has` one on
+        the labels `flow`, the call's run, holds; None: a direct call, which holds none)."""
+        if not fnmatch.fnmatchcase(name, self.tool):
+            return False
+        held = flow.labels() if flow is not None and self.label_conditions else frozenset()
+        return all(c.holds(arguments, held) for c in self.conditions)
+
+    @property
+    def label_conditions(self) -> frozenset[str]:
+        """Every label the rule's `run_has` conditions name."""
+        return frozenset().union(*(c.labels for c in self.conditions))
+
+    def decision(self, name: str, arguments: Any = None,
+                 flow: RunFlow | None = None) -> Allow | Deny | Ask:
+        """The rule's decision for a call it applies to; when it fired on labels of
+        `flow`, the reason names them, the calls that brought them, and the arguments
+        that hold verbatim pieces of those calls' results."""
+        if self.action == "allow":
+            return Allow()
+        reason = self.reason or (f'policy denies tool "{name}"' if self.action == "deny"
+                                 else f'policy requires approval for tool "{name}"')
+        held = self.label_conditions.intersection(flow.labels()) if flow is not None \
+            else frozenset()
+        if flow is not None and held:
+            detail = "the run holds " + describe_sources(flow.sources(), held, flow.sub_call_id)
+            evidence = flow.evidence(arguments, held)
+            if evidence:
+                detail += "; " + describe_evidence(evidence, flow.sub_call_id)
+            reason = f"{reason} ({detail})"
+        return Deny(reason) if self.action == "deny" else Ask(reason, defer=self.defer)
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A sandbox policy (see the module docstring for the file format).
+
+    Attributes:
+        tier: "wasm" (`sandbox.WasmSandbox`, the secure default), "restricted"
+            (`sandbox.RestrictedProcessSandbox`: RestrictedPython in a supervised worker
+            process) or "restricted-in-process" (`sandbox.RestrictedSandbox`, in this
+            process, for trusted code only).
+        limits: the limits of every run (`sandbox.SandboxLimits`, units in field names;
+            `max_subcalls` and `max_concurrent_subcalls` bound the sub-calls).
+        expose: fnmatch globs (case-sensitive) over the names of the session's tools;
+            programs see the tools matching any of them. A glob or name that matches no
+            tool of the session is skipped (see `apply` for when that is an error).
+        rules: per-tool rules, first match wins; a call no rule matches is allowed.
+        labels: `[[labels]]` entries: the labels the results of matching tools carry (on
+            top of each tool definition's own `labels`).
+        description: what the policy is for, for people.
+    """
+
+    tier: Tier = "wasm"
+    limits: SandboxLimits = SandboxLimits()
+    expose: tuple[str, ...] = ("*",)
+    rules: tuple[Rule, ...] = ()
+    labels: tuple[LabelRule, ...] = ()
+    description: str = ""
+
+    # ---- loading ------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Policy:
+        """Read and validate a TOML policy file.
+
+        Raises:
+            PolicyError: the file is missing, not UTF-8, not TOML, or not a valid policy; the
+                message names the file and the offending key (`rules[0].action`).
+        """
+        try:
+            text = read_bounded(Path(path), MAX_POLICY_BYTES).decode("utf-8")
+        except TooLarge:
+            raise PolicyError(f"larger than {MAX_POLICY_BYTES >> 20} MiB, the most a policy "
+                              "file may be", path=path) from None
+        except OSError as exc:
+            raise PolicyError(f"cannot read the policy file: {exc.strerror or exc}",
+                              path=path) from None
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"not UTF-8 text (byte {exc.start}); save the policy as UTF-8",
+                              path=path) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"not valid TOML: {exc}", path=path) from None
+        return cls.from_data(data, path=path)
+
+    @classmethod
+    def from_data(cls, data: Any, *, path: str | os.PathLike[str] | None = None) -> Policy:
+        """Validate a policy given as plain data (what a TOML file decodes to).
+
+        Raises:
+            PolicyError: naming `path` (when given) and the offending key.
+        """
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as exc:
+            detail, key = _split_validation_message(str(exc))
+            if detail.startswith("Invalid enum value") and key is not None:
+                choices = _choices(cls, key)
+                if choices:
+                    detail += f"; expected one of {', '.join(repr(c) for c in choices)}"
+            raise PolicyError(detail, path=path, key=key) from None
+
+    # ---- applying -----------------------------------------------------------------------
+
+    def build_sandbox(self) -> Sandbox:
+        """A sandbox of this policy's tier.
+
+        Raises:
+            PolicyError: the restricted tier is not available in this installation.
+        """
+        if self.tier == "wasm":
+            from codemode.sandbox import WasmSandbox
+            return WasmSandbox()
+        try:
+            from codemode.sandbox import RestrictedProcessSandbox, RestrictedSandbox
+        except ImportError as exc:
+            raise PolicyError(f"the restricted tier is not available: {exc}",
+                              key="tier") from None
+        if self.tier == "restricted-in-process":
+            return RestrictedSandbox()
+        return RestrictedProcessSandbox()
+
+    def exposed_names(self, session: Session, agent: str | None = None) -> list[str]:
+        """Names of the session's visible tools matching `expose`, in registration order."""
+        return [d.name for d in session.visible_tools(agent)
+                if d.name != RUN_CODE
+                and any(fnmatch.fnmatchcase(d.name, pattern) for pattern in self.expose)]
+
+    def decide(self, name: str, arguments: Any,
+               flow: RunFlow | None = None) -> Allow | Deny | Ask | None:
+        """The first matching rule's decision for one call, or None when no rule matches.
+
+        Args:
+            name, arguments: the call.
+            flow: the labels of the run the call is a sub-call of (`CodeMode.flow_of`);
+                None for a direct call.
+        """
+        for rule in self.rules:
+            if rule.applies(name, arguments, flow):
+                return rule.decision(name, arguments, flow)
+        return None
+
+    def apply(self, session: Session, *, sandbox: Sandbox | None = None,
+              seal_key: SealKey | bytes | str | None = None) -> CodeMode:
+        """Install the policy on `session`: `run_code` with this policy's tier, limits,
+        labels and exposed tools (resolved against the tools registered now), then the
+        rules as a `tools/pre-execute` listener (registered now, first come first asked;
+        it reads the labels of a sub-call's run from the `CodeMode`).
+
+        Args:
+            session: the session to govern.
+            sandbox: a sandbox to use instead of building one for `tier` (the evaluator
+                wraps the tier's sandbox to observe it).
+            seal_key: the key sealing paused runs (`CodeMode(seal_key=...)`).
+        Returns:
+            The `CodeMode` that reserved `run_code`.
+        Raises:
+            PolicyError: the tier is not available; or the session has tools and `expose`
+                matches none of them (most likely a typo: `expose = []` says "none"); or a
+                rule names a tool (an exact name, no glob) the session lacks and is not
+                `optional` (the message suggests the closest names). A session with no
+                tools is not checked.
+        Warns:
+            PolicyWarning: a rule's glob matches no tool of the session (not `optional`).
+        """
+        exposed = self.exposed_names(session)
+        tools = [d.name for d in session.visible_tools() if d.name != RUN_CODE]
+        if self.expose and tools and not exposed:
+            raise PolicyError(f"{list(self.expose)} matches none of the session's tools "
+                              f"({', '.join(tools)})", key="expose")
+        if tools:
+            for warning in self.check_rules(tools):
+                warnings.warn(warning, PolicyWarning, stacklevel=2)
+        chosen = sandbox if sandbox is not None else self.build_sandbox()
+        resumable = True if any(r.defer for r in self.rules) else None
+        mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
+                        resumable=resumable, labels=self.labels, seal_key=seal_key)
+        if self.rules:
+            session.on("tools/pre-execute", self._listener(mode))
+        return mode
+
+    def check_rules(self, tools: list[str]) -> list[str]:
+        """Check each rule's and each `[[labels]]` entry's `tool` against the session's
+        tool names (a misspelt entry would otherwise govern, or label, nothing).
+
+        Returns:
+            One warning text per glob (of an entry that is not `optional`) that matches none
+            of `tools`.
+        Raises:
+            PolicyError: an entry that is not `optional` names an exact tool not in `tools`;
+                key `rules[i].tool` or `labels[i].tool`, with "did you mean" the closest
+                names.
+        """
+        entries = [(f"rules[{i}].tool", "a rule", r.tool, r.optional)
+                   for i, r in enumerate(self.rules)]
+        entries += [(f"labels[{i}].tool", "a [[labels]] entry", e.tool, e.optional)
+                    for i, e in enumerate(self.labels)]
+        found: list[str] = []
+        for key, what, pattern, optional in entries:
+            if optional or any(fnmatch.fnmatchcase(t, pattern) for t in tools):
+                continue
+            if not _GLOB.search(pattern):
+                close = difflib.get_close_matches(pattern, tools, n=3, cutoff=0.6)
+                hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close
+                        else f" ({', '.join(tools)})")
+                raise PolicyError(
+                    f"{pattern!r} is not a tool of this session{hint} ({what} for a tool "
+                    "the session may lack says `optional = true`)", key=key)
+            found.append(f"policy {key}: {pattern!r} matches no tool of this session")
+        return found
+
+    def _listener(self, mode: CodeMode) -> Any:
+        async def enforce_policy_rules(execution: Any, next: Any) -> Any:
+            if execution.name != RUN_CODE:
+                decision = self.decide(execution.name, execution.arguments,
+                                       mode.flow_of(execution))
+                if decision is not None:
+                    return decision
+            return await next()
+
+        return enforce_policy_rules
+
+
+_GLOB = re.compile(r"[*?\[]")
+_AT = re.compile(r"^(?P<detail>.*) - at `\$(?P<key>[^`]*)`$", re.S)
+_FIELD = re.compile(r"^Object (?:contains unknown|missing required) field `(?P<name>[^`]+)`")
+_OWN_FIELD = re.compile(r"^`(?P<name>\w+)`: ")      # our __post_init__ errors name a field
+
+
+def _choices(kind: Any, key: str) -> tuple[Any, ...]:
+    """The values a Literal field at `key` (such as `rules[0].action`) allows; () if none."""
+    info: Any = msgspec.inspect.type_info(kind)
+    for part in re.findall(r"[^.\[\]]+", key):
+        while isinstance(info, msgspec.inspect.UnionType):     # `X | tuple[X, ...] | None`
+            info = next((t for t in info.types
+                         if isinstance(t, (msgspec.inspect.StructType,
+                                           msgspec.inspect.LiteralType))
+                         or (part.isdigit() and hasattr(t, "item_type"))), None)
+        if part.isdigit() and hasattr(info, "item_type"):
+            info = info.item_type
+        elif isinstance(info, msgspec.inspect.StructType):
+            field = next((f for f in info.fields if f.encode_name == part or f.name == part),
+                         None)
+            if field is None:
+                return ()
+            info = field.type
+        else:
+            return ()
+    while isinstance(info, msgspec.inspect.UnionType):
+        info = next((t for t in info.types if isinstance(t, msgspec.inspect.LiteralType)), None)
+    return tuple(info.values) if isinstance(info, msgspec.inspect.LiteralType) else ()
+
+
+def _split_validation_message(text: str) -> tuple[str, str | None]:
+    """("detail", "rules[0].action") from msgspec's "detail - at `$.rules[0].action`"."""
+    match = _AT.match(text)
+    detail, key = (match["detail"], match["key"].lstrip(".")) if match else (text, "")
+    field = _FIELD.match(detail) or _OWN_FIELD.match(detail)
+    if field is not None:
+        key = f"{key}.{field['name']}" if key else field["name"]
+        detail = _OWN_FIELD.sub("", detail)
+    return detail.replace("`", "'"), key or None

@@ -1,0 +1,203 @@
+"""What a paused run leaves in the log, and how a resumed run is checked against it
+(docs/codemode.md "Pausing for approval").
+
+A run is recorded as the sequence of its `dispatch` exchanges with the sandbox: what the
+program sent (the calls with their JSON arguments, the cancellations) and what it was
+answered. The sandbox records what the program read from clocks and randomness (its
+`Tape`). Replaying the same program in a fresh instance with the same answers, in the same
+order, and the same tape makes it do the same thing, so a resumed run answers every
+exchange the first run completed from the record, checks that the program asks for the
+same calls at the same positions, and goes live at the exchange where the run paused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from codemode.pipeline import HarnessError, events
+from codemode.sandbox import SandboxLimits, SubCall, SubCallOutcome, Tape
+
+from .seal import ResumeTampered, SealKey
+
+
+class RecordedCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One sub-call as the program sent it.
+
+    Attributes:
+        id: the program's id for it (its binding numbers calls in order).
+        name: the tool name called.
+        args: the JSON text of its arguments, as the program encoded them.
+        invalid: why the program found it did not fit the tool's signature, if it did.
+    """
+
+    id: int
+    name: str
+    args: str
+    invalid: str | None = None
+
+
+class Exchange(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One `dispatch` from the program: what it sent and what it was answered: `refused`
+    (calls refused unnumbered: a reused id, a run already over), then `replies` (outcomes
+    of calls). Empty fields are left out of the JSON (a program may poll many times)."""
+
+    calls: tuple[RecordedCall, ...] = ()
+    cancel: tuple[int, ...] = ()
+    refused: tuple[SubCallOutcome, ...] = ()
+    replies: tuple[SubCallOutcome, ...] = ()
+
+    def answer(self) -> list[SubCallOutcome]:
+        """The reply the program got, in order."""
+        return [*self.refused, *self.replies]
+
+
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a resumed run needs (the `state` of `tool/suspended`).
+
+    Attributes:
+        code: the program.
+        limits: the limits it ran under (a resumed run keeps them).
+        exchanges: the run's exchanges in order; the last is the one it paused in, with no
+            replies.
+        settled: outcomes of calls that settled before the pause but were not answered yet.
+        settled_by: for each settled call (by the program's id, as text: JSON object keys
+            are strings), the sub-call whose `tool/code-dispatch` holds its result (the
+            first run's, for a replayed call).
+        tape: what the program read from clocks and randomness (None: not recorded).
+    """
+
+    code: str
+    limits: SandboxLimits
+    exchanges: tuple[Exchange, ...]
+    settled: tuple[SubCallOutcome, ...] = ()
+    settled_by: dict[str, str] = {}
+    tape: Tape | None = None
+
+    def answers(self) -> dict[int, SubCallOutcome]:
+        """Every recorded outcome by the program's call id."""
+        found = {r.id: r for exchange in self.exchanges for r in exchange.replies}
+        found.update((r.id, r) for r in self.settled)
+        return found
+
+
+class ReplayDiverged(HarnessError):
+    """A resumed program did not repeat what the first run did: it asked for another call
+    (another tool or other arguments) than the log holds at that position, or read clocks or
+    randomness in another order. The resumed run stops there; no tool runs."""
+
+    code = "REPLAY_DIVERGED"
+
+
+def describe(call: RecordedCall | SubCall) -> str:
+    """`name(<args JSON>)`, arguments cut at 200 characters."""
+    args = call.args if isinstance(call.args, str) else bytes(call.args).decode()
+    if len(args) > 200:
+        args = args[:200] + "..."
+    return f"{call.name}({args})"
+
+
+def divergence(position: int, sent: Sequence[SubCall], cancel: Sequence[int],
+               recorded: Exchange, first_n: int) -> str | None:
+    """Why the program's exchange number `position` (from 1) differs from `recorded`, or
+    None when it asks for the same calls, in the same order, with the same arguments (the
+    same JSON text: `1` and `true` differ) and cancels the same ones. `first_n` numbers
+    its first call."""
+    for offset, (call, want) in enumerate(zip(sent, recorded.calls, strict=False)):
+        same_args = bytes(call.args) == want.args.encode()
+        if call.id != want.id or call.name != want.name or not same_args \
+                or (call.invalid or None) != (want.invalid or None):
+            return (f"sub-call {first_n + offset}: the program called {describe(call)} where "
+                    f"the log holds {describe(want)}")
+    if len(sent) > len(recorded.calls):
+        extra = sent[len(recorded.calls)]
+        return (f"sub-call {first_n + len(recorded.calls)}: the program called "
+                f"{describe(extra)}, a call the log does not hold at that position "
+                f"(exchange {position})")
+    if len(sent) < len(recorded.calls):
+        missing = recorded.calls[len(sent)]
+        return (f"sub-call {first_n + len(sent)}: the log holds {describe(missing)}, which "
+                f"the program did not call at that position (exchange {position})")
+    if tuple(cancel) != recorded.cancel:
+        return (f"exchange {position}: the program cancelled calls {sorted(cancel)} where the "
+                f"log holds {sorted(recorded.cancel)}")
+    return None
+
+
+class EarlierAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """A sub-call that a resumption which then crashed ran and settled: the next
+    resumption answers the same call (same number, tool and arguments) with `reply`
+    instead of running it again (its idempotency key is the same)."""
+
+    sub_call_id: str
+    name: str
+    arguments: Any
+    reply: SubCallOutcome
+
+    def fits(self, call: SubCall) -> bool:
+        """`call` is this one: the same tool and the same arguments (as JSON)."""
+        try:
+            sent = msgspec.json.encode(msgspec.json.decode(bytes(call.args)))
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        return call.name == self.name and sent == msgspec.json.encode(self.arguments)
+
+
+def sealed_answer(seal: SealKey | None, run_id: str, sub_call_id: str, arguments: Any,
+                  reply: SubCallOutcome) -> dict[str, Any]:
+    """What `tool/code-dispatch` keeps as `answer` for a resumed run's live call: `{"reply":
+    ..., "seal": ...}`, sealed like a paused run's record (`_seal`, the name `"answer
+    <sub-call id>"` keeps the two apart), so that a later resumption trusts only answers
+    `run_code` wrote. Without a key (a dispatcher made by hand) it is not sealed."""
+    state = {"reply": msgspec.to_builtins(reply)}
+    if seal is None:
+        return state
+    return seal.sealed(run_id=run_id, name=f"answer {sub_call_id}", arguments=arguments,
+                       requests=(), state=state, agent=None)
+
+
+def earlier_answers(log: Iterable[events.Event], run_id: str, resuming: str,
+                    seal: SealKey) -> dict[int, EarlierAnswer]:
+    """By sub-call number, the live answers of the resumptions of `run_id` since its latest
+    suspension whose call crashed (crash repair answered it `TOOL_OUTCOME_UNKNOWN`), other
+    than `resuming` (the current one); a later attempt's answer wins. An answer whose seal
+    does not check (`sealed_answer`) is left out: that call runs again."""
+    attempts: list[str] = []
+    crashed: set[str] = set()
+    settled: dict[str, events.CodeDispatch] = {}
+    for event in log:
+        if isinstance(event, events.ToolSuspended) and event.run_id == run_id:
+            attempts, crashed = [], set()        # a new suspension starts over
+        elif isinstance(event, events.ToolResumed) and event.run_id == run_id:
+            attempts.append(event.call_id)
+        elif isinstance(event, events.ToolResult) and event.error is not msgspec.UNSET \
+                and event.error.code == "TOOL_OUTCOME_UNKNOWN":
+            crashed.add(event.call_id)
+        elif isinstance(event, events.CodeDispatch) and event.answer is not msgspec.UNSET:
+            settled[event.sub_call_id] = event
+        elif isinstance(event, events.CodeReplayed) and event.replayed_from in settled:
+            settled[event.sub_call_id] = settled[event.replayed_from]
+    found: dict[int, EarlierAnswer] = {}
+    for attempt in attempts:
+        if attempt == resuming or attempt not in crashed:
+            continue
+        prefix = f"{attempt}:code:"
+        for sub_call_id, settle in settled.items():
+            number = sub_call_id[len(prefix):]
+            if not (sub_call_id.startswith(prefix) and number.isdigit()):
+                continue
+            answer = settle.answer
+            if not isinstance(answer, dict):
+                continue
+            try:
+                seal.check(run_id=run_id, name=f"answer {settle.sub_call_id}",
+                           arguments=settle.arguments, requests=(), state=answer, agent=None)
+                reply = msgspec.convert(answer.get("reply"), SubCallOutcome)
+            except (ResumeTampered, msgspec.ValidationError):
+                continue                        # not an answer run_code wrote
+            found[int(number)] = EarlierAnswer(sub_call_id=settle.sub_call_id,
+                                               name=settle.name, arguments=settle.arguments,
+                                               reply=reply)
+    return found

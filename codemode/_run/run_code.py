@@ -1,0 +1,619 @@
+"""The reserved `run_code` tool (docs/design.md §1, §4; docs/pipeline-spec.md §11).
+
+`CodeMode(session)` reserves `run_code` on a session. Its body runs the program in a sandbox
+with one binding per tool visible to the calling agent, serves the program's sub-calls
+through the same pipeline (`_dispatch.py`), drains them, and returns the canonical value
+`{"logs": [str], "result"?: JSON, "subcalls": {...}}`; a program that fails becomes a
+`CODE_RUN_FAILED` failure whose message is `code run failed (<kind>): <message>` followed by
+the captured output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from codemode.pipeline import (
+    HarnessError,
+    Resumption,
+    RunContext,
+    Session,
+    Signal,
+    ToolDefinition,
+    events,
+)
+from codemode.sandbox import (
+    ParamSpec,
+    RunOutcome,
+    RunRequest,
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailable,
+    Tape,
+    ToolSpec,
+    WasmSandbox,
+)
+
+from .dispatch import Replay, SubCallDispatcher
+from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
+from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
+from .seal import SealKey
+from .stubs import ToolStub, build_stubs, describe_tools
+
+RUN_CODE = "run_code"
+
+REMEMBERED_RUNS = 1024
+"""Finished runs whose labels `CodeMode.labels` still knows (per `CodeMode`)."""
+
+RUN_CODE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "description": "The Python program to run."},
+        "description": {"type": "string",
+                        "description": "A short title for what the program does."},
+    },
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+
+class _RunCodeArguments(msgspec.Struct, forbid_unknown_fields=True):
+    """`RUN_CODE_PARAMETERS` as a Struct: msgspec's compiled check of a call's arguments."""
+
+    code: str
+    description: str | msgspec.UnsetType = UNSET
+
+
+def _arguments_fit(args: Any) -> bool:
+    """Whether `args` fits `RUN_CODE_PARAMETERS` (the registry's fast path; on False the
+    JSON Schema validator says what is wrong)."""
+    try:
+        msgspec.convert(args, _RunCodeArguments)
+    except (msgspec.ValidationError, TypeError):
+        return False
+    return True
+
+# Threads that wait on sandbox runs. Not asyncio's default executor: sync tool bodies run
+# there, and a run that holds one of its threads while its sub-call waits for another
+# deadlocks once enough runs are in flight (8 concurrent runs on 2 cores did). More runs
+# than threads queue here; they never block the sub-calls of the runs in progress. Made on
+# first use: a sandbox with `submit` (the wasm tier) never needs it.
+@functools.cache
+def _run_waiters() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=64,
+                                                 thread_name_prefix="codemode-run-call")
+
+
+# Keys in insertion order: a schema reordered in place only misses the cache (a third
+# cheaper to encode than sorted keys, and every run encodes its tools' schemas).
+_STUB_KEY = msgspec.json.Encoder()
+_STUB_CACHE_SIZE = 8            # sets of tool definitions whose stubs are kept
+
+_PREAMBLE = """\
+Run a Python 3 program in an isolated sandbox (no files, network, environment or \
+subprocesses) and get back what it printed and the value of its last expression.
+
+Inside the program each tool below is a plain function: call it and use the value it \
+returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` run \
+concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
+`ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
+`ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
+succeed. To return a value, end the program with an expression; use print() for anything \
+else you want to see.
+"""
+
+_CODE_MODE_RULE = """
+Only `run_code` may be called directly: call every other tool inside a program.
+"""
+
+_LISTING_HEADING = "\nAvailable tools:\n"
+
+
+def _modules_text(modules: frozenset[str]) -> str:
+    """The importable modules as one paragraph: each top-level name once (the full dotted
+    list is several hundred names; the model needs the packages, not every submodule)."""
+    packages = sorted({name.partition(".")[0] for name in modules})
+    return ("\nImportable modules (nothing else): " + ", ".join(packages)
+            + "; and their submodules that need no host access (such as `asyncio.tasks`, "
+            "`xml.etree.ElementTree`).\n")
+
+
+def _size(n_bytes: int) -> str:
+    """`n_bytes` in the largest binary unit that divides it: "256 MiB", "64 KiB", "100 bytes"."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n_bytes >= size and n_bytes % size == 0:
+            return f"{n_bytes // size} {unit}"
+    return f"{n_bytes} bytes"
+
+
+def _limits_text(limits: SandboxLimits) -> str:
+    """The limits a program runs under, as one paragraph."""
+    parts = [f"{limits.wall_clock_s:g} s of wall-clock time (sleeps and tool calls count)",
+             f"{_size(limits.memory_bytes)} of memory",
+             f"{_size(limits.output_bytes)} each of printed output and of error output",
+             f"{limits.max_subcalls} tool calls",
+             f"{_size(limits.request_bytes)} of JSON arguments per tool call"]
+    if limits.fuel is not None:
+        parts.append(f"{limits.fuel} units of fuel (about one per instruction)")
+    return "\nEach run may use at most " + "; ".join(parts) + ". Past a limit the run stops " \
+        "and fails.\n"
+
+
+class CodeRunFailed(HarnessError):
+    """The program did not complete: `code run failed (<kind>): <message>`, then its
+    traceback and captured output, each bounded by `MODEL_TEXT_CHARS`.
+
+    Attributes:
+        outcome: the sandbox's whole `RunOutcome` (full stdout and stderr, up to the
+            run's output limit); None when no run took place.
+    """
+
+    code = "CODE_RUN_FAILED"
+
+    def __init__(self, message: str, *, outcome: RunOutcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+MODEL_TEXT_CHARS = 20_000
+"""Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
+reads; past it the head and the tail are kept and the cut is marked with its size. The
+tool's value keeps everything the sandbox returned."""
+
+
+def _bounded(text: str, limit: int = MODEL_TEXT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+def _tool_spec(stub: ToolStub) -> ToolSpec:
+    return ToolSpec(
+        name=stub.name, alias=stub.alias, accepts_extra=stub.accepts_extra,
+        doc=stub.docstring,
+        params=tuple(ParamSpec(name=p.name, required=p.required, omit_if_none=p.omit_if_none,
+                               keyword_only=p.keyword_only)
+                     for p in stub.params))
+
+
+def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
+    """A paused run: what it waits on, and that it goes on by itself once decided."""
+    approvals = value.get("approvals", [])
+    lines = [f"The program is paused (run {value.get('run_id')}): {len(approvals)} tool call"
+             f"{'s need' if len(approvals) != 1 else ' needs'} a person's approval:"]
+    for request in approvals:
+        arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+        reason = f" ({request['reason']})" if request.get("reason") else ""
+        lines.append(f"- {request.get('toolName')}({_bounded(arguments, 500)}){reason} "
+                     f"[request {request.get('id')}]")
+    lines.append("When they are decided the program resumes where it stopped and its result "
+                 "arrives; do not run it again.")
+    if value.get("labels"):
+        lines.append(_labels_line(value["labels"]))
+    logs = "".join(value.get("logs", ()))
+    if logs:
+        lines.append("Output so far:\n" + _bounded(logs.rstrip("\n")))
+    return [{"type": "text", "text": "\n".join(lines)}]
+
+
+def _render(args: Any, value: Any) -> list[dict[str, Any]]:
+    """Logs, then stderr, then the result (strings raw, other JSON pretty-printed; a None
+    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary. A pending
+    value (a paused run) lists the approvals it waits on."""
+    if value.get("status") == "pending":
+        return _render_pending(value)
+    parts: list[str] = []
+    logs = "".join(value.get("logs", ()))
+    if logs:
+        parts.append(_bounded(logs.rstrip("\n")))
+    stderr = value.get("stderr", "")
+    if stderr:
+        parts.append("stderr:\n" + _bounded(stderr.rstrip("\n")))
+    result = value.get("result")
+    if isinstance(result, str):
+        parts.append(_bounded(result))
+    elif isinstance(result, (dict, list)):
+        parts.append(_bounded(json.dumps(result, indent=2, ensure_ascii=False)))
+    elif result is not None:
+        # a number or a bool holds no text to escape: json's shared default encoder, with no
+        # encoder made for it (indent would only shape containers)
+        parts.append(_bounded(json.dumps(result)))
+    if not parts:
+        # A final expression of None is kept in the value (`"result": null`) but, as in
+        # Python's REPL, not echoed after output; alone, it is said in words.
+        parts.append("(the program completed with no output; its last expression was None)"
+                     if "result" in value else "(the program completed with no output)")
+    summary = value.get("subcalls") or {}
+    if summary.get("total"):
+        line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"
+        if summary.get("failed"):
+            line += f", {summary['failed']} failed ({summary.get('denied', 0)} denied)"
+        parts.append(line + "]")
+    if value.get("labels"):
+        parts.append(_labels_line(value["labels"]))
+    return [{"type": "text", "text": "\n".join(parts)}]
+
+
+def _labels_line(labels: Any) -> str:
+    """`[labels: private from r1:code:1; untrusted from r1:code:2, r1:code:3]`: what the run
+    holds, in the text the model reads and the log keeps."""
+    return "[labels: " + "; ".join(f"{label} from {', '.join(ids)}"
+                                   for label, ids in labels.items()) + "]"
+
+
+def _present_call(args: Any) -> dict[str, Any]:
+    """The pending card: the description as title, the code as raw input (PIPELINE §11.2)."""
+    args = args if isinstance(args, dict) else {}
+    return {"title": args.get("description") or RUN_CODE, "input": args.get("code", "")}
+
+
+class CodeMode:
+    """Gives a session the reserved `run_code` tool (docs/design.md §1).
+
+    Args:
+        session: the session whose tools programs may call and whose pipeline governs them.
+        sandbox: the tier programs run in (default: a shared `WasmSandbox`).
+        limits: limits of every run (default: `SandboxLimits()`).
+        expose: names of the tools exposed to programs (default: every visible tool).
+        resumable: whether runs record what they read from clocks and randomness, so that a
+            run paused for approval replays exactly (about 0.2 ms more per run on the wasm
+            tier, and no prepared instance from the pool). Default (None): when the session
+            has a `tools/pre-execute` listener (what may answer `ask`: a policy's rules) and
+            no approver, since then every `ask` pauses the run; set True when an approver
+            is mounted but rules may say `defer = true`. A run that pauses unrecorded still
+            resumes: its calls replay, and a program whose calls depend on the time or
+            randomness may then stop with `REPLAY_DIVERGED`.
+        labels: `LabelRule`s: the labels the results of matching tools carry, on top of
+            each definition's own `labels` (a policy's `[[labels]]`). A run's labels (the
+            union of those of every result it received) are in its value (`"labels"`)
+            and, while it runs, `flow_of(execution)` of its sub-calls.
+        seal_key: the key that seals the record of a paused run and checks it when the run
+            is resumed (`RESUME_TAMPERED` when it does not match): a `SealKey`, or the key's
+            bytes (at least 32). Default: `SealKey()` (the environment, else a key file
+            made on first use; see `SealKey`).
+    """
+
+    def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
+                 limits: SandboxLimits | None = None,
+                 expose: Sequence[str] | None = None,
+                 resumable: bool | None = None,
+                 labels: Sequence[LabelRule] = (),
+                 seal_key: SealKey | bytes | str | None = None) -> None:
+        self.session = session
+        self.label_rules = tuple(labels)
+        self.flows = RunFlows()
+        self._finished: dict[str, dict[str, list[str]]] = {}   # call id -> labels, oldest first
+        self.seal_key = seal_key if isinstance(seal_key, SealKey) else SealKey(seal_key)
+        self.sandbox: Sandbox = sandbox or WasmSandbox()
+        self.limits = limits or SandboxLimits()
+        self.resumable = resumable
+        self._expose = None if expose is None else frozenset(expose)
+        self._stub_cache: dict[bytes, tuple[tuple[ToolStub, ...], tuple[ToolSpec, ...]]] = {}
+        self._refreshing = False
+        self._dispose_reserved = self._reserve()
+        # The description lists the tools: keep it current as tools come and go.
+        self._dispose_listener = session.on("tools/changed", lambda _session: self._refresh())
+
+    def _reserve(self) -> Callable[[], None]:
+        self.definition = ToolDefinition(
+            name=RUN_CODE, description=self.description(), parameters=RUN_CODE_PARAMETERS,
+            execute=self._execute, render=_render, present_call=_present_call, resumable=True,
+            arguments_fit=_arguments_fit)
+        return self.session.reserve(self.definition)
+
+    def _refresh(self) -> None:
+        if self._refreshing or self.definition.description == self.description():
+            return
+        self._refreshing = True                # disposing/reserving notifies again
+        try:
+            self._dispose_reserved()
+            self._dispose_reserved = self._reserve()
+        finally:
+            self._refreshing = False
+
+    def close(self) -> None:
+        """Remove `run_code` from the session."""
+        self._dispose_listener()
+        self._dispose_reserved()
+
+    # ---- what the model and the program see -------------------------------------------
+
+    def exposed_tools(self, agent: str | None = None) -> list[ToolDefinition]:
+        """Tools visible to `agent` that programs may call (never `run_code` itself)."""
+        return [d for d in self.session.visible_tools(agent)
+                if d.name != RUN_CODE and (self._expose is None or d.name in self._expose)]
+
+    def stubs(self, agent: str | None = None) -> list[ToolStub]:
+        return list(self._stubs_and_specs(agent)[0])
+
+    def _stubs_and_specs(self, agent: str | None,
+                         definitions: list[ToolDefinition] | None = None
+                         ) -> tuple[tuple[ToolStub, ...], tuple[ToolSpec, ...]]:
+        """The exposed tools' stubs and the specs the guest gets (of `definitions`, default
+        `exposed_tools(agent)`), built once per set of definitions (building them is most
+        of a small run's host work): keyed by each definition's JSON text, since a schema
+        dict may change in place."""
+        if definitions is None:
+            definitions = self.exposed_tools(agent)
+        tools = [(d.name, d.description, d.parameters, d.output_schema) for d in definitions]
+        try:
+            key: bytes | None = _STUB_KEY.encode(tools)
+        except (TypeError, ValueError, OverflowError):     # not JSON: built, not kept
+            key = None
+        built = self._stub_cache.get(key) if key is not None else None
+        if built is None:
+            stubs = tuple(build_stubs(tools))
+            built = (stubs, tuple(_tool_spec(s) for s in stubs))
+            if key is None:
+                return built
+            if len(self._stub_cache) >= _STUB_CACHE_SIZE:
+                self._stub_cache.pop(next(iter(self._stub_cache)))
+            self._stub_cache[key] = built
+        return built
+
+    def description(self, agent: str | None = None) -> str:
+        """The model-facing description of `run_code`: how to write a program, the modules
+        it may import (`sandbox.allowed_modules`), the limits of a run (`limits`), and every
+        exposed tool as a typed Python signature with its docstring. It stands alone: the
+        model cannot read anything it points to."""
+        stubs = self.stubs(agent)
+        listing = describe_tools(stubs) if stubs else "(no tools are available)"
+        rule = _CODE_MODE_RULE if self.session.mode_for(agent) == "code" else ""
+        modules = getattr(self.sandbox, "allowed_modules", WasmSandbox.allowed_modules)
+        return (_PREAMBLE + _modules_text(modules) + _limits_text(self.limits) + rule
+                + _LISTING_HEADING + listing)
+
+    def flow_of(self, execution: Any) -> RunFlow | None:
+        """The labels of the run `execution` is a sub-call of, while it runs; None for a
+        direct call (or a sub-call of another `CodeMode`'s run)."""
+        return self.flows.of(execution)
+
+    def labels(self, call_id: str) -> dict[str, list[str]]:
+        """The labels a finished run of this `CodeMode` held, by its `run_code` call id (a
+        resumption's own id, `"<run id>:resume:<k>"`, for a resumed run), also when it
+        failed: `{label: [sub-call ids whose results brought it]}`; `{}` when it held none
+        or is not known (the latest `REMEMBERED_RUNS` runs of this process are kept)."""
+        found = self._finished.get(call_id)
+        return {label: list(ids) for label, ids in found.items()} if found else {}
+
+    def _remember(self, call_id: str, flow: RunFlow) -> None:
+        self._finished[call_id] = flow.by_label()
+        while len(self._finished) > REMEMBERED_RUNS:
+            self._finished.pop(next(iter(self._finished)))
+
+    def labels_of(self, name: str, agent: str | None = None) -> frozenset[str]:
+        """The labels results of the tool `name` carry: its definition's (as `agent` sees
+        it) and those of the matching `labels` rules."""
+        return self._labeller(agent)(name)
+
+    def _labeller(self, agent: str | None) -> Callable[[str], frozenset[str]]:
+        def definition_labels(name: str) -> frozenset[str]:
+            definition = self.session.resolve(name, agent)
+            return definition.labels if definition is not None else frozenset()
+        return labeller(self.label_rules, definition_labels)
+
+    # ---- the body ------------------------------------------------------------------------
+
+    async def _execute(self, args: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        code = args["code"]
+        agent = ctx.execution.agent
+        definitions = self.exposed_tools(agent)
+        stubs, specs = self._stubs_and_specs(agent, definitions)
+        exposed = {s.name: s for s in stubs}
+        run_signal = Signal.any(ctx.signal)
+        loop = asyncio.get_running_loop()
+        if ctx.resumption is not None:       # before anything of the record is used
+            self._check_seal(args, ctx)
+        replay, run_id = self._replay_of(ctx, code), ctx.execution.call_id
+        limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
+        if replay is not None and ctx.resumption is not None:
+            run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
+        dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
+                                       limits.max_concurrent_subcalls, run_signal,
+                                       run_id=run_id, replay=replay, seal=self.seal_key)
+        outer_id = ctx.execution.call_id
+        labelled = bool(self.label_rules) or any(d.labels for d in definitions)
+        flow = RunFlow(self._labeller(agent) if labelled else no_labels,
+                       lambda: dispatcher.exchanges, lambda n: f"{outer_id}:code:{n}")
+        close_flow = self.flows.open(ctx.execution.token, flow)
+        cancel = threading.Event()
+        dispose = run_signal.on_abort(lambda _reason: cancel.set())
+        request = RunRequest(code=code, tools=specs,
+                             limits=limits, tape=tape)
+        submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
+        running = (submit(request, dispatcher.dispatch, cancel) if submit is not None else
+                   _run_waiters().submit(self.sandbox.run, request, dispatcher.dispatch, cancel))
+        try:
+            await _ended(running, loop)
+            outcome = running.result()
+        except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash
+            raise CodeRunFailed(f"code run failed (runtime): {exc}") from exc
+        except asyncio.CancelledError:
+            # The awaiting task was cancelled (Ctrl-C, a cancelled turn): stop the run,
+            # which ends within about 0.1 s, so no sandbox thread outlives the call.
+            cancel.set()
+            await asyncio.wait([asyncio.wrap_future(running)], timeout=2.0)
+            raise
+        finally:
+            dispose()
+            await dispatcher.drain()
+            close_flow()
+            self._remember(ctx.execution.call_id, flow)
+        if not dispatcher.went_live and outcome.status != "paused":
+            # The resumed program ended (or diverged) before it reached the calls it paused
+            # on: nothing ran, so the run stays paused and may be resumed again.
+            self._suspend_again(args, ctx)
+            raise ReplayDiverged(
+                "code run failed (replay-diverged): the resumed program did not repeat the "
+                f"paused run ({_why_diverged(dispatcher, outcome)}); no tool ran, and the run "
+                "is still paused: resume it again once the program's tools are the same")
+        if dispatcher.diverged is not None or _diverged(outcome):
+            raise ReplayDiverged(
+                "code run failed (replay-diverged): the resumed program did not repeat the "
+                f"paused run ({_why_diverged(dispatcher, outcome)}) after the approved calls "
+                "ran")
+        if outcome.status == "paused":
+            return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
+                             flow)
+        return _labelled(self._value(outcome, dispatcher, flow), flow)
+
+    def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
+        """The replay of a resumed run (`_replay_of`), with the answers of its resumptions
+        that crashed, read from the session's log."""
+        resumption = ctx.resumption
+        if resumption is None:
+            return None
+        earlier = earlier_answers(self.session.log.read(), resumption.run_id,
+                                  ctx.execution.call_id, self.seal_key)
+        return _replay_of(resumption, code, earlier)
+
+    def _records_runs(self, agent: str | None) -> bool:
+        """Whether runs record clocks and randomness for a replay: when they can pause
+        (`resumable`; default: when something may ask for approval and nobody can answer,
+        so that every `ask` defers)."""
+        if self.resumable is not None:
+            return self.resumable
+        return self.session.may_ask(agent) and not self.session.has_approver(agent)
+
+    def _check_seal(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """Raises:
+            ResumeTampered: the paused run's record is not the one `run_code` sealed."""
+        resumption = ctx.resumption
+        assert resumption is not None
+        self.seal_key.check(run_id=resumption.run_id, name=RUN_CODE, arguments=dict(args),
+                            requests=resumption.requests, state=resumption.state,
+                            agent=ctx.execution.agent)
+
+    def _suspend_again(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """Log the resumption's suspension again, unchanged, so that it can be resumed."""
+        resumption = ctx.resumption
+        assert resumption is not None
+        agent = ctx.execution.agent
+        self.session.log.append(events.ToolSuspended(
+            run_id=resumption.run_id, call_id=ctx.execution.call_id, name=RUN_CODE,
+            arguments=dict(args), requests=resumption.requests, state=resumption.state,
+            agent=agent if agent is not None else UNSET))
+
+    def _suspend(self, args: dict[str, Any], ctx: RunContext, run_id: str,
+                 dispatcher: SubCallDispatcher, outcome: RunOutcome,
+                 request: RunRequest) -> dict[str, Any]:
+        """Log `tool/suspended` with the run's record; the pending value lists the requests."""
+        requests = dispatcher.requests()
+        record = dispatcher.run_record(request.code, request.limits, outcome.tape)
+        agent = ctx.execution.agent
+        state = self.seal_key.sealed(run_id=run_id, name=RUN_CODE, arguments=dict(args),
+                                     requests=requests, state=msgspec.to_builtins(record),
+                                     agent=agent)
+        self.session.log.append(events.ToolSuspended(
+            run_id=run_id, call_id=ctx.execution.call_id, name=RUN_CODE, arguments=dict(args),
+            requests=requests, state=state, agent=agent if agent is not None else UNSET))
+        value: dict[str, Any] = {
+            "status": "pending", "run_id": run_id,
+            "approvals": [msgspec.to_builtins(r) for r in requests],
+            "logs": outcome.stdout.splitlines(keepends=True)}
+        if outcome.stderr:
+            value["stderr"] = outcome.stderr
+        value["subcalls"] = dispatcher.summary.to_json()
+        return value
+
+    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher,
+               flow: RunFlow) -> dict[str, Any]:
+        if outcome.status != "ok":
+            message = _failure_message(outcome)
+            labels = flow.by_label()
+            if labels:                       # what it printed may hold labelled data
+                message += "\n\n" + _labels_line(labels)
+            raise CodeRunFailed(message, outcome=outcome)
+        value: dict[str, Any] = {"logs": outcome.stdout.splitlines(keepends=True)}
+        if outcome.value is not UNSET:
+            value["result"] = outcome.value
+        if outcome.stderr:
+            value["stderr"] = outcome.stderr
+        value["subcalls"] = dispatcher.summary.to_json()
+        return value
+
+
+def _ended(running: concurrent.futures.Future[Any],
+           loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    """A future of `loop` resolved once `running` (a run on its runner thread) is done:
+    one wake of the loop, scheduled by the runner thread, where `asyncio.wrap_future` and
+    `asyncio.shield` take three turns. Cancelling it leaves the run going."""
+    ended = loop.create_future()
+
+    def resolve() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    def wake(_done: object) -> None:
+        try:
+            loop.call_soon_threadsafe(resolve)
+        except RuntimeError:          # the loop is closed: nobody waits any more
+            pass
+
+    running.add_done_callback(wake)
+    return ended
+
+
+def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:
+    """`value` with the run's labels, `"labels": {label: [sub-call ids]}`, when it holds any."""
+    labels = flow.by_label()
+    if labels:
+        value["labels"] = labels
+    return value
+
+
+def _replay_of(resumption: Resumption | None, code: str,
+               earlier: dict[int, EarlierAnswer] | None = None) -> Replay | None:
+    """The replay a resumption asks for, its state checked: a state that does not decode,
+    or holds another program than the call's `code`, is refused. `earlier`: what
+    resumptions that crashed already settled (`Replay.earlier`)."""
+    if resumption is None:
+        return None
+    try:
+        record = msgspec.convert(resumption.state, RunRecord)
+    except msgspec.ValidationError as exc:
+        raise ReplayDiverged(f"the paused run's record cannot be read: {exc}") from None
+    if record.code != code:
+        raise ReplayDiverged("the paused run's record holds another program than its call")
+    return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
+                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {})
+
+
+def _why_diverged(dispatcher: SubCallDispatcher, outcome: RunOutcome) -> str:
+    """What the resumed program did differently, in a few words."""
+    if dispatcher.diverged is not None:
+        return dispatcher.diverged
+    error = outcome.error
+    if error is None:
+        return "it ended before it reached the calls it paused on"
+    return f"{getattr(error, 'type', error.kind)}: {error.message}"
+
+
+def _diverged(outcome: RunOutcome) -> bool:
+    return outcome.error is not None and outcome.error.kind == "replay-diverged"
+
+
+def _failure_message(outcome: RunOutcome) -> str:
+    error = outcome.error
+    kind = error.kind if error is not None else "unknown"
+    detail = error.message if error is not None else "unknown failure"
+    traceback = getattr(error, "traceback", "")
+    message = f"code run failed ({kind}): {detail}"
+    if traceback:
+        message += "\n\n" + _bounded(traceback.rstrip("\n"))
+    if outcome.stdout.rstrip("\n"):
+        message += "\n\nCaptured output:\n" + _bounded(outcome.stdout.rstrip("\n"))
+    if outcome.stderr.rstrip("\n"):
+        message += "\n\nstderr:\n" + _bounded(outcome.stderr.rstrip("\n"))
+    return message

@@ -1,0 +1,253 @@
+"""One `codemode run` or `codemode resume`: build the session, run the program through
+`run_code` (or resume a paused run), and keep what the report needs (the sandbox's outcome,
+the log, each failed sub-call's code)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from codemode.pipeline import ApprovalDecision, CallResult, ResumeError, Session, events
+from codemode.pipeline._resume import find_suspension
+from codemode.sandbox import RunOutcome, RunRequest, Sandbox, SandboxLimits, WasmSandbox
+
+from .._mcp.toolsets import gather_tools
+from .._run.rejections import rejection_code
+from .._run.run_code import CodeMode
+from ._report import Rejection, RunReport, build_report
+
+if TYPE_CHECKING:   # a run without --policy never loads the policy module
+    from .._policy.policy import Policy
+
+
+class RecordingSandbox:
+    """Runs programs in `inner` and keeps the last outcome, or what `inner` raised."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner = inner
+        self.outcome: RunOutcome | None = None
+        self.failure: BaseException | None = None
+
+    @property
+    def allowed_modules(self) -> frozenset[str]:
+        """The wrapped sandbox's."""
+        return self.inner.allowed_modules
+
+    def run(self, request: RunRequest, dispatch: Any,
+            cancel: threading.Event | None = None) -> RunOutcome:
+        self.outcome, self.failure = None, None
+        try:
+            self.outcome = self.inner.run(request, dispatch, cancel)
+        except Exception as exc:
+            self.failure = exc
+            raise
+        return self.outcome
+
+
+@dataclass
+class Ran:
+    """A finished run: the report, plus the session for presenters when drawing it."""
+
+    report: RunReport
+    session: Session
+
+
+@dataclass
+class _Setup:
+    """A command-line session ready to run: its sandbox, `run_code`, and the observer's
+    record of failed sub-calls."""
+
+    session: Session
+    sandbox: RecordingSandbox
+    mode: CodeMode
+    rejections: dict[str, Rejection]
+
+
+async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: Path | None,
+                 limits: SandboxLimits, policy: Policy | None) -> _Setup:
+    tools = await gather_tools(stack, builtin=builtin, mcp=mcp)
+    session = Session(tools=tools, log=str(log) if log else None)
+    stack.push_async_callback(session.aclose)
+    rejections: dict[str, Rejection] = {}
+
+    def observe(execution: Any, result: CallResult) -> None:
+        if result.is_error:
+            rejections[execution.call_id] = Rejection(rejection_code(result), result.denied)
+
+    session.on("tools/result", observe)
+    if policy is not None:
+        sandbox = RecordingSandbox(policy.build_sandbox())
+        mode = msgspec.structs.replace(policy, limits=limits).apply(session, sandbox=sandbox)
+    else:
+        sandbox = RecordingSandbox(WasmSandbox())
+        mode = CodeMode(session, sandbox=sandbox, limits=limits)
+    return _Setup(session=session, sandbox=sandbox, mode=mode, rejections=rejections)
+
+
+def _report(setup: _Setup, result: CallResult, duration_s: float, limits: SandboxLimits,
+            run_id: str) -> RunReport:
+    log_events = setup.session.log.read()
+    calls = [e for e in log_events if isinstance(e, events.ToolCall)]
+    labels = setup.mode.labels(calls[-1].call_id) if calls else {}
+    return build_report(outcome=setup.sandbox.outcome, failure=setup.sandbox.failure,
+                        result=result, log_events=log_events, labels=labels,
+                        rejections=setup.rejections,
+                        exposed={d.name for d in setup.mode.exposed_tools()},
+                        duration_s=round(duration_s, 6), limits=limits, run_id=run_id)
+
+
+async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
+                      log: Path | None, limits: SandboxLimits,
+                      policy: Policy | None = None) -> Ran:
+    """Run `source` as one `run_code` call on a fresh session.
+
+    Args:
+        source: the program text.
+        title: the call's `description` (the card's title).
+        mcp: commands of MCP servers to start over stdio; their tools are exposed.
+        builtin: also expose the built-in fixture toolset.
+        log: the session log file (None: in memory).
+        limits: the run's limits (they replace the policy's: the caller merges them).
+        policy: tier, exposed tools and rules; None: the wasm tier, every tool, no rules.
+    Returns:
+        The report (kind "pending" when the run paused for approval) and the session.
+    Raises:
+        McpStartError, LogInUseError, PolicyError, ...: the run could not be set up. A
+        program that fails, or a sandbox that cannot run, is a report, never a raise.
+    """
+    async with AsyncExitStack() as stack:
+        setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
+                             policy=policy)
+        started = time.monotonic()
+        result = await setup.session.call("run_code", {"code": source, "description": title})
+        duration_s = time.monotonic() - started
+        calls = [e for e in setup.session.log.read() if isinstance(e, events.ToolCall)]
+        run_id = calls[-1].call_id if calls else ""
+        return Ran(report=_report(setup, result, duration_s, limits, run_id),
+                   session=setup.session)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What `codemode resume` was told to decide.
+
+    Attributes:
+        approve: request ids (or bare sub-call numbers) to approve.
+        deny: `ID[:REASON]` texts to deny (an id, or its number alone, and an optional
+            reason after a colon).
+        approve_all, deny_all: decide every request not named otherwise.
+    """
+
+    approve: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    approve_all: bool = False
+    deny_all: bool = False
+
+
+def _request_id(given: str, run_id: str, pending: list[str]) -> str:
+    """The pending request `given` names: its id, or its number `n` alone.
+
+    Raises:
+        ResumeError: it names no pending request.
+    """
+    for candidate in (given, f"{run_id}:{given}"):
+        if candidate in pending:
+            return candidate
+    raise ResumeError(f"no pending approval has the id {given!r} (pending: "
+                      f"{', '.join(pending) or 'none'})")
+
+
+def _split_reason(given: str, run_id: str, pending: list[str]) -> tuple[str, str]:
+    """(request id, reason) of `ID[:REASON]`: the longest pending id (or number) `given`
+    starts with, then the text after the colon that follows it.
+
+    Raises:
+        ResumeError: it starts with no pending request's id or number.
+    """
+    names = sorted([(p, p) for p in pending] + [(p.removeprefix(f"{run_id}:"), p)
+                                               for p in pending],
+                   key=lambda pair: -len(pair[0]))
+    for name, request in names:
+        if given == name:
+            return request, ""
+        if given.startswith(name + ":"):
+            return request, given[len(name) + 1:]
+    return _request_id(given, run_id, pending), ""
+
+
+def decide(decisions: Decisions, run_id: str,
+           pending: list[str]) -> list[ApprovalDecision]:
+    """One `ApprovalDecision` per pending request id, from the command's options.
+
+    `--deny ID:REASON` is split at the first `:` after a whole pending id (ids hold `:`).
+
+    Raises:
+        ResumeError: an option names no pending request, one is decided twice, or one is
+            left undecided (no --approve-all / --deny-all).
+    """
+    chosen: dict[str, ApprovalDecision] = {}
+
+    def put(decision: ApprovalDecision) -> None:
+        if decision.id in chosen:
+            raise ResumeError(f"approval {decision.id!r} is decided twice")
+        chosen[decision.id] = decision
+
+    for given in decisions.approve:
+        put(ApprovalDecision(id=_request_id(given, run_id, pending), approved=True))
+    for given in decisions.deny:
+        request, reason = _split_reason(given, run_id, pending)
+        if reason:
+            put(ApprovalDecision(id=request, approved=False, reason=reason))
+        else:
+            put(ApprovalDecision(id=request, approved=False))
+    rest = [r for r in pending if r not in chosen]
+    if rest and (decisions.approve_all or decisions.deny_all):
+        for request in rest:
+            put(ApprovalDecision(id=request, approved=decisions.approve_all))
+    elif rest:
+        raise ResumeError(f"no decision for pending approval(s): {', '.join(rest)} (give "
+                          "--approve ID or --deny ID for each, or --approve-all / --deny-all)")
+    return [chosen[r] for r in pending]
+
+
+async def resume_program(run_id: str, decisions: Decisions, *, mcp: list[str], builtin: bool,
+                         log: Path, policy: Policy | None = None) -> Ran:
+    """Resume the paused run `run_id` of the session log `log` (`Session.resume`).
+
+    Args:
+        run_id: the paused run's id (`run_id` of its report).
+        decisions: what to approve and deny.
+        mcp, builtin, policy: the toolset and policy, as the run had them (the resumed
+            program must find the same tools; the rules decide its new calls).
+        log: the session log the run paused in.
+    Returns:
+        The report of the resumed run (its stdout is the program's whole output; kind
+        "pending" again when it paused again) and the session.
+    Raises:
+        ResumeError: no paused run `run_id` in the log, already resumed, or the decisions
+            do not cover its requests.
+        McpStartError, LogInUseError, PolicyError, ...: the session could not be set up.
+    """
+    async with AsyncExitStack() as stack:
+        limits = policy.limits if policy is not None else SandboxLimits()
+        setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
+                             policy=policy)
+        suspended, _ = find_suspension(setup.session.log.read(), run_id)
+        pending = [r.id for r in suspended.requests]
+        chosen = decide(decisions, run_id, pending)
+        if isinstance(suspended.state, dict) and "limits" in suspended.state:
+            try:                    # the resumed run keeps the limits it paused with
+                limits = msgspec.convert(suspended.state["limits"], SandboxLimits)
+            except msgspec.ValidationError:
+                pass
+        started = time.monotonic()
+        result = await setup.session.resume(run_id, chosen)
+        duration_s = time.monotonic() - started
+        return Ran(report=_report(setup, result, duration_s, limits, run_id),
+                   session=setup.session)

@@ -1,0 +1,150 @@
+"""`codemode.adapters.pydantic_ai`: a pydantic-ai agent driven by its offline
+`FunctionModel` calls `run_code`, whose program calls real tools through the session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pydantic_ai",
+                    reason="pydantic-ai is not installed: pip install -e '.[pydantic-ai]'")
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
+from codemode import Policy, Session, events
+from codemode.adapters.pydantic_ai import CodeModeToolset
+from codemode.fixtures.toolset import builtin_tools
+from tests.codemode.adapters.adapter_helpers import FAILING_PROGRAM, ORDERS_PROGRAM, ORDERS_TEXT
+
+EXAMPLE_POLICY = Path(__file__).resolve().parents[3] / "fixtures" / "policies" / "example.toml"
+
+
+class Scripted:
+    """A model that calls `run_code` with one program, then reports what came back."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.offered: list[list[tuple[str, str | None]]] = []
+
+    def __call__(self, messages: list, info: AgentInfo) -> ModelResponse:
+        self.offered.append([(t.name, t.description) for t in info.function_tools])
+        last = messages[-1]
+        answers = [p for p in last.parts if p.part_kind in ("tool-return", "retry-prompt")] \
+            if isinstance(last, ModelRequest) else []
+        if answers:
+            return ModelResponse(parts=[TextPart(f"done: {answers[-1].content}")])
+        return ModelResponse(parts=[ToolCallPart("run_code", {"code": self.code},
+                                                 tool_call_id="call_1")])
+
+
+async def test_an_agent_calls_run_code_which_calls_real_tools():
+    session = Session(tools=builtin_tools())
+    model = Scripted(ORDERS_PROGRAM)
+    agent = Agent(FunctionModel(model), toolsets=[CodeModeToolset(session)])
+    result = await agent.run("How much did Ada spend?")
+    assert result.output == f"done: {ORDERS_TEXT}"
+    [(name, description)] = model.offered[0]
+    assert name == "run_code"
+    assert "def get_order(order_id: str) -> dict[str, Any]" in description
+    subcalls = [e.name for e in session.log.read() if isinstance(e, events.CodeDispatch)]
+    assert subcalls == ["list_orders", "get_order", "get_order", "get_order"]
+
+
+async def test_a_failing_program_is_a_tool_failure_the_model_sees():
+    session = Session(tools=builtin_tools())
+    agent = Agent(FunctionModel(Scripted(FAILING_PROGRAM)), toolsets=[CodeModeToolset(session)])
+    result = await agent.run("Look up order nope")
+    assert result.output.startswith("done: Error: code run failed (exception): ")
+    parts = [p for m in result.all_messages() if isinstance(m, ModelRequest) for p in m.parts
+             if isinstance(p, ToolReturnPart)]
+    assert [p.tool_name for p in parts] == ["run_code"]
+
+
+async def test_an_ask_rule_pauses_the_run_and_an_approval_resumes_it():
+    session = Session(tools=builtin_tools())
+    toolset = CodeModeToolset(session, policy=Policy.load(EXAMPLE_POLICY))
+    code = "print('before', add(a=1, b=2))\nwaited = sleep_ms(ms=5)\nwaited"
+    agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+
+    first = await agent.run("Take a short nap")
+    assert isinstance(first.output, DeferredToolRequests)
+    [call] = first.output.approvals
+    assert (call.tool_name, call.args) == ("run_code", {"code": code})
+    metadata = first.output.metadata[call.tool_call_id]
+    run_id = metadata["run_id"]
+    assert metadata["approvals"] == [
+        {"id": f"{run_id}:2", "toolName": "sleep_ms", "arguments": {"ms": 5},
+         "reason": "sleeping on the host needs approval"}]
+    assert toolset.paused_run(call.tool_call_id) == run_id
+
+    approved = await agent.run(message_history=first.all_messages(),
+                               deferred_tool_results=DeferredToolResults(
+                                   approvals={call.tool_call_id: True}))
+    assert approved.output == "done: before 3.0\n5\n[2 tool calls]"
+    assert toolset.paused_run(call.tool_call_id) is None
+
+    logged = session.log.read()
+    # add ran once, before the pause; the resumed run answered it from the log
+    assert [e.name for e in logged if isinstance(e, events.CodeDispatchStart)] == [
+        "add", "sleep_ms", "sleep_ms"]
+    assert [e.name for e in logged if isinstance(e, events.CodeReplayed)] == ["add"]
+    assert [e.run_id for e in logged if isinstance(e, events.ToolResumed)] == [run_id]
+    decided = [e.outcome for e in logged if isinstance(e, events.ApprovalDecided)]
+    assert decided == []         # no approval channel: the decision came with the resumption
+
+
+async def test_a_request_denied_in_the_metadata_raises_tool_denied_in_the_program(
+        tmp_path: Path):
+    log = tmp_path / "agent.jsonl"
+    code = ("try:\n    sleep_ms(ms=5)\nexcept ToolDenied as exc:\n    print(exc.message)\n"
+            "add(a=2, b=2)")
+    session = Session(tools=builtin_tools(), log=log)
+    toolset = CodeModeToolset(session, policy=Policy.load(EXAMPLE_POLICY))
+    agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    first = await agent.run("Nap, maybe")
+    [call] = first.output.approvals
+    metadata = first.output.metadata[call.tool_call_id]
+    [request] = metadata["approvals"]
+    await session.aclose()
+
+    # another toolset on a new session over the same log: the metadata carries the run id
+    session = Session(tools=builtin_tools(), log=log)
+    toolset = CodeModeToolset(session, policy=Policy.load(EXAMPLE_POLICY))
+    agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    resumed = await agent.run(message_history=first.all_messages(),
+                              deferred_tool_results=DeferredToolResults(
+                                  approvals={call.tool_call_id: True},
+                                  metadata={call.tool_call_id: {
+                                      **metadata, "deny": {request["id"]: "not now"}}}))
+    await session.aclose()
+    assert resumed.output == ('done: the user rejected tool "sleep_ms": not now\n4.0\n'
+                              "[2 tool calls, 1 failed (1 denied)]")
+
+
+async def test_a_denied_run_code_runs_nothing_more_and_stays_paused():
+    session = Session(tools=builtin_tools())
+    toolset = CodeModeToolset(session, policy=Policy.load(EXAMPLE_POLICY))
+    code = "add(a=1, b=2)\nsleep_ms(ms=5)\nadd(a=3, b=4)"
+    agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    first = await agent.run("Nap")
+    [call] = first.output.approvals
+    denied = await agent.run(message_history=first.all_messages(),
+                             deferred_tool_results=DeferredToolResults(
+                                 approvals={call.tool_call_id: False}))
+    assert denied.output == "done: The tool call was denied."
+    logged = session.log.read()
+    assert [e.name for e in logged if isinstance(e, events.CodeDispatchStart)] == [
+        "add", "sleep_ms"]
+    assert [e for e in logged if isinstance(e, events.ToolResumed)] == []
+    # the run can still be settled by the application
+    run_id = first.output.metadata[call.tool_call_id]["run_id"]
+    done = await session.resume(run_id, {f"{run_id}:2": False})
+    assert done.is_error and "ToolDenied" in done.text
