@@ -185,13 +185,13 @@ def main() -> None:
     import wasmtime
     from wasmtime import component as wc
 
-    from codemode.sandbox import RunRequest, SubCallReply, WasmSandbox, _component, _wasm
+    from codemode.sandbox import RunRequest, SubCallReply, WasmSandbox, _cache, _component, _wasm
 
     WasmSandbox().run(RunRequest(code="0"), lambda b: SubCallReply())      # build, load
     config = _component.EngineConfig(fuel=False, stack_bytes=RunRequest(code="").limits.stack_bytes)
     runtime = _component._runtimes[config]
-    current = next(_component.cache_dir().glob(
-        f"guest-{_component.source_hash()}-*-{config.key()}.cwasm"))
+    current = next(_cache.cache_dir().glob(
+        f"guest-{_cache.source_hash()}-*-{config.key()}.cwasm"))
     components: dict[Path, Any] = {current: runtime.component}
     for path in args.compare:
         components[path] = wc.Component.deserialize_file(runtime.engine, str(path))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._component import SandboxUnavailable, cache_dir
+from ._cache import cache_dir
+from ._component import SandboxUnavailable
 from ._limits import SandboxLimits
 from ._protocol import (
     Dispatch,

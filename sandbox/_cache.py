@@ -9,22 +9,151 @@ only grows until `prune` removes every key but the current one.
 Only regular files named like these artifacts (and the temporary files of an interrupted
 write) are ever listed or removed; the lock files, links, directories and anything else in
 the directory are left alone.
+
+Everything that names or writes the cache's files is here, below the component module that
+builds and compiles what goes into it: its directory, the key of the sources, the lock and
+the atomic write.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
+import functools
 import os
 import re
+import sys
+import tempfile
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 import msgspec
 
-from ._component import _FileLock, cache_dir, source_hash
+__all__ = ["CachedKey", "Pruned", "cache_dir", "cached_keys", "older_components", "prune",
+           "source_hash"]
 
-__all__ = ["CachedKey", "Pruned", "cached_keys", "prune"]
+PACKAGE_DIR = Path(__file__).resolve().parent
+GUEST_DIR = PACKAGE_DIR / "guest"
+WIT_DIR = PACKAGE_DIR / "wit"
+
+
+def cache_dir() -> Path:
+    """`$CODEMODE_CACHE_DIR`, else `$XDG_CACHE_HOME/codemode`, else `~/.cache/codemode`."""
+    explicit = os.environ.get("CODEMODE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "codemode"
+
+
+def dist_version(name: str) -> str | None:
+    """The installed version of the distribution `name` (e.g. "componentize-py"), or None.
+
+    Read from the name of its `*.dist-info` directory on `sys.path`, as pip installs it
+    (`_dist_infos`: one scan of `sys.path` per process, ~0.5 ms); `importlib.metadata`
+    (imported only when no such directory is found: an egg, a zip) would add ~8 ms to
+    every new process's first run."""
+    version = _dist_infos().get(_normalized(name))
+    if version is not None:
+        return version
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@functools.cache
+def _dist_infos() -> dict[str, str]:
+    """{normalized distribution name: version} of the `*.dist-info` directories on
+    `sys.path`, the first entry that has one winning (as imports resolve)."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for item in names:
+            if not item.endswith(".dist-info"):
+                continue
+            dist, dash, version = item[:-len(".dist-info")].partition("-")
+            if dash:
+                found.setdefault(_normalized(dist), version)
+    return found
+
+
+def _sha256() -> Any:
+    """A SHA-256 hash object: CPython's own (`_sha2`, `_sha256` before 3.12) when present,
+    since `hashlib` loads OpenSSL (~4 ms of a new process's first run)."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            from hashlib import sha256
+    return sha256()
+
+
+def source_hash() -> str:
+    """SHA-256 over the guest sources (its module list included), the WIT world and the
+    componentize-py and tzdata versions."""
+    digest = _sha256()
+    digest.update(str(dist_version("componentize-py")).encode())
+    digest.update((dist_version("tzdata") or "none").encode())
+    for root in (GUEST_DIR, WIT_DIR):
+        for path in _source_files(str(root)):
+            digest.update(os.path.relpath(path, PACKAGE_DIR).encode())
+            with open(path, "rb") as source:
+                digest.update(source.read())
+    hexdigest: str = digest.hexdigest()
+    return hexdigest[:24]
+
+
+def _source_files(root: str) -> list[str]:
+    """The `.py`, `.wit` and `.txt` files under `root`, in the order of their paths' parts
+    (`sorted(Path(root).rglob("*"))`'s, without pathlib's cost on a new process's path)."""
+    found: list[tuple[tuple[str, ...], str]] = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if os.path.splitext(name)[1] in (".py", ".wit", ".txt"):
+                path = os.path.join(folder, name)
+                found.append((tuple(os.path.relpath(path, root).split(os.sep)), path))
+    return [path for _parts, path in sorted(found)]
+
+
+class _FileLock:
+    """An exclusive lock on a file, so two processes do not build the same artifact."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __enter__(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+
+
 
 # `guest-<key>.wasm`, `guest-<key>-<engine>.cwasm`, and `_write_atomic`'s temporary files.
 _ARTIFACT = re.compile(r"guest-([0-9a-f]{24})(?:\.wasm|-[^/]+?\.cwasm)(?:[^/]*\.tmp)?")
@@ -128,3 +257,15 @@ def prune(*, everything: bool = False, dry_run: bool = False,
                 for name in key.files:
                     (root / name).unlink(missing_ok=True)
     return Pruned(removed=doomed)
+
+
+def older_components() -> str:
+    """A hint naming what other sources' artifacts take in the cache ("" when none)."""
+    try:
+        older = sum(k.size_bytes for k in cached_keys() if not k.current)
+    except OSError:            # a hint only: the build goes on
+        return ""
+    if older < 1 << 20:
+        return ""
+    return (f" (older components in {cache_dir()} take {older / (1 << 20):.1f} MiB; "
+            "`codemode cache prune` removes them)")

@@ -1,4 +1,4 @@
-"""Building, compiling and caching the guest component (docs/design.md §3).
+"""Building, compiling and loading the guest component (docs/design.md §3).
 
 The component is built from source with componentize-py (never shipped as a binary) the
 first time it is needed on a machine, and compiled by wasmtime; both the `.wasm` and the
@@ -11,29 +11,32 @@ process, one Engine, Component and Linker exist per configuration.
 from __future__ import annotations
 
 import ctypes
-import fcntl
-import functools
 import importlib.util
 import os
-import re
 import shutil
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import wasmtime
 from wasmtime import component as wc
 
 from . import _crossing, _lowering
+from ._cache import (
+    GUEST_DIR,
+    WIT_DIR,
+    _FileLock,
+    _write_atomic,
+    cache_dir,
+    dist_version,
+    older_components,
+    source_hash,
+)
 from ._export import RunExport
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-GUEST_DIR = PACKAGE_DIR / "guest"
-WIT_DIR = PACKAGE_DIR / "wit"
 WORLD = "guest"
 ENTRY_MODULE = "guest_main"
 HOST_INSTANCE = "codemode:sandbox/host@0.1.0"
@@ -43,96 +46,6 @@ ASYNC_STACK_HEADROOM_BYTES = 1 << 20
 
 class SandboxUnavailable(RuntimeError):
     """The guest component could not be built, compiled or loaded."""
-
-
-def cache_dir() -> Path:
-    """`$CODEMODE_CACHE_DIR`, else `$XDG_CACHE_HOME/codemode`, else `~/.cache/codemode`."""
-    explicit = os.environ.get("CODEMODE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "codemode"
-
-
-def dist_version(name: str) -> str | None:
-    """The installed version of the distribution `name` (e.g. "componentize-py"), or None.
-
-    Read from the name of its `*.dist-info` directory on `sys.path`, as pip installs it
-    (`_dist_infos`: one scan of `sys.path` per process, ~0.5 ms); `importlib.metadata`
-    (imported only when no such directory is found: an egg, a zip) would add ~8 ms to
-    every new process's first run."""
-    version = _dist_infos().get(_normalized(name))
-    if version is not None:
-        return version
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-@functools.cache
-def _dist_infos() -> dict[str, str]:
-    """{normalized distribution name: version} of the `*.dist-info` directories on
-    `sys.path`, the first entry that has one winning (as imports resolve)."""
-    found: dict[str, str] = {}
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for item in names:
-            if not item.endswith(".dist-info"):
-                continue
-            dist, dash, version = item[:-len(".dist-info")].partition("-")
-            if dash:
-                found.setdefault(_normalized(dist), version)
-    return found
-
-
-def _sha256() -> Any:
-    """A SHA-256 hash object: CPython's own (`_sha2`, `_sha256` before 3.12) when present,
-    since `hashlib` loads OpenSSL (~4 ms of a new process's first run)."""
-    try:
-        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        try:
-            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
-        except ImportError:
-            from hashlib import sha256
-    return sha256()
-
-
-def source_hash() -> str:
-    """SHA-256 over the guest sources (its module list included), the WIT world and the
-    componentize-py and tzdata versions."""
-    digest = _sha256()
-    digest.update(str(dist_version("componentize-py")).encode())
-    digest.update((dist_version("tzdata") or "none").encode())
-    for root in (GUEST_DIR, WIT_DIR):
-        for path in _source_files(str(root)):
-            digest.update(os.path.relpath(path, PACKAGE_DIR).encode())
-            with open(path, "rb") as source:
-                digest.update(source.read())
-    hexdigest: str = digest.hexdigest()
-    return hexdigest[:24]
-
-
-def _source_files(root: str) -> list[str]:
-    """The `.py`, `.wit` and `.txt` files under `root`, in the order of their paths' parts
-    (`sorted(Path(root).rglob("*"))`'s, without pathlib's cost on a new process's path)."""
-    found: list[tuple[tuple[str, ...], str]] = []
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            if os.path.splitext(name)[1] in (".py", ".wit", ".txt"):
-                path = os.path.join(folder, name)
-                found.append((tuple(os.path.relpath(path, root).split(os.sep)), path))
-    return [path for _parts, path in sorted(found)]
 
 
 def _set_async_stack_size(config: wasmtime.Config, size_bytes: int) -> None:
@@ -172,29 +85,6 @@ def _say(message: str) -> None:
     print(f"codemode: {message}", file=sys.stderr, flush=True)
 
 
-class _FileLock:
-    """An exclusive lock on a file, so two processes do not build the same artifact."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-
-    def __enter__(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
-
-
 def _componentize_command() -> list[str]:
     exe = Path(sys.executable).parent / "componentize-py"
     found = str(exe) if exe.exists() else shutil.which("componentize-py")
@@ -217,20 +107,6 @@ def _tzdata_path(tmp: Path) -> list[str]:
     return ["-p", str(target)]
 
 
-def _older_components() -> str:
-    """A hint naming what other sources' artifacts take in the cache ("" when none)."""
-    from ._cache import cached_keys  # here: it imports this module
-
-    try:
-        older = sum(k.size_bytes for k in cached_keys() if not k.current)
-    except OSError:            # a hint only: the build goes on
-        return ""
-    if older < 1 << 20:
-        return ""
-    return (f" (older components in {cache_dir()} take {older / (1 << 20):.1f} MiB; "
-            "`codemode cache prune` removes them)")
-
-
 def build_wasm(digest: str) -> Path:
     """The guest component for these sources: from the cache, or built now (15-40 s on two cores).
 
@@ -247,7 +123,7 @@ def build_wasm(digest: str) -> Path:
         if target.exists():           # another process built it while we waited
             return target
         _say("building the sandbox component from source (once per version of its sources, "
-             "15-40 s on two cores)..." + _older_components())
+             "15-40 s on two cores)..." + older_components())
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "guest.wasm"
             command = [

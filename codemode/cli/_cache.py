@@ -28,8 +28,7 @@ def list_command() -> None:
     """List the cached components, newest first: one line per version of the sandbox's
     sources (its key, size, last write, and `current` for the one this installation runs)
     on stdout; the directory and the total on stderr."""
-    from codemode.sandbox._cache import cached_keys
-    from codemode.sandbox._component import cache_dir
+    from codemode.sandbox._cache import cache_dir, cached_keys
 
     try:
         keys = cached_keys()
@@ -57,8 +56,7 @@ def prune_command(
     this installation runs (waits for a build in progress). Prints each removed version's
     key and size on stdout, and the total on stderr; exits 1 with one line on stderr if
     the directory cannot be read or a file removed."""
-    from codemode.sandbox._cache import prune
-    from codemode.sandbox._component import cache_dir
+    from codemode.sandbox._cache import cache_dir, prune
 
     try:
         pruned = prune(everything=everything, dry_run=dry_run)

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode.sandbox._cache import cached_keys, prune
-from codemode.sandbox._component import _FileLock, source_hash
+from codemode.sandbox._cache import _FileLock, cached_keys, prune, source_hash
 
 CURRENT = source_hash()
 OLD, OLDER = "0123456789abcdef01234567", "fedcba9876543210fedcba98"
@@ -126,7 +125,7 @@ def test_the_command_prunes_and_says_what_it_removed(cache):
 
 
 def test_a_build_names_what_older_components_take(cache):
-    from codemode.sandbox._component import _older_components
+    from codemode.sandbox._cache import older_components as _older_components
 
     assert _older_components() == ""          # under 1 MiB: not worth a word
     os.truncate(cache / f"guest-{OLD}.wasm", 3 << 20)       # sparse: no disk used

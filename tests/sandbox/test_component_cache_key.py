@@ -1,9 +1,9 @@
-"""The compiled component's cache key (`sandbox/_component.py`): a digest of the guest's
+"""The compiled component's cache key (`sandbox/_cache.py`): a digest of the guest's
 sources in a fixed order, and the versions read from `sys.path`'s dist-info names."""
 
 import sys
 
-from codemode.sandbox import _component
+from codemode.sandbox import _cache
 
 
 def test_the_source_digest_follows_every_source_file_and_its_place(tmp_path, monkeypatch):
@@ -15,22 +15,22 @@ def test_the_source_digest_follows_every_source_file_and_its_place(tmp_path, mon
     (guest / "modules.txt").write_text("json\n")
     (guest / "notes.md").write_text("not a source\n")
     (wit / "world.wit").write_text("package a:b;\n")
-    monkeypatch.setattr(_component, "GUEST_DIR", guest)
-    monkeypatch.setattr(_component, "WIT_DIR", wit)
-    monkeypatch.setattr(_component, "PACKAGE_DIR", tmp_path)
-    assert _component._source_files(str(guest)) == [
+    monkeypatch.setattr(_cache, "GUEST_DIR", guest)
+    monkeypatch.setattr(_cache, "WIT_DIR", wit)
+    monkeypatch.setattr(_cache, "PACKAGE_DIR", tmp_path)
+    assert _cache._source_files(str(guest)) == [
         str(guest / "main.py"), str(guest / "modules.txt"), str(guest / "pkg" / "mod.py")]
-    first = _component.source_hash()
-    assert _component.source_hash() == first
+    first = _cache.source_hash()
+    assert _cache.source_hash() == first
     (guest / "notes.md").write_text("changed, and still not a source\n")
-    assert _component.source_hash() == first
+    assert _cache.source_hash() == first
     for path, text in ((guest / "pkg" / "mod.py", "y = 3\n"), (wit / "world.wit", "package c:d;\n"),
                        (guest / "modules.txt", "json\nre\n")):
-        before = _component.source_hash()
+        before = _cache.source_hash()
         path.write_text(text)
-        assert _component.source_hash() != before, path
+        assert _cache.source_hash() != before, path
     (guest / "pkg" / "mod.py").rename(guest / "pkg" / "other.py")     # same text, moved
-    assert _component.source_hash() != before
+    assert _cache.source_hash() != before
 
 
 def test_a_version_is_read_from_the_first_dist_info_directory_on_sys_path(
@@ -39,10 +39,10 @@ def test_a_version_is_read_from_the_first_dist_info_directory_on_sys_path(
     (first / "Some_Tool-1.2.3.dist-info").mkdir(parents=True)
     (second / "some.tool-9.9.dist-info").mkdir(parents=True)
     monkeypatch.setattr(sys, "path", [str(first), str(second), str(tmp_path / "missing")])
-    _component._dist_infos.cache_clear()
+    _cache._dist_infos.cache_clear()
     try:
-        assert _component.dist_version("some-tool") == "1.2.3"
-        assert _component.dist_version("SOME_TOOL") == "1.2.3"
-        assert _component.dist_version("not-installed-anywhere") is None
+        assert _cache.dist_version("some-tool") == "1.2.3"
+        assert _cache.dist_version("SOME_TOOL") == "1.2.3"
+        assert _cache.dist_version("not-installed-anywhere") is None
     finally:
-        _component._dist_infos.cache_clear()
+        _cache._dist_infos.cache_clear()
