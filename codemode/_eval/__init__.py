@@ -8,7 +8,8 @@ case as escaped, host-affected, limit, blocked, ran-ok or wrong-output, with its
     worker.py      the worker process: runs cases, checks leaks, tools, host state
     _observe.py    what the worker watches (dispatch traffic, host modules, the bridge)
     _native.py     the native CPython reference run of benign programs
-    _runner.py     job slots, workers, hard timeouts, memory sampling, evaluator oracles
+    _slot.py       a job slot: its worker, hard timeouts, memory sampling, evaluator oracles
+    _runner.py     the cases spread over job slots in threads, or over Ray actors
     _ray.py        the job slots as actors of a Ray cluster (`--ray ADDRESS`)
     _classify.py   oracles -> outcome
     _report.py     rich table, JSON, HTML
@@ -20,7 +21,8 @@ from ._command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EvalUsageError, prepare,
 from ._corpus import Case, CorpusError, discover, load_corpus, parse_case, substitute
 from ._messages import Fired, PhaseReport
 from ._report import EvalReport, to_html, to_json
-from ._runner import CaseResult, evaluate
+from ._runner import evaluate
+from ._slot import CaseResult
 
 __all__ = [
     "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "FAILING", "OUTCOMES", "Case", "CaseResult",

@@ -21,7 +21,8 @@ from .._policy.policy import Policy, PolicyError
 from ._compare import Comparison, comparison_html, print_comparison
 from ._corpus import Case, CorpusError, load_corpus
 from ._report import EvalReport, page, print_report, report_section, to_html, to_json
-from ._runner import CaseResult, evaluate
+from ._runner import evaluate
+from ._slot import CaseResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1        # a case escaped or affected the host (under any of the policies)

@@ -1,6 +1,6 @@
 """`codemode eval --ray ADDRESS`: the cases of a corpus spread over a Ray cluster.
 
-One actor per job slot (`--jobs N`, one CPU each) holds a `_runner.Slot`, the very object
+One actor per job slot (`--jobs N`, one CPU each) holds a `_slot.Slot`, the very object
 the process-pool path drives: its worker process, canary tree and listener live on the
 actor's node, and each case is one call of `Slot.run_case`, so a case is classified
 exactly as it is locally. The driver hands each idle actor the next case and reports
@@ -20,7 +20,7 @@ from .._policy.policy import Policy
 from ..ray import connect
 from ._corpus import Case
 from ._native import ReferenceRun
-from ._runner import CaseResult, Slot, _reference
+from ._slot import CaseResult, Slot, _reference
 
 
 class _SlotActor:

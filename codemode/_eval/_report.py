@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ._classify import FAILING, OUTCOMES
-from ._runner import CaseResult
+from ._slot import CaseResult
 
 # Case ids, categories and reasons come from corpus files: show control and invisible
 # characters (an ESC in a file name must not reach the terminal or the report) as escapes.

@@ -445,11 +445,11 @@ def test_report_formats_over_real_results():
 def test_a_worker_that_dies_is_host_affected_and_replaced(tmp_path, monkeypatch):
     """The worker is killed (SIGSEGV) while it serves the first case: that case is
     host-affected and the next one runs in a fresh worker."""
-    from codemode._eval import _runner
+    from codemode._eval import _slot
     corpus = tmp_path / "corpus"
     for name in ("a", "b"):
         write_case(corpus, f"{name}.py", {"id": name, "category": "benign"}, f"print({name!r})\n")
-    send = _runner._Worker.send
+    send = _slot._Worker.send
     killed: list[str] = []
 
     def send_then_crash(self, job):
@@ -458,7 +458,7 @@ def test_a_worker_that_dies_is_host_affected_and_replaced(tmp_path, monkeypatch)
             killed.append(job.case_id)
             os.kill(self.proc.pid, signal.SIGSEGV)
 
-    monkeypatch.setattr(_runner._Worker, "send", send_then_crash)
+    monkeypatch.setattr(_slot._Worker, "send", send_then_crash)
     first, second = evaluate(load_corpus([corpus]), fast_policy())
     assert (first.outcome, [(f.oracle, f.detail) for f in first.fired]) == (
         "host-affected", [("worker:died", "the worker died (exit status -11)")])
