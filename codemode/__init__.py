@@ -15,13 +15,13 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
     from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
     from codemode.pipeline import __all__ as _pipeline_all
 
-    from ._mcp.client import McpCallTimeout as McpCallTimeout
-    from ._mcp.client import McpError as McpError
     from ._mcp.client import McpServer as McpServer
-    from ._mcp.client import McpServerDied as McpServerDied
-    from ._mcp.client import McpStartError as McpStartError
-    from ._mcp.client import McpToolError as McpToolError
     from ._mcp.client import connect_servers as connect_servers
+    from ._mcp.errors import McpCallTimeout as McpCallTimeout
+    from ._mcp.errors import McpError as McpError
+    from ._mcp.errors import McpServerDied as McpServerDied
+    from ._mcp.errors import McpStartError as McpStartError
+    from ._mcp.errors import McpToolError as McpToolError
     from ._mcp.serve import CodeModeServer as CodeModeServer
     from ._policy.policy import Policy as Policy
     from ._policy.policy import PolicyError as PolicyError
@@ -36,8 +36,9 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run _
 
 # name -> the private module that defines it
 _LAZY = {
-    **dict.fromkeys(("McpCallTimeout", "McpError", "McpServer", "McpServerDied",
-                     "McpStartError", "McpToolError", "connect_servers"), "._mcp.client"),
+    **dict.fromkeys(("McpServer", "connect_servers"), "._mcp.client"),
+    **dict.fromkeys(("McpCallTimeout", "McpError", "McpServerDied", "McpStartError",
+                     "McpToolError"), "._mcp.errors"),
     **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy.policy"),
     "rejection_code": "._run.rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run.run_code"),

@@ -12,33 +12,14 @@ and answers MCP requests with the SDK's low-level `Server`:
                  A failure is `isError: true` with the pipeline's text; nothing a tool or an
                  upstream server does ends the server.
 
-While a call runs, each of its sub-calls is reported as a `notifications/message` (logger
-"codemode", level info, warning when it failed; data `{"callId", "tool", "ok",
-"durationMs", "code"?, "message"?}`) and, when the request carried a progress token, as a
-`notifications/progress` (progress counts notifications; the message names the sub-call);
-a heartbeat progress notification follows every `progress_interval_s` of a long run. All
-of them are sent before the result.
-
-Approval. A call a `tools/pre-execute` listener answers with `Ask` (a policy's `ask` rule)
-is put to the MCP client as a form elicitation naming the tool and its arguments, with one
-boolean field `approve`: accepted with `approve: true` runs the call once; `false` or a
-decline denies it; a cancel, or no answer within `approval_timeout_s`, cancels it. A client
-that cannot be asked (no `elicitation` capability, or a connection that carries no server
-requests) gets a denial saying so, without a request being sent.
-
-Pausing (`approvals`): with "auto", a program's sub-call that asks, from a client that
-cannot be asked, pauses the run instead (docs/codemode.md "Pausing for approval"); with
-"defer", every such sub-call does, and nobody is elicited. A paused `run_code` succeeds with
-`structuredContent` `{"status": "pending", "run_id", "approvals": [{"id", "toolName",
-"arguments", "reason"?}], "logs", "stderr"?, "subcalls", "labels"?}`, and the tool `resume_run`
-(`{"run_id", "approve": [id], "deny": [{"id", "reason"?}]}`, listed only then) resumes it
-with `Session.resume`, answering as `run_code` does. Whoever calls `resume_run` approves:
-a client must keep it away from its model. A direct call (mode "both") that asks is never
-paused: it is elicited or denied as above.
-
 Turns. The server keeps one turn of the session open while it serves (opened by the first
 call, closed by `close()`); each MCP call is one step of it, so concurrent calls from one
 or several clients share the approval channel and the log.
+
+The rest of the server, each in its module: the notifications a call sends while it runs
+(`progress`), approval by elicitation and pausing (`approvals`), the `resume_run` tool that
+resumes a paused run (`resume`), and what the approvals need of the calls in flight
+(`calls`).
 """
 
 from __future__ import annotations
@@ -56,28 +37,27 @@ from pathlib import Path
 from typing import Any, Literal
 
 import mcp_types as types
-from mcp.server.connection import allowed_log_levels
 from mcp.server.lowlevel import Server
 from pydantic import TypeAdapter
 
 from codemode.pipeline import (
-    ApprovalDecision,
     ApprovalRequest,
     Ask,
     CallResult,
-    Deny,
     Execution,
     ResumeError,
     Session,
     thaw,
 )
-from codemode.pipeline._resume import find_suspension
 from codemode.sandbox import SandboxLimits
 
 from .._policy.policy import Policy
 from .._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
 from .._version import codemode_version
+from .approvals import Approvals, ask_client, on_ask
 from .calls import CallIndex
+from .progress import McpCall
+from .resume import RESUME_DESCRIPTION, RESUME_RUN, RESUME_RUN_PARAMETERS, resume_target
 from .toolsets import gather_tools
 
 __all__ = ["RESUME_RUN", "RESUME_RUN_PARAMETERS", "RUN_CODE_OUTPUT_SCHEMA", "Approvals",
@@ -86,37 +66,6 @@ __all__ = ["RESUME_RUN", "RESUME_RUN_PARAMETERS", "RUN_CODE_OUTPUT_SCHEMA", "App
 _log = logging.getLogger("codemode.serve")
 
 ServeMode = Literal["code", "both"]
-Approvals = Literal["elicit", "auto", "defer"]
-"""How the server gets a sub-call's approval: "elicit" asks the client (a client that
-cannot be asked gets a denial); "auto" asks it when it can, else pauses the run; "defer"
-always pauses the run. Pausing lists `resume_run`."""
-
-RESUME_RUN = "resume_run"
-
-RESUME_RUN_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "run_id": {"type": "string",
-                   "description": "The paused run's id (run_id of the pending result)."},
-        "approve": {"type": "array", "items": {"type": "string"},
-                    "description": "Ids of the requests to approve."},
-        "deny": {"type": "array", "description": "The requests to deny.",
-                 "items": {"type": "object",
-                           "properties": {"id": {"type": "string"},
-                                          "reason": {"type": "string"}},
-                           "required": ["id"], "additionalProperties": False}},
-    },
-    "required": ["run_id"],
-    "additionalProperties": False,
-}
-"""The `inputSchema` of `resume_run`: every pending request must be approved or denied."""
-
-_RESUME_DESCRIPTION = (
-    "Resume a run_code run that paused for approval (its result has status \"pending\"): "
-    "approve or deny each request it waits on, by id. The program goes on where it stopped "
-    "(its earlier tool calls are not run again) and the result is that of run_code. Whoever "
-    "calls this tool approves the requests: it is for the person or application that "
-    "decides, not for the model.")
 
 RUN_CODE_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -164,129 +113,10 @@ RUN_CODE_OUTPUT_SCHEMA: dict[str, Any] = {
 """The `outputSchema` of `run_code` and `resume_run`: their value on success, completed or
 paused (docs/codemode.md)."""
 
-APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Approve",
-                               "description": "true runs this call once; false denies it"}},
-    "required": ["approve"],
-}
-"""The form an approval elicitation asks the client to fill in."""
-
-LOGGER_NAME = "codemode"
-"""The `logger` of the server's `notifications/message`."""
-
 _INSTRUCTIONS = ("Call run_code with a Python program. Inside the program every tool listed "
                  "in run_code's description is a plain function; print() what you want to "
                  "see and end with an expression to return a value.")
-_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical",
-                            "alert", "emergency")
 _CONTENT = TypeAdapter[Any](types.ContentBlock)
-_SEND_TIMEOUT_S = 10.0       # a client that stops reading cannot hold a call's result back
-
-
-class _McpCall:
-    """One `tools/call` request being served: its context and the notifications it sends.
-
-    Notifications are queued synchronously (pipeline observers are synchronous) and sent in
-    order by one task, which `close()` drains before the result is returned.
-    """
-
-    def __init__(self, ctx: Any, server: CodeModeServer) -> None:
-        self.ctx = ctx
-        self._server = server
-        self._queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
-        self._progress = 0
-        self._subcalls = 0
-        self._started_s = time.monotonic()
-        meta = ctx.meta or {}
-        self.wants_progress = meta.get("progress_token", meta.get("progressToken")) is not None
-        self._sender = asyncio.ensure_future(self._send_all())
-        self._ticker: asyncio.Future[None] | None = None
-        if self.wants_progress and server.progress_interval_s is not None:
-            self._ticker = asyncio.ensure_future(self._tick(server.progress_interval_s))
-
-    # ---- what can be asked -----------------------------------------------------------
-
-    def cannot_elicit(self) -> str | None:
-        """Why this client cannot be asked for approval, or None when it can."""
-        session = self.ctx.session
-        capabilities = session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            return ("the MCP client did not declare the elicitation capability, "
-                    "so it cannot be asked")
-        elicitation = capabilities.elicitation
-        if elicitation.form is None and elicitation.url is not None:
-            return "the MCP client accepts only URL elicitations, not forms"
-        if not session.can_send_request:
-            return (f"this MCP connection (protocol {session.protocol_version}) cannot carry "
-                    "a request from the server to the client")
-        return None
-
-    async def elicit(self, message: str) -> Any:
-        return await self.ctx.session.elicit_form(message, APPROVAL_SCHEMA,
-                                                  related_request_id=self.ctx.request_id)
-
-    # ---- notifications ----------------------------------------------------------------
-
-    def report_subcall(self, execution: Execution, result: CallResult,
-                       duration_ms: float | None) -> None:
-        self._subcalls += 1
-        data: dict[str, Any] = {"callId": execution.call_id, "tool": execution.name,
-                                "ok": not result.is_error}
-        if duration_ms is not None:
-            data["durationMs"] = round(duration_ms, 1)
-        if result.is_error and result.error is not None:
-            data["code"] = ("DENIED" if result.denied else
-                            result.error.code if result.error.code is not None else "TOOL_ERROR")
-            data["message"] = result.error.message
-        self._queue.put_nowait(("log", data))
-        outcome = "ok" if not result.is_error else data["code"]
-        took = f", {duration_ms:.0f} ms" if duration_ms is not None else ""
-        self._queue.put_nowait(("progress", f"{execution.name}: {outcome}{took}; "
-                                            f"{self._subcalls} tool call(s) done"))
-
-    async def _tick(self, interval_s: float) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            elapsed = time.monotonic() - self._started_s
-            self._queue.put_nowait(("progress", f"running for {elapsed:.0f} s; "
-                                                f"{self._subcalls} tool call(s) done"))
-
-    async def _send_all(self) -> None:
-        while (item := await self._queue.get()) is not None:
-            kind, payload = item
-            try:
-                if kind == "log":
-                    await asyncio.wait_for(self._send_log(payload), _SEND_TIMEOUT_S)
-                elif self.wants_progress:
-                    self._progress += 1
-                    await asyncio.wait_for(
-                        self.ctx.session.report_progress(self._progress, None, payload),
-                        _SEND_TIMEOUT_S)
-            except Exception:            # a notification is advisory: never fail the call
-                _log.debug("could not send a %s notification", kind, exc_info=True)
-
-    async def _send_log(self, data: dict[str, Any]) -> None:
-        level = "info" if data["ok"] else "warning"
-        allowed = allowed_log_levels(self.ctx.protocol_version, self.ctx.meta)
-        if level not in allowed or _LEVELS.index(level) < _LEVELS.index(self._server.log_level):
-            return
-        notification = types.LoggingMessageNotification(
-            params=types.LoggingMessageNotificationParams(level=level, logger=LOGGER_NAME,
-                                                          data=data))
-        await self.ctx.session.send_notification(notification,
-                                                 related_request_id=self.ctx.request_id)
-
-    async def close(self) -> None:
-        """Stop the heartbeat and send what is queued (bounded by `_SEND_TIMEOUT_S` each)."""
-        if self._ticker is not None:
-            self._ticker.cancel()
-        self._queue.put_nowait(None)
-        try:
-            await asyncio.shield(self._sender)
-        except asyncio.CancelledError:
-            self._sender.cancel()
-            raise
 
 
 class CodeModeServer:
@@ -304,7 +134,7 @@ class CodeModeServer:
         name: the server name given in the MCP handshake.
         agent: the agent every MCP call runs as (approval needs one).
         approval_timeout_s: seconds a client may take to answer an approval (> 0).
-        approvals: "elicit", "auto" or "defer" (`Approvals`; the module docstring). With
+        approvals: "elicit", "auto" or "defer" (`Approvals`; `approvals`). With
             "auto" and "defer", runs record their clocks and randomness so that a paused
             run replays exactly, and `resume_run` is listed.
         progress_interval_s: seconds between heartbeat progress notifications of a long call
@@ -340,7 +170,7 @@ class CodeModeServer:
         self.approvals = approvals
         self.progress_interval_s = progress_interval_s
         self.log_level = "info"
-        self._calls: dict[str, _McpCall] = {}        # root call id -> the request it serves
+        self._calls: dict[str, McpCall] = {}        # root call id -> the request it serves
         self._index = CallIndex(session)
         self._disposers: list[Callable[[], None]] = [
             self._index.close,
@@ -380,7 +210,7 @@ class CodeModeServer:
                             output_schema=RUN_CODE_OUTPUT_SCHEMA,
                             annotations=types.ToolAnnotations(title="Run Python code"))]
         if self.approvals != "elicit":
-            tools.append(types.Tool(name=RESUME_RUN, description=_RESUME_DESCRIPTION,
+            tools.append(types.Tool(name=RESUME_RUN, description=RESUME_DESCRIPTION,
                                     input_schema=RESUME_RUN_PARAMETERS,
                                     output_schema=RUN_CODE_OUTPUT_SCHEMA,
                                     annotations=types.ToolAnnotations(
@@ -405,7 +235,7 @@ class CodeModeServer:
         if params.name == RESUME_RUN and self.approvals != "elicit":
             return await self._resume_run(ctx, params.arguments or {})
         call_id = f"mcp_{uuid.uuid4().hex[:16]}"
-        call = _McpCall(ctx, self)
+        call = self._open_call(ctx)
         self._calls[call_id] = call
         try:
             if not self.session.turn_open:
@@ -425,18 +255,16 @@ class CodeModeServer:
         """`resume_run`: `Session.resume` with the decisions given; a request left
         undecided, an unknown or already resumed run is an error result."""
         try:
-            run_id, decisions = _resume_arguments(arguments)
-            _, resumed = find_suspension(self.session.log.read(), run_id)
+            run_id, decisions, call_id = resume_target(self.session, arguments)
         except ResumeError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text",
                                                                    text=f"Error: {exc}")],
                                         is_error=True)
-        call_id = f"{run_id}:resume:{resumed + 1}"       # the id Session.resume gives it
         if call_id in self._calls:
             return types.CallToolResult(content=[types.TextContent(
                 type="text", text=f"Error: run {run_id!r} is being resumed by another call")],
                 is_error=True)
-        call = _McpCall(ctx, self)
+        call = self._open_call(ctx)
         self._calls[call_id] = call
         try:
             if not self.session.turn_open:
@@ -452,6 +280,11 @@ class CodeModeServer:
             del self._calls[call_id]
             await call.close()
         return self._mcp_result(RUN_CODE, result)
+
+    def _open_call(self, ctx: Any) -> McpCall:
+        """The notifications of the request `ctx` (`progress`), at this server's settings."""
+        return McpCall(ctx, progress_interval_s=self.progress_interval_s,
+                       log_level=lambda: self.log_level)
 
     def _mcp_result(self, name: str, result: CallResult) -> types.CallToolResult:
         content = [_content_block(block) for block in result.content]
@@ -471,13 +304,8 @@ class CodeModeServer:
         decision = await next()
         if isinstance(decision, Ask):
             call = self._calls.get(execution.root_call_id)
-            why = call.cannot_elicit() if call is not None else None
-            if execution.parent is not None and call is not None and (
-                    self.approvals == "defer" or (self.approvals == "auto" and why)):
-                return Ask(decision.reason, defer=True)     # the run pauses for it
-            if why is not None:
-                asked = f" ({decision.reason})" if decision.reason else ""
-                return Deny(f'tool "{execution.name}" requires approval{asked}, but {why}')
+            return on_ask(decision, execution, call.ctx if call is not None else None,
+                          self.approvals)
         return decision
 
     async def _answer(self, request: ApprovalRequest, next: Callable[[], Any]) -> Any:
@@ -485,25 +313,7 @@ class CodeModeServer:
         call = self._calls.get(started.root_call_id) if started is not None else None
         if call is None or started is None:
             return await next()
-        if call.cannot_elicit() is not None:
-            return "unavailable"
-        arguments = json.dumps(thaw(started.arguments), ensure_ascii=False, indent=2)
-        message = (f'Approve the tool call "{request.tool_name}" with these arguments?\n'
-                   f"{arguments}")
-        if request.reason:
-            message += f"\nReason: {request.reason}"
-        try:
-            answer = await asyncio.wait_for(call.elicit(message), self.approval_timeout_s)
-        except TimeoutError:
-            return "cancelled"
-        except Exception:
-            _log.warning("the approval elicitation for %r failed", request.tool_name,
-                         exc_info=True)
-            return "unavailable"
-        if answer.action == "accept":
-            approved = (answer.content or {}).get("approve") is True
-            return "allowed-once" if approved else "rejected"
-        return "rejected" if answer.action == "decline" else "cancelled"
+        return await ask_client(call.ctx, request, started.arguments, self.approval_timeout_s)
 
     def _observe(self, execution: Execution, result: CallResult) -> None:
         call = self._calls.get(execution.root_call_id)
@@ -554,30 +364,6 @@ class CodeModeServer:
             await served.serve(sockets=[sock])
         finally:
             sock.close()
-
-
-def _resume_arguments(arguments: dict[str, Any]) -> tuple[str, list[ApprovalDecision]]:
-    """`resume_run`'s arguments as (run id, decisions).
-
-    Raises:
-        ResumeError: they do not have the shape of `RESUME_RUN_PARAMETERS`.
-    """
-    run_id = arguments.get("run_id")
-    approve = arguments.get("approve", [])
-    deny = arguments.get("deny", [])
-    if not isinstance(run_id, str) or not isinstance(approve, list) or \
-            not isinstance(deny, list) or not all(isinstance(a, str) for a in approve) or \
-            not all(isinstance(d, dict) and isinstance(d.get("id"), str)
-                    and isinstance(d.get("reason", ""), str) for d in deny):
-        raise ResumeError('resume_run takes {"run_id": str, "approve": [id], '
-                          '"deny": [{"id": id, "reason"?: str}]}')
-    decisions = [ApprovalDecision(id=a, approved=True) for a in approve]
-    for denial in deny:
-        reason = denial.get("reason")
-        decisions.append(ApprovalDecision(id=denial["id"], approved=False, reason=reason)
-                         if reason else ApprovalDecision(id=denial["id"], approved=False))
-    return run_id, decisions
-
 
 def _object_schema(schema: Any) -> dict[str, Any] | None:
     """An output schema MCP can carry (a JSON object's), else None."""
