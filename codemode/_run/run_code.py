@@ -42,11 +42,12 @@ from codemode.sandbox import (
     WasmSandbox,
 )
 
+from .description import run_code_description
 from .dispatch import Replay, SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from .seal import SealKey
-from .stubs import ToolStub, build_stubs, describe_tools
+from .stubs import ToolStub, build_stubs
 
 RUN_CODE = "run_code"
 
@@ -96,55 +97,6 @@ def _run_waiters() -> concurrent.futures.ThreadPoolExecutor:
 # cheaper to encode than sorted keys, and every run encodes its tools' schemas).
 _STUB_KEY = msgspec.json.Encoder()
 _STUB_CACHE_SIZE = 8            # sets of tool definitions whose stubs are kept
-
-_PREAMBLE = """\
-Run a Python 3 program in an isolated sandbox (no files, network, environment or \
-subprocesses) and get back what it printed and the value of its last expression.
-
-Inside the program each tool below is a plain function: call it and use the value it \
-returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` run \
-concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
-`ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
-`ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
-succeed. To return a value, end the program with an expression; use print() for anything \
-else you want to see.
-"""
-
-_CODE_MODE_RULE = """
-Only `run_code` may be called directly: call every other tool inside a program.
-"""
-
-_LISTING_HEADING = "\nAvailable tools:\n"
-
-
-def _modules_text(modules: frozenset[str]) -> str:
-    """The importable modules as one paragraph: each top-level name once (the full dotted
-    list is several hundred names; the model needs the packages, not every submodule)."""
-    packages = sorted({name.partition(".")[0] for name in modules})
-    return ("\nImportable modules (nothing else): " + ", ".join(packages)
-            + "; and their submodules that need no host access (such as `asyncio.tasks`, "
-            "`xml.etree.ElementTree`).\n")
-
-
-def _size(n_bytes: int) -> str:
-    """`n_bytes` in the largest binary unit that divides it: "256 MiB", "64 KiB", "100 bytes"."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n_bytes >= size and n_bytes % size == 0:
-            return f"{n_bytes // size} {unit}"
-    return f"{n_bytes} bytes"
-
-
-def _limits_text(limits: SandboxLimits) -> str:
-    """The limits a program runs under, as one paragraph."""
-    parts = [f"{limits.wall_clock_s:g} s of wall-clock time (sleeps and tool calls count)",
-             f"{_size(limits.memory_bytes)} of memory",
-             f"{_size(limits.output_bytes)} each of printed output and of error output",
-             f"{limits.max_subcalls} tool calls",
-             f"{_size(limits.request_bytes)} of JSON arguments per tool call"]
-    if limits.fuel is not None:
-        parts.append(f"{limits.fuel} units of fuel (about one per instruction)")
-    return "\nEach run may use at most " + "; ".join(parts) + ". Past a limit the run stops " \
-        "and fails.\n"
 
 
 class CodeRunFailed(HarnessError):
@@ -368,11 +320,10 @@ class CodeMode:
         exposed tool as a typed Python signature with its docstring. It stands alone: the
         model cannot read anything it points to."""
         stubs = self.stubs(agent)
-        listing = describe_tools(stubs) if stubs else "(no tools are available)"
-        rule = _CODE_MODE_RULE if self.session.mode_for(agent) == "code" else ""
+        code_mode = self.session.mode_for(agent) == "code"
         modules = getattr(self.sandbox, "allowed_modules", WasmSandbox.allowed_modules)
-        return (_PREAMBLE + _modules_text(modules) + _limits_text(self.limits) + rule
-                + _LISTING_HEADING + listing)
+        return run_code_description(stubs, modules=modules, limits=self.limits,
+                                    code_mode=code_mode)
 
     def flow_of(self, execution: Any) -> RunFlow | None:
         """The labels of the run `execution` is a sub-call of, while it runs; None for a
