@@ -263,6 +263,7 @@ class HostState:
 
 
 BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
+                  "codemode._run.subcalls", "codemode._run.approvals", "codemode._run.resumed",
                   "codemode._run.run_code", "codemode._run.description",
                   "codemode._run.render", "codemode._run.rejections",
                   "codemode._policy.policy", "codemode.sandbox._wasm",

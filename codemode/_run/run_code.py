@@ -42,10 +42,11 @@ from codemode.sandbox import (
 )
 
 from .description import run_code_description
-from .dispatch import Replay, SubCallDispatcher
+from .dispatch import SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .render import _failure_message, _labels_line, _render
 from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
+from .resumed import Replay
 from .seal import SealKey
 from .stubs import ToolStub, build_stubs
 
