@@ -263,7 +263,9 @@ class HostState:
 
 
 BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
-                  "codemode._run.run_code", "codemode._run.rejections",
+                  "codemode._run.subcalls", "codemode._run.approvals", "codemode._run.resumed",
+                  "codemode._run.run_code", "codemode._run.description",
+                  "codemode._run.render", "codemode._run.rejections",
                   "codemode._policy.policy", "codemode.sandbox._wasm",
                   "codemode.sandbox._wire", "codemode.sandbox._restricted",
                   "codemode.pipeline._registry", "codemode.pipeline._session")

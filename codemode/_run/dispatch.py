@@ -31,15 +31,15 @@ name is refused `INVALID_ARGS` by the scheduler (no pipeline call can be made fo
 logged with that empty name, as a `tool/call` may be.
 
 Approvals (docs/codemode.md "Pausing for approval"). Every sub-call's approval goes through
-the run's own channel (`_RunApprovals`): a decision given to the resumption answers it (and
+the run's own channel (`approvals`): a decision given to the resumption answers it (and
 is audited like any answer); with no approver on the session, or an `Ask(defer=True)`, the
 approval is deferred: the call fails `APPROVAL_PENDING` without running, and is not
 answered. When the program then waits and nothing else is in flight, the run pauses
 (`PauseRun`): every deferred call is a pending request, and the exchanges so far are the
-record (`_replay.RunRecord`) a resumed run replays: it answers the completed exchanges from
-the record (`tool/code-replayed`, no tool runs), stops with `REPLAY_DIVERGED` if the program
-asks for anything else, and goes live at the exchange where the run paused. Each sub-call's
-idempotency key is `"<run id>:<n>"`, the same in every replay.
+record (`replay.RunRecord`) a resumed run replays (`resumed`): it answers the completed
+exchanges from the record (`tool/code-replayed`, no tool runs), stops with `REPLAY_DIVERGED`
+if the program asks for anything else, and goes live at the exchange where the run paused.
+Each sub-call's idempotency key is `"<run id>:<n>"`, the same in every replay.
 """
 
 from __future__ import annotations
@@ -47,17 +47,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from codemode.pipeline import (
-    ApprovalAnswer,
-    ApprovalDecision,
-    ApprovalOutcome,
-    ApprovalRequest,
-    ApprovalService,
     CallResult,
     CallState,
     ExecutionInput,
@@ -79,24 +73,17 @@ from codemode.sandbox import (
     SubCall,
     SubCallBatch,
     SubCallErr,
-    SubCallOk,
     SubCallOutcome,
     SubCallReply,
     Tape,
 )
 
+from .approvals import _RunApprovals
 from .rejections import rejection_code
-from .replay import (
-    EarlierAnswer,
-    Exchange,
-    RecordedCall,
-    ReplayDiverged,
-    RunRecord,
-    describe,
-    divergence,
-    sealed_answer,
-)
+from .replay import Exchange, RecordedCall, RunRecord, sealed_answer
+from .resumed import Replay, Replaying
 from .seal import SealKey
+from .subcalls import SubCallSummary, _all_text, _answer_of, _Slot, _SubCall
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -114,105 +101,7 @@ ABANDONED_MESSAGE = (
 RUN_OVER_MESSAGE = "run is over; not dispatched"
 
 
-@dataclass
-class SubCallSummary:
-    """Counts over one run's sub-calls, for the `run_code` result."""
-
-    total: int = 0
-    failed: int = 0
-    denied: int = 0
-    by_tool: dict[str, int] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"total": self.total, "failed": self.failed, "denied": self.denied,
-                "by_tool": dict(self.by_tool)}
-
-
-class _SubCall(msgspec.Struct, frozen=True, kw_only=True):
-    """What the dispatcher knows of one sub-call besides its place in the scheduler (whose
-    `CallState` says where it is). A Struct: made once per sub-call, it costs a tenth of a
-    frozen dataclass."""
-
-    guest_id: int
-    n: int
-    sub_call_id: str
-    name: str
-    arguments: Any                  # the guest's JSON, decoded and frozen once (`snapshot`)
-    invalid: str | None             # the guest found it did not fit the signature: why
-    signal: Signal                  # the run's scope, and the program's own cancel
-
-
-@dataclass(eq=False, slots=True)         # compared by identity: a slot is one call
-class _Slot:
-    """One call the program sent, until it is answered: run live (`scheduled`), or
-    answered from the record of a paused run (`reply` set from the start)."""
-
-    sub: _SubCall
-    done: asyncio.Future[None]
-    scheduled: Scheduled | None = None
-    reply: SubCallOutcome | None = None
-    answered_by: str = ""            # the sub-call whose outcome answers it
-    deferred: bool = False           # its approval was deferred: it waits, unanswered
-    reason: str | None = None        # why it needs approval
-
-
-@dataclass
-class Replay:
-    """A resumed run's inputs: the paused run's record and the decisions on its requests.
-
-    Attributes:
-        record: what the paused run recorded.
-        decisions: by request id (`"<run id>:<n>"`), each used once.
-        requests: what each request showed the person (the tool and its arguments): a
-            decision applies only to the call it was shown for.
-        earlier: by sub-call number, what earlier resumptions that crashed ran and settled
-            (`_replay.earlier_answers`): the same call is answered from the log, not run.
-    """
-
-    record: RunRecord
-    decisions: dict[str, ApprovalDecision]
-    requests: dict[str, PendingApproval]
-    earlier: dict[int, EarlierAnswer] = field(default_factory=dict)
-
-
-class _RunApprovals:
-    """The approval channel of one run's sub-calls: a decision the resumption carries
-    answers (and is audited like an answer); with no approver on the session
-    (`Session.has_approver`), or when the policy allows deferring (`Ask(defer=True)`), the
-    approval is deferred; otherwise the session's channel is asked, as for a direct call."""
-
-    def __init__(self, session: Session, run_id: str, slots: dict[str, _Slot],
-                 decisions: dict[str, ApprovalDecision]) -> None:
-        self._session = session
-        self._run_id = run_id
-        self._slots = slots
-        self._decisions = decisions
-
-    def decision_for(self, request_id: str) -> ApprovalDecision | None:
-        """The decision given for `request_id`, if any (not used up by looking)."""
-        return self._decisions.get(request_id)
-
-    async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
-        slot = self._slots.get(request.call_id)
-        key = f"{self._run_id}:{slot.sub.n}" if slot is not None else ""
-        if slot is not None:
-            slot.reason = request.reason
-        decision = self._decisions.pop(key, None)
-        channel = self._session.approval
-        if decision is not None:
-            outcome: ApprovalOutcome = "allowed-once" if decision.approved else "rejected"
-            if isinstance(channel, ApprovalService) and self._session.turn_open \
-                    and channel.record(request, outcome) != outcome:
-                outcome = "rejected"             # the session's policy is "never"
-            reason = decision.reason if isinstance(decision.reason, str) else None
-            return ApprovalAnswer(outcome, reason)
-        if channel is None or request.defer or not self._session.has_approver(request.agent
-                                                                              or None):
-            return "deferred"
-        return await channel.request(request)
-
-
-class SubCallDispatcher:
+class SubCallDispatcher(Replaying):
     """One run's bridge from sandbox batches to pipeline calls.
 
     Args:
@@ -415,100 +304,6 @@ class SubCallDispatcher:
                             reason=s.reason if s.reason is not None else msgspec.UNSET)
             for s in sorted(self.paused, key=lambda s: s.sub.n))
 
-    # ---- replay ------------------------------------------------------------------------
-
-    def _check_replay(self, request: SubCallBatch, recorded: Exchange) -> None:
-        """Raises:
-            ReplayDiverged: the program's exchange differs from the recorded one."""
-        why = divergence(len(self.exchanges) + 1, request.calls, request.cancel, recorded,
-                         self._next_n())
-        if why is not None:
-            self._diverge(why)
-
-    def _diverge(self, why: str) -> None:
-        """Raises:
-            ReplayDiverged: always, after noting `why` for the run's result."""
-        self.diverged = why
-        raise ReplayDiverged(f"replay diverged at {why}; no tool ran")
-
-    def _replay_exchange(self, request: SubCallBatch, recorded: Exchange) -> SubCallReply:
-        """Answer an exchange the paused run completed, from its record."""
-        for wire_call in request.calls:
-            self._take_recorded(wire_call)
-        for reply in recorded.replies:
-            slot = self._by_guest_id.get(reply.id)
-            if slot is not None and slot in self._unreported:
-                self._unreported.remove(slot)
-        self.exchanges.append(recorded)
-        return SubCallReply(results=tuple(recorded.answer()))
-
-    def _take_recorded(self, wire_call: SubCall) -> SubCallOutcome | None:
-        """A replayed call: answered from the record if it settled, else held until the
-        replay reaches the exchange the run paused in (a call waiting for approval). A
-        reused id is refused unnumbered, as the first run refused it: its refusal."""
-        if wire_call.id in self._by_guest_id or any(h.id == wire_call.id for h, _ in self._held):
-            return SubCallErr(id=wire_call.id, code="TOOL_ERROR",
-                                       message=f"sub-call id {wire_call.id} was already used")
-        n = self._next_n()
-        answer = self._answers.get(wire_call.id)
-        if answer is None:
-            self._held.append((wire_call, n))
-            return None
-        replayed_from = self._replay.record.settled_by.get(str(wire_call.id), "") \
-            if self._replay is not None else ""
-        self._answer_from_log(wire_call, n, answer, replayed_from)
-        return None
-
-    def _answer_from_log(self, wire_call: SubCall, n: int, answer: SubCallOutcome,
-                         replayed_from: str) -> None:
-        """Call `n` is answered with `answer` without running (`tool/code-replayed`)."""
-        sub = self._sub_call(wire_call, n)
-        done: asyncio.Future[None] = self._loop.create_future()
-        done.set_result(None)
-        slot = _Slot(sub=sub, done=done, reply=answer, answered_by=replayed_from)
-        self._by_guest_id[sub.guest_id] = slot
-        self._unreported.append(slot)
-        self._count(sub.name, answer.code if isinstance(answer, SubCallErr) else None)
-        if self._logging:
-            outer = self._outer.execution
-            self._session.log.append(events.CodeReplayed(
-                root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
-                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
-                replayed_from=replayed_from or sub.sub_call_id))
-
-    def _go_live(self, request: SubCallBatch,
-                 recorded: Exchange) -> list[SubCallOutcome]:
-        """The exchange the paused run stopped in: its settled calls are answered from the
-        record; the held calls run live, in call order, once each is checked against the
-        request the person decided on (the same tool and arguments). Returns the refusals
-        of reused ids.
-
-        Raises:
-            ReplayDiverged: a held call is not the one a request showed, or a request has
-                no call here.
-        """
-        assert self._replay is not None
-        refused = [r for r in map(self._take_recorded, request.calls) if r is not None]
-        requests = dict(self._replay.requests)
-        for wire_call, n in self._held:
-            why = _not_as_shown(wire_call, requests.pop(f"{self.run_id}:{n}", None))
-            if why is not None:
-                self._diverge(f"sub-call {n}: the program called {describe(wire_call)}, {why}")
-        if requests:
-            self._diverge(f"the paused run's request {next(iter(requests))} has no call "
-                          "where the run paused")
-        held, self._held = self._held, []
-        self._replay = None
-        self.went_live = True
-        for wire_call, n in held:
-            decision = self._approvals.decision_for(f"{self.run_id}:{n}")
-            if decision is not None and not decision.approved:
-                because = f": {decision.reason}" if isinstance(decision.reason, str) else ""
-                self._denied[f"{self._outer.execution.call_id}:code:{n}"] = (
-                    f'the user rejected tool "{wire_call.name}"{because}')
-            self._start_live(wire_call, n)
-        return refused
-
     # ---- live calls --------------------------------------------------------------------
 
     def _sub_call(self, wire_call: SubCall, n: int) -> _SubCall:
@@ -641,17 +436,6 @@ class SubCallDispatcher:
                 self._log_settle(call, result, tuple(result.content))
 
 
-def _not_as_shown(call: SubCall, shown: PendingApproval | None) -> str | None:
-    """How `call` differs from the request a person decided on (tool, arguments as JSON),
-    or None when it is that call."""
-    if shown is None:
-        return "which no request of the paused run showed"
-    arguments = msgspec.json.encode(shown.arguments)
-    if shown.tool_name != call.name or msgspec.json.encode(call.arguments) != arguments:
-        return f"where the request {shown.id} showed {shown.tool_name}({arguments.decode()})"
-    return None
-
-
 def _reserved_reason(arguments: Any) -> str | None:
     """Why the arguments are refused when a top-level name is a parent-token field (the
     first such name, sorted), else None."""
@@ -662,23 +446,3 @@ def _reserved_reason(arguments: Any) -> str | None:
         return None
     return (f'"{reserved[0]}" is reserved for the host (it sets the parent token of every '
             "sub-call)")
-
-
-def _answer_of(guest_id: int, result: CallResult) -> SubCallOutcome:
-    """What the program is answered for a settled call."""
-    if not result.is_error:
-        return SubCallOk(id=guest_id, value=result.value)
-    assert result.error is not None
-    return SubCallErr(id=guest_id, code=rejection_code(result), message=result.error.message)
-
-
-def _is_media(block: Any) -> bool:
-    """An image, audio, embedded resource or any other block that is not text."""
-    return isinstance(block, dict) and block.get("type") != "text"
-
-
-def _all_text(content: tuple[Any, ...]) -> bool:
-    """No block of `content` is media (a tool's usual one text block: without a generator)."""
-    if len(content) == 1:
-        return not _is_media(content[0])
-    return not any(_is_media(b) for b in content)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,11 +41,14 @@ from codemode.sandbox import (
     WasmSandbox,
 )
 
-from .dispatch import Replay, SubCallDispatcher
+from .description import run_code_description
+from .dispatch import SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
+from .render import _failure_message, _labels_line, _render
 from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
+from .resumed import Replay
 from .seal import SealKey
-from .stubs import ToolStub, build_stubs, describe_tools
+from .stubs import ToolStub, build_stubs
 
 RUN_CODE = "run_code"
 
@@ -97,55 +99,6 @@ def _run_waiters() -> concurrent.futures.ThreadPoolExecutor:
 _STUB_KEY = msgspec.json.Encoder()
 _STUB_CACHE_SIZE = 8            # sets of tool definitions whose stubs are kept
 
-_PREAMBLE = """\
-Run a Python 3 program in an isolated sandbox (no files, network, environment or \
-subprocesses) and get back what it printed and the value of its last expression.
-
-Inside the program each tool below is a plain function: call it and use the value it \
-returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` run \
-concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
-`ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
-`ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
-succeed. To return a value, end the program with an expression; use print() for anything \
-else you want to see.
-"""
-
-_CODE_MODE_RULE = """
-Only `run_code` may be called directly: call every other tool inside a program.
-"""
-
-_LISTING_HEADING = "\nAvailable tools:\n"
-
-
-def _modules_text(modules: frozenset[str]) -> str:
-    """The importable modules as one paragraph: each top-level name once (the full dotted
-    list is several hundred names; the model needs the packages, not every submodule)."""
-    packages = sorted({name.partition(".")[0] for name in modules})
-    return ("\nImportable modules (nothing else): " + ", ".join(packages)
-            + "; and their submodules that need no host access (such as `asyncio.tasks`, "
-            "`xml.etree.ElementTree`).\n")
-
-
-def _size(n_bytes: int) -> str:
-    """`n_bytes` in the largest binary unit that divides it: "256 MiB", "64 KiB", "100 bytes"."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n_bytes >= size and n_bytes % size == 0:
-            return f"{n_bytes // size} {unit}"
-    return f"{n_bytes} bytes"
-
-
-def _limits_text(limits: SandboxLimits) -> str:
-    """The limits a program runs under, as one paragraph."""
-    parts = [f"{limits.wall_clock_s:g} s of wall-clock time (sleeps and tool calls count)",
-             f"{_size(limits.memory_bytes)} of memory",
-             f"{_size(limits.output_bytes)} each of printed output and of error output",
-             f"{limits.max_subcalls} tool calls",
-             f"{_size(limits.request_bytes)} of JSON arguments per tool call"]
-    if limits.fuel is not None:
-        parts.append(f"{limits.fuel} units of fuel (about one per instruction)")
-    return "\nEach run may use at most " + "; ".join(parts) + ". Past a limit the run stops " \
-        "and fails.\n"
-
 
 class CodeRunFailed(HarnessError):
     """The program did not complete: `code run failed (<kind>): <message>`, then its
@@ -163,21 +116,6 @@ class CodeRunFailed(HarnessError):
         self.outcome = outcome
 
 
-MODEL_TEXT_CHARS = 20_000
-"""Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
-reads; past it the head and the tail are kept and the cut is marked with its size. The
-tool's value keeps everything the sandbox returned."""
-
-
-def _bounded(text: str, limit: int = MODEL_TEXT_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
-
-
 def _tool_spec(stub: ToolStub) -> ToolSpec:
     return ToolSpec(
         name=stub.name, alias=stub.alias, accepts_extra=stub.accepts_extra,
@@ -185,71 +123,6 @@ def _tool_spec(stub: ToolStub) -> ToolSpec:
         params=tuple(ParamSpec(name=p.name, required=p.required, omit_if_none=p.omit_if_none,
                                keyword_only=p.keyword_only)
                      for p in stub.params))
-
-
-def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
-    """A paused run: what it waits on, and that it goes on by itself once decided."""
-    approvals = value.get("approvals", [])
-    lines = [f"The program is paused (run {value.get('run_id')}): {len(approvals)} tool call"
-             f"{'s need' if len(approvals) != 1 else ' needs'} a person's approval:"]
-    for request in approvals:
-        arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
-        reason = f" ({request['reason']})" if request.get("reason") else ""
-        lines.append(f"- {request.get('toolName')}({_bounded(arguments, 500)}){reason} "
-                     f"[request {request.get('id')}]")
-    lines.append("When they are decided the program resumes where it stopped and its result "
-                 "arrives; do not run it again.")
-    if value.get("labels"):
-        lines.append(_labels_line(value["labels"]))
-    logs = "".join(value.get("logs", ()))
-    if logs:
-        lines.append("Output so far:\n" + _bounded(logs.rstrip("\n")))
-    return [{"type": "text", "text": "\n".join(lines)}]
-
-
-def _render(args: Any, value: Any) -> list[dict[str, Any]]:
-    """Logs, then stderr, then the result (strings raw, other JSON pretty-printed; a None
-    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary. A pending
-    value (a paused run) lists the approvals it waits on."""
-    if value.get("status") == "pending":
-        return _render_pending(value)
-    parts: list[str] = []
-    logs = "".join(value.get("logs", ()))
-    if logs:
-        parts.append(_bounded(logs.rstrip("\n")))
-    stderr = value.get("stderr", "")
-    if stderr:
-        parts.append("stderr:\n" + _bounded(stderr.rstrip("\n")))
-    result = value.get("result")
-    if isinstance(result, str):
-        parts.append(_bounded(result))
-    elif isinstance(result, (dict, list)):
-        parts.append(_bounded(json.dumps(result, indent=2, ensure_ascii=False)))
-    elif result is not None:
-        # a number or a bool holds no text to escape: json's shared default encoder, with no
-        # encoder made for it (indent would only shape containers)
-        parts.append(_bounded(json.dumps(result)))
-    if not parts:
-        # A final expression of None is kept in the value (`"result": null`) but, as in
-        # Python's REPL, not echoed after output; alone, it is said in words.
-        parts.append("(the program completed with no output; its last expression was None)"
-                     if "result" in value else "(the program completed with no output)")
-    summary = value.get("subcalls") or {}
-    if summary.get("total"):
-        line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"
-        if summary.get("failed"):
-            line += f", {summary['failed']} failed ({summary.get('denied', 0)} denied)"
-        parts.append(line + "]")
-    if value.get("labels"):
-        parts.append(_labels_line(value["labels"]))
-    return [{"type": "text", "text": "\n".join(parts)}]
-
-
-def _labels_line(labels: Any) -> str:
-    """`[labels: private from r1:code:1; untrusted from r1:code:2, r1:code:3]`: what the run
-    holds, in the text the model reads and the log keeps."""
-    return "[labels: " + "; ".join(f"{label} from {', '.join(ids)}"
-                                   for label, ids in labels.items()) + "]"
 
 
 def _present_call(args: Any) -> dict[str, Any]:
@@ -368,11 +241,10 @@ class CodeMode:
         exposed tool as a typed Python signature with its docstring. It stands alone: the
         model cannot read anything it points to."""
         stubs = self.stubs(agent)
-        listing = describe_tools(stubs) if stubs else "(no tools are available)"
-        rule = _CODE_MODE_RULE if self.session.mode_for(agent) == "code" else ""
+        code_mode = self.session.mode_for(agent) == "code"
         modules = getattr(self.sandbox, "allowed_modules", WasmSandbox.allowed_modules)
-        return (_PREAMBLE + _modules_text(modules) + _limits_text(self.limits) + rule
-                + _LISTING_HEADING + listing)
+        return run_code_description(stubs, modules=modules, limits=self.limits,
+                                    code_mode=code_mode)
 
     def flow_of(self, execution: Any) -> RunFlow | None:
         """The labels of the run `execution` is a sub-call of, while it runs; None for a
@@ -602,18 +474,3 @@ def _why_diverged(dispatcher: SubCallDispatcher, outcome: RunOutcome) -> str:
 
 def _diverged(outcome: RunOutcome) -> bool:
     return outcome.error is not None and outcome.error.kind == "replay-diverged"
-
-
-def _failure_message(outcome: RunOutcome) -> str:
-    error = outcome.error
-    kind = error.kind if error is not None else "unknown"
-    detail = error.message if error is not None else "unknown failure"
-    traceback = getattr(error, "traceback", "")
-    message = f"code run failed ({kind}): {detail}"
-    if traceback:
-        message += "\n\n" + _bounded(traceback.rstrip("\n"))
-    if outcome.stdout.rstrip("\n"):
-        message += "\n\nCaptured output:\n" + _bounded(outcome.stdout.rstrip("\n"))
-    if outcome.stderr.rstrip("\n"):
-        message += "\n\nstderr:\n" + _bounded(outcome.stderr.rstrip("\n"))
-    return message

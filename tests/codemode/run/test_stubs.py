@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from codemode._run.description import describe_tools, stubs_module
 from codemode._run.stubs import (
     NO_DEFAULT,
     ParamSpec,
@@ -19,8 +20,6 @@ from codemode._run.stubs import (
     aliases_for,
     build_stub,
     build_stubs,
-    describe_tools,
-    stubs_module,
 )
 
 
