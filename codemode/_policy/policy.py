@@ -46,7 +46,7 @@ A condition names one argument (`arg`, a top-level key; `a.b` walks into objects
 test: `equals` (==), `matches` (regular expression, `re.search` on a string), `contains`
 (substring of a string, or item of a list), `gt` / `lt` (numbers). A missing argument, or
 one of the wrong type, fails the test. A `run_has` condition (a label or a list of labels)
-holds when the program's run has received a result carrying any of them (`_labels.py`); a
+holds when the program's run has received a result carrying any of them (`_run/labels.py`); a
 direct call is in no run, so it never holds there. The reason of a rule that fired on
 labels names them and the calls that brought them, and any argument holding a verbatim
 piece of such a result.

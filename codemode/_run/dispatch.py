@@ -137,7 +137,7 @@ class SubCallDispatcher(Replaying):
         self._answers = replay.record.answers() if replay is not None else {}
         self._earlier = dict(replay.earlier) if replay is not None else {}
         self._resumed = replay is not None      # live answers are logged (`_log_settle`)
-        self._seal = seal                       # ... and sealed (`_replay.answer_seal`)
+        self._seal = seal                       # ... and sealed (`replay.answer_seal`)
         self._held: list[tuple[SubCall, int]] = []   # replayed, not answered: call, n
         self.went_live = replay is None         # a resumed run: past the paused exchange
         # A denial given to the resumption holds even if no rule asks about the call any

@@ -9,7 +9,7 @@ A refused call (denied, unknown, invalid, pending approval) brought nothing.
 
 This is deliberately coarse: a program may combine anything it has seen, so no value is
 tracked through the program. What a run received is read from its exchanges with the
-sandbox (`_replay.Exchange`: the calls the program sent and the answers it got, in order),
+sandbox (`replay.Exchange`: the calls the program sent and the answers it got, in order),
 the same record a paused run keeps, so a resumed run that replays them holds the same
 labels at the same points.
 

@@ -35,7 +35,7 @@ class Replay:
         requests: what each request showed the person (the tool and its arguments): a
             decision applies only to the call it was shown for.
         earlier: by sub-call number, what earlier resumptions that crashed ran and settled
-            (`_replay.earlier_answers`): the same call is answered from the log, not run.
+            (`replay.earlier_answers`): the same call is answered from the log, not run.
     """
 
     record: RunRecord

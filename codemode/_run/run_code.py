@@ -2,7 +2,7 @@
 
 `CodeMode(session)` reserves `run_code` on a session. Its body runs the program in a sandbox
 with one binding per tool visible to the calling agent, serves the program's sub-calls
-through the same pipeline (`_dispatch.py`), drains them, and returns the canonical value
+through the same pipeline (`dispatch.py`), drains them, and returns the canonical value
 `{"logs": [str], "result"?: JSON, "subcalls": {...}}`; a program that fails becomes a
 `CODE_RUN_FAILED` failure whose message is `code run failed (<kind>): <message>` followed by
 the captured output.

@@ -581,5 +581,5 @@ def serve_command(
         raise typer.Exit(2) from None
 
 
-app.add_typer(log_app, name="log")     # `codemode log check|show FILE` (_log_cli.py)
-app.add_typer(cache_app, name="cache")   # `codemode cache list|prune` (_cache_cli.py)
+app.add_typer(log_app, name="log")     # `codemode log check|show FILE` (_log.py)
+app.add_typer(cache_app, name="cache")   # `codemode cache list|prune` (_cache.py)

@@ -243,7 +243,7 @@ def _first_line(content: Any) -> str | None:
 
 
 def show(file: Path, as_json: bool = False) -> None:
-    """`codemode log show FILE [--json]` (`_log_cli.py` declares it): print the log's calls
+    """`codemode log show FILE [--json]` (`_log.py` declares it): print the log's calls
     as a tree (call -> sub-calls) with outcomes, codes, durations and approvals, or as JSON.
 
     Raises:
