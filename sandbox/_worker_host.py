@@ -52,7 +52,7 @@ from ._protocol import (
     RunRequest,
     TimeLimitExceeded,
 )
-from ._restricted import ALLOWED_MODULES
+from ._restricted_modules import ALLOWED_MODULES
 from ._worker_wire import Call, Done, Ready, Reply, Start, Stopped, encoder, from_worker
 
 KILL_GRACE_S = 0.5          # past the wall-clock limit before the worker is killed

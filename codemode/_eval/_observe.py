@@ -268,6 +268,8 @@ BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
                   "codemode._run.render", "codemode._run.rejections",
                   "codemode._policy.policy", "codemode.sandbox._wasm",
                   "codemode.sandbox._wire", "codemode.sandbox._restricted",
+                  "codemode.sandbox._restricted_policy", "codemode.sandbox._restricted_run",
+                  "codemode.sandbox._restricted_modules", "codemode.sandbox._restricted_guards",
                   "codemode.pipeline._registry", "codemode.pipeline._session")
 
 

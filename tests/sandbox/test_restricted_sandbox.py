@@ -20,6 +20,10 @@ from codemode.sandbox import (
     RunRequest,
     SandboxLimits,
     TimeLimitExceeded,
+    _restricted_guards,
+    _restricted_modules,
+    _restricted_policy,
+    _restricted_run,
 )
 from codemode.sandbox.guest.cm_guest import runtime as guest_runtime
 
@@ -124,7 +128,9 @@ def test_from_import_of_a_refused_module_is_refused(restricted, host):
 
 def test_a_secret_in_host_module_globals_is_not_reachable(restricted, host, monkeypatch):
     secret = "HOST-SECRET-" + "7" * 12
-    for module in (guest_runtime, restricted_module):   # call_tool's globals; this tier's
+    for module in (guest_runtime, restricted_module,    # call_tool's globals; this tier's
+                   _restricted_policy, _restricted_run, _restricted_modules,
+                   _restricted_guards):
         monkeypatch.setattr(module, "HOST_API_KEY", secret, raising=False)
     attempts = [
         "call_tool.__globals__['HOST_API_KEY']",

@@ -430,11 +430,11 @@ def _preloaded_by_the_guest():
 
 
 def test_allowed_modules_are_exactly_what_a_program_can_import(tier, host):
-    from codemode.sandbox import _restricted
+    from codemode.sandbox import _restricted_modules
     from codemode.sandbox.guest.cm_guest import modules
 
     implicit = (modules.IMPORTABLE - modules.AVAILABLE if isinstance(tier, WasmSandbox)
-                else _restricted._IMPLICIT_MODULES)
+                else _restricted_modules._IMPLICIT_MODULES)
     candidates = {n for n in _preloaded_by_the_guest() | WasmSandbox.allowed_modules
                   | {"socket", "subprocess", "importlib", "ctypes", "inspect", "threading"}
                   if modules.is_public(n)}         # a program cannot spell private names
