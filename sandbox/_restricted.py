@@ -175,7 +175,7 @@ class RestrictedSandbox:
     the host.
     """
 
-    #: The guest's list minus `REFUSED_MODULES`.
+    #: The modules a program may import here (`_restricted_modules.ALLOWED_MODULES`).
     allowed_modules: frozenset[str] = ALLOWED_MODULES
 
     def __init__(self, thread_stack_bytes: int = _THREAD_STACK_BYTES) -> None:
