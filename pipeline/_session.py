@@ -24,10 +24,12 @@ from ._definition import ToolDefinition
 from ._errors import DuplicateToolError, ReservedToolError, ResumeError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
-from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
+from ._pending import PendingCall
+from ._registry import Mode, ToolRegistry
 from ._result import CallResult
 from ._resume import Resumption, find_suspension, normalize_decisions
 from ._scheduler import Scheduled, Scheduler
+from ._shield import own_cancellation, shielded
 from ._signal import Signal
 from ._waterfall import Waterfall, registry_list
 from .events import (

@@ -266,7 +266,11 @@ BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
                   "codemode._run.run_code", "codemode._run.rejections",
                   "codemode._policy.policy", "codemode.sandbox._wasm",
                   "codemode.sandbox._wire", "codemode.sandbox._restricted",
-                  "codemode.pipeline._registry", "codemode.pipeline._session")
+                  "codemode.pipeline._registry", "codemode.pipeline._pending",
+                  "codemode.pipeline._pending_state", "codemode.pipeline._admission",
+                  "codemode.pipeline._dispatch", "codemode.pipeline._commit",
+                  "codemode.pipeline._materialize", "codemode.pipeline._shield",
+                  "codemode.pipeline._session")
 
 
 def _code_fingerprint(names: Iterable[str]) -> dict[str, int]:
