@@ -470,7 +470,7 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     from codemode._run import dispatch as _dispatch
     from codemode._run import labels as _labels
     from codemode._run import run_code as _run_code
-    from codemode.pipeline import _admission, _commit, _registry, _scheduler, _session
+    from codemode.pipeline import _admission, _batches, _commit, _registry, _scheduler
     from codemode.pipeline import _dispatch as _dispatch_phase
     from codemode.pipeline.log import _base
     from codemode.sandbox import _wasm
@@ -479,7 +479,7 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     specs = run_code.code_mode._stubs_and_specs(None)[1]
     targets = [
         (_base.AppendOnlyLog, "append", "events"),
-        (_session.Session, "_parse_item", "setup"), (_scheduler.Scheduler, "__init__", "setup"),
+        (_batches.Batches, "_parse_item", "setup"), (_scheduler.Scheduler, "__init__", "setup"),
         (_registry.ToolRegistry, "prepare", "setup"),
         (_admission.AdmissionPhase, "start", "setup"),
         (_run_code.CodeMode, "exposed_tools", "run setup"),

@@ -1,4 +1,4 @@
-"""A call's admission, S3–S7 (docs/pipeline-spec.md §3): the execution made and its
+"""A call's admission, S3–S7 (docs/pipeline-spec.md §2, §4): the execution made and its
 arguments frozen and checked, then the ``tools/pre-execute`` decision, the approval it may
 ask for, the guards and the cancellation re-check. Its outcome is the call's route.
 

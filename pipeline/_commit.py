@@ -1,4 +1,4 @@
-"""A call's commit, S11–S14 (docs/pipeline-spec.md §3, §7): the ``tools/post-execute``
+"""A call's commit, S11–S14 (docs/pipeline-spec.md §2, §7): the ``tools/post-execute``
 waterfall on the post route, materialization, ``finalize_content`` (at most once), and the
 publication to the ``tools/result`` observers, with the check that none of them wrote
 through the published result.

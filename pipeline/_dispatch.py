@@ -1,4 +1,4 @@
-"""A call's dispatch, S8–S10 (docs/pipeline-spec.md §3): the ``tools/execute`` wrappers
+"""A call's dispatch, S8–S10 (docs/pipeline-spec.md §2): the ``tools/execute`` wrappers
 around the core, the tool's body under the fused signal, the value made into a frozen
 result, and the normalization of whatever the wrappers return.
 

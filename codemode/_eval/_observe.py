@@ -270,7 +270,8 @@ BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
                   "codemode.pipeline._pending_state", "codemode.pipeline._admission",
                   "codemode.pipeline._dispatch", "codemode.pipeline._commit",
                   "codemode.pipeline._materialize", "codemode.pipeline._shield",
-                  "codemode.pipeline._session")
+                  "codemode.pipeline._session", "codemode.pipeline._batches",
+                  "codemode.pipeline._turns")
 
 
 def _code_fingerprint(names: Iterable[str]) -> dict[str, int]:
