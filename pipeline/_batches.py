@@ -48,7 +48,7 @@ __all__ = ["Batches"]
 class Batches(Turns):
     """The model's tool calls of a ``Session``, in batches."""
 
-    # the session's, set by ``Session.__init__`` or defined by ``Session``
+    # set by ``Session.__init__``; ``resolve`` is ``Session.resolve``
     max_parallel_tool_calls: int
     resolve: Callable[[str, str | None], ToolDefinition | None]
     _registry: ToolRegistry

@@ -109,9 +109,9 @@ def fingerprint(result: CallResult) -> bytes:
         return b""
 
 
-def restored(result: CallResult, fingerprint: bytes) -> CallResult:
-    """``result`` with the fields of ``fingerprint`` decoded and frozen again."""
-    value, content, meta, contexts = msgspec.json.decode(fingerprint)
+def restored(result: CallResult, taken: bytes) -> CallResult:
+    """``result`` with the fields of its fingerprint ``taken`` decoded and frozen again."""
+    value, content, meta, contexts = msgspec.json.decode(taken)
     return msgspec.structs.replace(
         result,
         value=msgspec.UNSET if result.is_error else snapshot(value, what="value"),

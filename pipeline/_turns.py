@@ -32,6 +32,7 @@ __all__ = ["Turns"]
 class Turns:
     """The turns and the inbox of a ``Session``."""
 
+    # set by ``Session.__init__``
     log: SessionLog
     turn_concluded: bool
     _inbox: list[tuple[UserMessageBody, tuple[int, ...]]]
