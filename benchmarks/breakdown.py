@@ -209,7 +209,8 @@ def _instrumented(peer: _peers.Peer, n: int, targets: list[tuple[Any, str, str]]
 def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[str, float]:
     """Microseconds per sub-call of each part (see the module docstring)."""
     from codemode._run import dispatch as _dispatch
-    from codemode.pipeline import _registry, _session
+    from codemode.pipeline import _admission, _commit, _session
+    from codemode.pipeline import _dispatch as _dispatch_phase
     from codemode.sandbox import _host
 
     parts: dict[str, float] = {}
@@ -229,9 +230,9 @@ def subcall_parts(sandbox: _peers.Peer, run_code: _peers.Peer, n: int) -> dict[s
     parts["  floor: raw import, a constant answer"] = alone
     parts["  floor: raw import, through the host"] = through_host
     stages = [(_session.Session, "prepare", "S3 prepare"),
-              (_registry.PendingCall, "start", "S4-S7 start"),
-              (_registry.PendingCall, "dispatch", "S8-S10 dispatch"),
-              (_registry.PendingCall, "commit", "S11-S14 commit")]
+              (_admission.AdmissionPhase, "start", "S4-S7 start"),
+              (_dispatch_phase.DispatchPhase, "dispatch", "S8-S10 dispatch"),
+              (_commit.CommitPhase, "commit", "S11-S14 commit")]
     governed, per = _instrumented(
         run_code, n, [(_host.RunHost, "dispatch_batch", "host"),
                       (_dispatch.SubCallDispatcher, "dispatch", "dispatcher"),
@@ -469,7 +470,8 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     from codemode._run import dispatch as _dispatch
     from codemode._run import labels as _labels
     from codemode._run import run_code as _run_code
-    from codemode.pipeline import _registry, _scheduler, _session
+    from codemode.pipeline import _admission, _batches, _commit, _registry, _scheduler
+    from codemode.pipeline import _dispatch as _dispatch_phase
     from codemode.pipeline.log import _base
     from codemode.sandbox import _wasm
 
@@ -477,8 +479,9 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
     specs = run_code.code_mode._stubs_and_specs(None)[1]
     targets = [
         (_base.AppendOnlyLog, "append", "events"),
-        (_session.Session, "_parse_item", "setup"), (_scheduler.Scheduler, "__init__", "setup"),
-        (_registry.ToolRegistry, "prepare", "setup"), (_registry.PendingCall, "start", "setup"),
+        (_batches.Batches, "_parse_item", "setup"), (_scheduler.Scheduler, "__init__", "setup"),
+        (_registry.ToolRegistry, "prepare", "setup"),
+        (_admission.AdmissionPhase, "start", "setup"),
         (_run_code.CodeMode, "exposed_tools", "run setup"),
         (_run_code.CodeMode, "_stubs_and_specs", "run setup"),
         (_run_code.CodeMode, "_records_runs", "run setup"),
@@ -487,8 +490,8 @@ def run_code_parts(sandbox: _peers.Peer, run_code: _peers.Peer, runs: int,
         (_wasm.WasmSandbox, "submit", "submit"),
         (_dispatch.SubCallDispatcher, "drain", "outcome"),
         (_run_code.CodeMode, "_value", "outcome"),
-        (_registry.PendingCall, "_success", "outcome"),
-        (_registry.PendingCall, "commit", "commit"),
+        (_dispatch_phase, "success", "outcome"), (_commit, "success", "outcome"),
+        (_commit.CommitPhase, "commit", "commit"),
     ]
     in_run_code = threading.Event()           # only run_code's runs are split
 

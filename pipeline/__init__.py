@@ -62,7 +62,7 @@ from ._execution import DispatchExecution, Execution, ExecutionInput, ExecutionT
 from ._lazy import lazy_exports as _lazy_exports
 from ._lossless import FrozenDict, FrozenList, snapshot, thaw
 from ._normalize import message_of
-from ._registry import PendingCall
+from ._pending import PendingCall
 from ._result import CallResult, ToolErrorDetail
 from ._resume import Resumption
 from ._scheduler import CallState, Scheduled, Scheduler, eager

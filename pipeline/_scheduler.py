@@ -43,7 +43,7 @@ from ._eager import Stage, begin, eager, launch
 from ._errors import InvalidArgumentsError
 from ._execution import ExecutionInput
 from ._normalize import failure_from
-from ._registry import PendingCall
+from ._pending import PendingCall
 from ._result import CallResult
 
 __all__ = ["CallState", "Scheduled", "Scheduler", "eager"]

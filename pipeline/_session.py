@@ -1,53 +1,33 @@
 """``Session``: tools, extension points, the log, turns and batches (docs/pipeline-spec.md §2, §8).
 
-One model tool call (``call``) or one assistant message's calls (``call_batch``) go through
-S1–S17: ``tool/call`` appended when a call starts, the registry's S3–S14, ``tool/result``
-appended in model order, and after the batch the queued ``additionalContexts`` delivered
-FIFO as ``user/message`` events after the step's end marker.
+This module holds what a call reads: the agents and their modes, the tools in their scopes,
+the extension points, approval, presentation; and the session's making and closing. The
+model's calls in batches are ``_batches``, the turns and inbox they are logged in ``_turns``;
+``Session`` is all of them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import msgspec
 
 from ._approval import ApprovalChannel, ApprovalService
-from ._content import freeze_blocks, freeze_contexts
+from ._batches import Batches
+from ._content import freeze_blocks
 from ._definition import ToolDefinition
-from ._errors import DuplicateToolError, ReservedToolError, ResumeError
+from ._errors import DuplicateToolError, ReservedToolError
 from ._execution import ExecutionInput
 from ._lossless import FrozenDict, snapshot
-from ._registry import Mode, PendingCall, ToolRegistry, own_cancellation, shielded
+from ._pending import PendingCall
+from ._registry import Mode, ToolRegistry
 from ._result import CallResult
-from ._resume import Resumption, find_suspension, normalize_decisions
-from ._scheduler import Scheduled, Scheduler
-from ._signal import Signal
+from ._shield import own_cancellation
 from ._waterfall import Waterfall, registry_list
-from .events import (
-    ApprovalDecision,
-    ApprovalPolicyChanged,
-    Event,
-    InboxQueued,
-    MessageSource,
-    StepEnd,
-    StepStart,
-    ToolCall,
-    ToolResult,
-    ToolResultBlock,
-    ToolResultMessage,
-    ToolResumed,
-    TurnEnd,
-    TurnStart,
-    UserMessage,
-    UserMessageBody,
-)
+from .events import ApprovalPolicyChanged, ToolResult, UserMessageBody
 from .log import SessionLog, open_log
 
 __all__ = ["POINTS", "Session"]
@@ -71,7 +51,7 @@ _MODES = ("native", "code", "both")
 _GLOBAL_SCOPE: tuple[str | None, ...] = (None,)
 
 
-class Session:
+class Session(Batches):
     """A tool session: registry, extension points, approval, log, turns and batches.
 
     Args:
@@ -130,20 +110,6 @@ class Session:
                 self._approval = approval
         for defn in tools:
             self.register(defn)
-
-    def _restore(self) -> int:
-        """The last turn number; refills the inbox with queued, undelivered messages."""
-        turn = 0
-        pending: dict[str, tuple[UserMessageBody, tuple[int, ...]]] = {}
-        for event in self.log.read():
-            if isinstance(event, TurnStart):
-                turn = max(turn, event.turn)
-            elif isinstance(event, InboxQueued):
-                pending[event.message.id] = (event.message, event.source_event_seqs)
-            elif isinstance(event, UserMessage):
-                pending.pop(event.message.id, None)
-        self._inbox = list(pending.values())
-        return turn
 
     # -- agents and modes ---------------------------------------------------------------
     def add_agent(self, agent: str, *, parent: str | None = None) -> Callable[[], None]:
@@ -370,83 +336,6 @@ class Session:
 
         return dispose
 
-    # -- turns ----------------------------------------------------------------------------
-    @property
-    def turn_open(self) -> bool:
-        return self._turn_open
-
-    @property
-    def current_turn(self) -> int:
-        return self._turn
-
-    def begin_turn(self) -> int:
-        """Open a turn (``turn/start``); returns its number. Raises if one is open."""
-        if self._turn_open:
-            raise RuntimeError("a turn is already open")
-        self._turn += 1
-        self._step = 0
-        self._turn_open = True
-        self.turn_concluded = False
-        self.log.append(TurnStart(turn=self._turn))
-        self._deliver_inbox()  # messages left pending by a cancelled turn come first
-        return self._turn
-
-    def end_turn(self, reason: str = "completed") -> None:
-        """Close the open turn (``turn/end``). Pending inbox messages are delivered first,
-        except for ``reason="cancelled"``: then they stay pending (durably) and are
-        delivered right after the next ``turn/start``."""
-        if not self._turn_open:
-            raise RuntimeError("no turn is open")
-        if reason != "cancelled":
-            self._deliver_inbox()
-        self.log.append(TurnEnd(turn=self._turn, reason=reason))
-        self._turn_open = False
-
-    @contextlib.asynccontextmanager
-    async def turn(self) -> AsyncIterator[int]:
-        """``async with session.turn() as n:`` — ``begin_turn`` / ``end_turn``; the end
-        reason is ``"cancelled"`` on cancellation, ``"concluded"`` if a result concluded it."""
-        number = self.begin_turn()
-        reason = "completed"
-        try:
-            yield number
-        except asyncio.CancelledError:
-            reason = "cancelled"
-            raise
-        finally:
-            if reason == "completed" and self.turn_concluded:
-                reason = "concluded"
-            self.end_turn(reason)
-
-    def inject(self, message: Any, *, kind: str = "inject") -> None:
-        """Queue a user-role message (string or blocks) in the next-step inbox."""
-        for item in freeze_contexts([message]):
-            self._queue(item, MessageSource(kind=kind), ())
-
-    @property
-    def inbox(self) -> list[UserMessageBody]:
-        """Queued messages not yet delivered, in FIFO order."""
-        return [body for body, _ in self._inbox]
-
-    def clear_inbox(self) -> None:
-        """Drop every pending message (an explicit cancel without "keep inbox")."""
-        self._inbox.clear()
-
-    def _queue(self, item: Any, source: MessageSource, seqs: tuple[int, ...]) -> None:
-        content = ({"type": "text", "text": item},) if isinstance(item, str) else tuple(item)
-        body = UserMessageBody(id=f"msg_{uuid.uuid4().hex[:16]}", source=source, content=content)
-        self.log.append(InboxQueued(turn=self._turn, message=body, source_event_seqs=seqs))
-        self._inbox.append((body, seqs))
-
-    def _deliver_inbox(self) -> list[Event]:
-        delivered: list[Event] = []
-        inbox, self._inbox = self._inbox, []
-        for body, seqs in inbox:
-            delivered.append(
-                self.log.append(UserMessage(turn=self._turn, message=body, source_event_seqs=seqs))
-            )
-        return delivered
-
     # -- calls ----------------------------------------------------------------------------
     async def execute(self, inp: ExecutionInput) -> CallResult:
         """One call S3–S14 (no ``tool/call``/``tool/result`` events); returns the frozen
@@ -463,250 +352,6 @@ class Session:
         scheduler that may give up on a call (``pending.abandon(error)``) holds it from
         here, so even a call stuck in policy can be finalized and published."""
         return self._registry.prepare(inp)
-
-    async def call(
-        self,
-        name: str,
-        arguments: Any = None,
-        *,
-        agent: str | None = None,
-        signal: Signal | None = None,
-        call_id: str | None = None,
-    ) -> CallResult:
-        """One model tool call as a batch of one (see ``call_batch``)."""
-        item = (
-            (name, arguments if arguments is not None else {})
-            if call_id is None
-            else (name, arguments, call_id)
-        )
-        [result] = await self.call_batch([item], agent=agent, signal=signal)
-        return result
-
-    async def call_batch(
-        self,
-        calls: Iterable[tuple[Any, ...]],
-        *,
-        agent: str | None = None,
-        signal: Signal | None = None,
-        max_parallel: int | None = None,
-    ) -> list[CallResult]:
-        """Run one assistant message's tool calls (S0–S17) and return results in order.
-
-        Each item is ``(name, arguments)`` or ``(name, arguments, call_id)``; ``arguments``
-        is a parsed value or the model's raw JSON text (``""`` -> ``{}``, non-JSON text is
-        passed on as the string). Concurrency-safe calls run in a rolling pool of
-        ``max_parallel`` (default ``max_parallel_tool_calls``); any other call runs alone.
-        S1–S7 run one call at a time in model order; ``tool/result`` commits in model
-        order. Opens (and closes) a turn if none is open; the batch is one step. After
-        the step's end marker the results' contexts are appended as ``user/message`` (FIFO).
-        Cancelling the awaiting task aborts the batch: every call still gets its
-        ``tool/result`` before ``CancelledError`` propagates.
-        """
-        items = [self._parse_item(raw) for raw in calls]
-        cancel = Signal()
-        batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
-        try:
-            # The batch's first step (the turn, the step) runs now; its calls start at the
-            # loop's next turn, so that batches started together (concurrent calls of tools
-            # that never wait) still run at the same time and share the implicit turn.
-            results: list[CallResult] = await shielded(
-                self._batch(
-                    items, agent, batch_signal, max_parallel or self.max_parallel_tool_calls
-                ),
-                cancel,
-            )
-            return results
-        finally:
-            batch_signal.detach()
-
-    def _parse_item(self, raw: Any) -> tuple[str, str, Any, str]:
-        if isinstance(raw, (tuple, list)) and len(raw) in (2, 3):
-            name, arguments = raw[0], raw[1]
-            call_id = raw[2] if len(raw) == 3 else f"call_{os.urandom(8).hex()}"
-        else:
-            raise TypeError("each call is (name, arguments) or (name, arguments, call_id)")
-        if isinstance(arguments, str):
-            text = arguments
-            if not text.strip():
-                parsed: Any = {}
-            else:
-                try:
-                    parsed = msgspec.json.decode(text)
-                except (msgspec.DecodeError, UnicodeEncodeError):
-                    parsed = text
-        else:
-            parsed = arguments
-            try:
-                text = msgspec.json.encode(arguments).decode()
-            except Exception:
-                text = repr(arguments)
-        if not text.isascii():  # the log is UTF-8: keep unpaired surrogates visible, not fatal
-            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-        return str(name), text, parsed, str(call_id)
-
-    def classify(
-        self, name: str, arguments: Any, agent: str | None = None
-    ) -> Literal["parallel", "exclusive"]:
-        """``parallel`` only if the visible definition's classifier returns exactly ``True``."""
-        defn = self.resolve(name, agent)
-        if defn is None or defn.is_concurrency_safe is None:
-            return "exclusive"
-        try:
-            verdict = defn.is_concurrency_safe(arguments)
-        except BaseException:
-            return "exclusive"
-        return "parallel" if verdict is True else "exclusive"
-
-    async def resume(
-        self,
-        run_id: str,
-        decisions: Mapping[str, bool] | Iterable[ApprovalDecision],
-        *,
-        signal: Signal | None = None,
-    ) -> CallResult:
-        """Go on with a suspended call (docs/pipeline-spec.md §4.3): a call that returned a
-        pending result and logged ``tool/suspended`` (a Code-Mode run waiting for approvals).
-
-        The latest suspension of ``run_id`` is read from the log, so the run may have been
-        suspended by another process. ``tool/resumed`` is appended (the log refuses a second
-        resumption of one suspension: each approval is used once), then the tool is called
-        again as a batch of one with call id ``"<run id>:resume:<k>"``, the suspended call's
-        arguments, and ``ctx.resumption`` set; that call goes through the whole pipeline and
-        gets its ``tool/call`` and ``tool/result`` like any other. It may suspend again.
-
-        Args:
-            run_id: the id of the run (its first call's id, as the pending result says).
-            decisions: ``{request id: approved}`` or ``ApprovalDecision``s (a denial with a
-                reason), one for every pending request.
-            signal: cancels the resumed call.
-        Returns:
-            The resumed call's result (possibly pending again).
-        Raises:
-            ResumeError: no suspension of ``run_id`` is waiting, the decisions do not match
-                its requests, or its tool is gone or not resumable.
-        """
-        suspended, resumed = find_suspension(self.log.read(), run_id)
-        agent = suspended.agent if isinstance(suspended.agent, str) else None
-        defn = self.resolve(suspended.name, agent)
-        if defn is None or not defn.resumable:
-            raise ResumeError(f'tool "{suspended.name}" of run {run_id!r} is not available '
-                              "to resume it (not registered, or not resumable)")
-        ordered = normalize_decisions(decisions, suspended.requests)
-        call_id = f"{run_id}:resume:{resumed + 1}"
-        self.log.append(ToolResumed(run_id=run_id, call_id=call_id, decisions=ordered))
-        resumption = Resumption(run_id=run_id, call_id=call_id, state=suspended.state,
-                                decisions=ordered, requests=suspended.requests)
-        name, text, parsed, _ = self._parse_item((suspended.name, suspended.arguments, call_id))
-        cancel = Signal()
-        batch_signal = Signal.any(signal, cancel) if signal is not None else cancel
-        try:
-            results: list[CallResult] = await shielded(
-                self._batch([(name, text, parsed, call_id)], agent, batch_signal, 1,
-                            resumption=resumption),
-                cancel,
-            )
-            return results[0]
-        finally:
-            batch_signal.detach()
-
-    async def _batch(
-        self, items: list[tuple[str, str, Any, str]], agent: str | None, signal: Signal,
-        pool: int, *, resumption: Resumption | None = None,
-    ) -> list[CallResult]:
-        # A batch with no turn open opens one; batches running meanwhile (concurrent
-        # `call`s on one session) join it, and the last to finish closes it, so no result
-        # lands after the turn's end. Their steps overlap; each is closed by its batch.
-        implicit = not self._turn_open or self._implicit_batches > 0
-        if not self._turn_open:
-            self.begin_turn()
-            self._implicit_cancelled = False
-        if implicit:
-            self._implicit_batches += 1
-        self._open_steps += 1
-        self._step += 1
-        turn, step = self._turn, self._step
-        self.log.append(StepStart(turn=turn, step=step))
-        concluded = False
-        calls: dict[int, Event] = {}          # submission index -> its tool/call event
-
-        def on_start(call: Scheduled) -> None:
-            name, text, _, call_id = call.data
-            calls[call.index] = self.log.append(
-                ToolCall(turn=turn, step=step, call_id=call_id, name=name, arguments=text))
-
-        async def on_commit(call: Scheduled) -> None:
-            nonlocal concluded
-            result = call.result
-            assert result is not None
-            call_id = call.data[3]
-            committed = self.log.append(
-                self._tool_result_event(turn, step, call_id, calls[call.index].seq, result))
-            for context in result.additional_contexts:
-                self._queue(
-                    context, MessageSource(kind="context", call_id=call_id), (committed.seq,)
-                )
-            if result.concludes_turn and not result.is_error:
-                concluded = True
-
-        scheduler = Scheduler(
-            self._registry.prepare, pool=pool, on_start=on_start, on_commit=on_commit,
-            exclusive=lambda call: self.classify(call.data[0], call.data[2], agent) == "exclusive",
-            abandons=False, loop=asyncio.get_running_loop())
-        try:
-            for item in items:
-                name, _, parsed, call_id = item
-                scheduler.submit(
-                    ExecutionInput(call_id=call_id, name=name, arguments=parsed, signal=signal,
-                                   agent=agent, resumption=resumption),
-                    data=item, start=False)
-            # The calls start at the loop's next turn, so that batches started together
-            # (concurrent calls of tools that never wait) still run at the same time and
-            # share the implicit turn; then in this task (`Scheduler.run`).
-            await asyncio.sleep(0)
-            done = await scheduler.run()
-        finally:
-            unsettled = [c.done for c in scheduler.calls if not c.done.done()]
-            if unsettled:                 # (a turn of the loop; none when all are done)
-                await asyncio.gather(*unsettled, return_exceptions=True)
-            self.log.append(StepEnd(turn=turn, step=step))
-            self._open_steps -= 1
-            if not signal.aborted and self._open_steps == 0:
-                # on cancellation they stay pending for the next turn; while another step is
-                # open they wait for its end (never between the results of one step)
-                self._deliver_inbox()
-            if concluded:
-                self.turn_concluded = True
-            if implicit:
-                self._implicit_batches -= 1
-                self._implicit_cancelled = self._implicit_cancelled or signal.aborted
-                if self._implicit_batches == 0:
-                    reason = "cancelled" if self._implicit_cancelled else (
-                        "concluded" if self.turn_concluded else "completed")
-                    self.log.append(TurnEnd(turn=turn, reason=reason))
-                    self._turn_open = False
-        return [c.result for c in done if c.result is not None]
-
-    @staticmethod
-    def _tool_result_event(
-        turn: int, step: int, call_id: str, call_seq: int, result: CallResult
-    ) -> ToolResult:
-        info = result.error.info if result.error is not None else None
-        return ToolResult(
-            turn=turn,
-            step=step,
-            message=ToolResultMessage(
-                id=f"msg_{call_id}",
-                source=MessageSource(kind="tool", call_id=call_id),
-                content=(
-                    ToolResultBlock(
-                        tool_call_id=call_id, content=result.content, is_error=result.is_error
-                    ),
-                ),
-            ),
-            error=info if info is not None else msgspec.UNSET,
-            meta=result.meta if result.meta is not None else msgspec.UNSET,
-            source_event_seqs=(call_seq,),
-        )
 
     async def code_dispatch_content(self, execution: Any, result: CallResult) -> tuple[Any, ...]:
         """The content to persist in a ``tool/code-dispatch`` event for a committed sub-call:

@@ -270,7 +270,12 @@ BRIDGE_MODULES = ("codemode.fixtures.reference_tools", "codemode._run.dispatch",
                   "codemode.sandbox._wire", "codemode.sandbox._restricted",
                   "codemode.sandbox._restricted_policy", "codemode.sandbox._restricted_run",
                   "codemode.sandbox._restricted_modules", "codemode.sandbox._restricted_guards",
-                  "codemode.pipeline._registry", "codemode.pipeline._session")
+                  "codemode.pipeline._registry", "codemode.pipeline._pending",
+                  "codemode.pipeline._pending_state", "codemode.pipeline._admission",
+                  "codemode.pipeline._dispatch", "codemode.pipeline._commit",
+                  "codemode.pipeline._materialize", "codemode.pipeline._shield",
+                  "codemode.pipeline._session", "codemode.pipeline._batches",
+                  "codemode.pipeline._turns")
 
 
 def _code_fingerprint(names: Iterable[str]) -> dict[str, int]:
