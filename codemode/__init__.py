@@ -4,14 +4,17 @@ by one pipeline. Re-exports the pipeline's public names.
 Every name loads on first use (PEP 562): `import codemode` (and `import codemode.sandbox`,
 which imports this package first) pulls in neither the pipeline, nor the MCP SDK, nor
 wasmtime until a program uses a name that needs them.
+
+The namespace holds the API alone: `__all__`, the layers (`pipeline`, `sandbox`,
+`fixtures`) and the submodules a program imports (`codemode.adapters`, ...); what this module
+needs to do its work has a leading underscore, so `dir(codemode)` and attribute access
+show nothing else.
 """
 
-from __future__ import annotations
+import typing as _typing
+from importlib import import_module as _import_module
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
+if _typing.TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
     from codemode.pipeline import *  # noqa: F403  (the pipeline's public API is part of ours)
     from codemode.pipeline import __all__ as _pipeline_all
 
@@ -56,7 +59,7 @@ def _export_order(name: str) -> tuple[bool, bool, str]:
     return (not (len(name) > 1 and name.isupper()), not name[:1].isupper(), name)
 
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     __all__ = sorted({*_pipeline_all, *_LAZY}, key=_export_order)  # noqa: PLE0605
 
 
@@ -67,17 +70,17 @@ def _public_names() -> list[str]:
     return sorted({*pipeline_all, *_LAZY}, key=_export_order)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name.startswith("__") and name != "__all__":   # introspection: loads nothing
         raise AttributeError(f"module 'codemode' has no attribute {name!r}")
     if name == "__all__":
-        value: Any = _public_names()
+        value: _typing.Any = _public_names()
     elif name in _SUBPACKAGES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = _import_module(f".{name}", __name__)
     elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        value = getattr(_import_module(_LAZY[name], __name__), name)
     else:
-        pipeline = importlib.import_module(".pipeline", __name__)
+        pipeline = _import_module(".pipeline", __name__)
         if name not in pipeline.__all__:
             raise AttributeError(f"module 'codemode' has no attribute {name!r}")
         value = getattr(pipeline, name)
@@ -86,4 +89,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_public_names()})
+    """The API (`__all__`), the layers, the submodules imported so far and the module's
+    dunders (`__name__`, ...); never a name with one leading underscore."""
+    loaded = {name for name, value in globals().items() if not name.startswith("_")
+              and getattr(value, "__name__", None) == f"{__name__}.{name}"}
+    dunders = {name for name in globals() if name.startswith("__")}
+    return sorted({*dunders, *_public_names(), *_SUBPACKAGES, *loaded})

@@ -4,7 +4,9 @@ name must exist.
 
 "Public" means every name a reader finds on the module without a leading underscore, except
 submodules (listed ones are checked to exist) and names the module imports from outside
-codemode, such as `typing.Any` or `from __future__ import annotations`.
+codemode, such as `typing.Any` or `from __future__ import annotations`. `strict=True`
+excepts only the module's own submodules: whatever else a reader finds on it, in `dir()`
+or as an attribute (`typing.Any`, `importlib`, `annotations`), must be in `__all__`.
 """
 
 import ast
@@ -37,8 +39,17 @@ def public_names(module: types.ModuleType) -> set[str]:
             and not isinstance(getattr(module, name), types.ModuleType)}
 
 
-def check_exports(module: types.ModuleType) -> None:
+def _strict_public_names(module: types.ModuleType) -> set[str]:
+    """Every name without a leading underscore that `dir()` lists or the module holds, but
+    its own submodules (`codemode.pipeline`, not `importlib`)."""
+    found = {name for name in {*dir(module), *vars(module)} if not name.startswith("_")}
+    return {name for name in found
+            if getattr(getattr(module, name), "__name__", None) != f"{module.__name__}.{name}"}
+
+
+def check_exports(module: types.ModuleType, *, strict: bool = False) -> None:
     listed = list(module.__all__)
     assert listed == sorted(set(listed), key=export_order), "__all__ is not sorted (or repeats)"
     submodules = {n for n in listed if isinstance(getattr(module, n), types.ModuleType)}
-    assert public_names(module) == set(listed) - submodules
+    found = _strict_public_names(module) if strict else public_names(module)
+    assert found - submodules == set(listed) - submodules
