@@ -18,7 +18,7 @@ from msgspec import UNSET
 
 from ._content import blocks_text, freeze_blocks, freeze_contexts
 from ._decisions import Accept, Block
-from ._errors import HookError, NotLosslessError, UnknownToolError
+from ._errors import HookError, NotLosslessError
 from ._materialize import MATERIALIZATION_MESSAGE, fingerprint, materialize, restored, success
 from ._normalize import body_failure, failure_from, listener_failure
 from ._pending_state import PendingState, aborted
@@ -116,7 +116,7 @@ class CommitPhase(PendingState):
                 raise ValueError("tools/post-execute cannot replace the value of a failed result")
             defn = self._resolve()
             if defn is None:
-                raise UnknownToolError(f'unknown tool "{self.execution.name}"')
+                raise self._unknown_tool()
             built = success(defn, self.execution, decision.value,
                             concludes=result.concludes_turn)
             self._own.append(built)

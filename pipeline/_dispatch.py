@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from ._content import freeze_contexts
-from ._errors import HookError, InvalidArgumentsError, InvalidToolOutputError, UnknownToolError
+from ._errors import HookError, InvalidArgumentsError, InvalidToolOutputError
 from ._execution import DispatchExecution, RunContext
 from ._materialize import fingerprint, rebuild_failure, success
 from ._normalize import body_failure, failure_from, listener_failure
@@ -91,7 +91,7 @@ class DispatchPhase(PendingState):
             return aborted(True)
         defn = self._resolve()
         if defn is None:
-            return failure_from(UnknownToolError(f'unknown tool "{self.execution.name}"'))
+            return failure_from(self._unknown_tool())
         changed = self._arguments_changed("a tools/execute wrapper")   # whoever held it
         if changed is not None:
             return changed
@@ -143,7 +143,7 @@ class DispatchPhase(PendingState):
             return rebuild_failure(result, contexts)
         defn = self._resolve()
         if defn is None:
-            raise UnknownToolError(f'unknown tool "{self.execution.name}"')
+            raise self._unknown_tool()
         built = success(defn, self.execution, result.value,
                         concludes=bool(result.concludes_turn))
         self._own.append(built)

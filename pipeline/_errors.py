@@ -39,6 +39,8 @@ exception keeps just its message. Codes are part of the persisted log: never ren
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "AbortedBeforeDispatchError",
     "AbortedError",
@@ -94,6 +96,19 @@ class HarnessError(Exception):
 
 class UnknownToolError(HarnessError):
     code = "UNKNOWN_TOOL"
+
+    @classmethod
+    def naming(cls, name: str, known: Iterable[str]) -> UnknownToolError:
+        """``unknown tool "<name>"``, then ``; did you mean "a" or "b"?`` with the (up to
+        three) names of ``known`` closest to ``name`` (``difflib.get_close_matches``, cutoff
+        0.6), when any is. ``known`` must hold only names the caller may reach: whatever it
+        holds may be shown."""
+        import difflib  # only an unknown name needs it
+
+        close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+        quoted = " or ".join(f'"{c}"' for c in close)
+        hint = f"; did you mean {quoted}?" if close else ""
+        return cls(f'unknown tool "{name}"{hint}')
 
 
 class InvalidArgumentsError(HarnessError):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from ._definition import ToolDefinition
-from ._errors import AbortedBeforeDispatchError, AbortedError, HookError
+from ._errors import AbortedBeforeDispatchError, AbortedError, HookError, UnknownToolError
 from ._execution import Execution, ExecutionInput
 from ._normalize import failure_from
 from ._result import CallResult
@@ -78,12 +78,25 @@ class PendingState:
 
     # -- helpers ------------------------------------------------------------------------
     def _resolve(self) -> ToolDefinition | None:
-        """The definition the call's name reaches now (``None``: unknown, or not among the
-        input's ``reachable`` names)."""
+        """The definition the call's name reaches now (``None``: unknown, not among the
+        input's ``reachable`` names, or, for a direct call, not among the session's direct
+        tools, ``Session.set_direct_tools``)."""
         inp = self._input
         if inp.reachable is not None and inp.name not in inp.reachable:
             return None
+        if inp.parent is None and not self._registry.direct_reach(inp.name):
+            return None
         return self._registry.resolve(inp.name, inp.agent)
+
+    def _unknown_tool(self) -> UnknownToolError:
+        """``UNKNOWN_TOOL`` for this call's name, suggesting the closest names it could
+        have reached: for a direct call, what the model is offered; for a sub-call, the
+        visible tools; either narrowed to ``reachable``. A name hidden from the caller is
+        never among them."""
+        inp, reg = self._input, self._registry
+        known = reg.offered(inp.agent) if inp.parent is None else reg.visible(inp.agent)
+        names = [d.name for d in known if inp.reachable is None or d.name in inp.reachable]
+        return UnknownToolError.naming(inp.name, names)
 
     def _settle(self, route: Route, result: CallResult) -> None:
         if self._abandoned:  # a stage finishing after abandon(): its outcome is discarded

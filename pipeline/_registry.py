@@ -53,6 +53,7 @@ class ToolRegistry:
         self.reserved_name = reserved_name
         self.reserved: ToolDefinition | None = None
         self.tools: dict[str | None, dict[str, ToolDefinition]] = {None: {}}
+        self.direct: frozenset[str] | None = None     # None: every visible tool
         self.pre_execute: Waterfall[Any] = Waterfall("tools/pre-execute")
         self.execute_wrappers: Waterfall[CallResult] = Waterfall("tools/execute")
         self.post_execute: Waterfall[Any] = Waterfall("tools/post-execute")
@@ -79,6 +80,22 @@ class ToolRegistry:
         for scope in self.scopes(agent):   # a name keeps its first place, a nearer definition
             seen.update(self.tools.get(scope, {}))
         return list(seen.values())
+
+    def direct_reach(self, name: str) -> bool:
+        """Whether a direct call (no parent) may reach ``name``: the reserved tool, or a
+        name ``direct`` admits (None admits every name)."""
+        return self.direct is None or name in self.direct or self.is_reserved(name)
+
+    def offered(self, agent: str | None) -> list[ToolDefinition]:
+        """What the model is offered for ``agent``, in order (``Session.model_tools``):
+        ``native``: the visible tools ``direct`` admits; ``code``: the reserved tool alone;
+        ``both``: those tools, then the reserved tool."""
+        mode = self.mode_for(agent)
+        offered = [] if mode == "code" else [
+            d for d in self.visible(agent) if self.direct is None or d.name in self.direct]
+        if mode != "native" and self.reserved is not None:
+            offered.append(self.reserved)
+        return offered
 
     def is_reserved(self, name: str) -> bool:
         return name == self.reserved_name or (

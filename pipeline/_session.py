@@ -58,7 +58,10 @@ class Session(Batches):
         tools: definitions registered globally, in order.
         log: ``None`` (in memory), a path (``.db``/``.sqlite`` SQLite, ``.jsonl`` JSONL) or a
             ``SessionLog``. An existing log is repaired on open.
-        mode: default presentation mode: ``"native"``, ``"code"`` or ``"both"``.
+        mode: the presentation mode, ``"native"``, ``"code"`` or ``"both"``; ``None`` (the
+            default): not chosen, so the session has its default mode, ``"native"`` unless
+            a component changes it (``set_default_mode``: Code Mode's ``run_code`` makes it
+            ``"code"``). A mode given here or with ``set_mode`` always wins.
         approval: ``None`` (no approval channel mounted: ``ask`` degrades to deny),
             ``"ask"``/``"never"`` (mount the default service with that policy), or any
             ``ApprovalChannel``.
@@ -71,18 +74,19 @@ class Session(Batches):
         tools: Iterable[ToolDefinition] = (),
         *,
         log: str | os.PathLike[str] | SessionLog | None = None,
-        mode: Mode = "native",
+        mode: Mode | None = None,
         approval: Literal["ask", "never"] | ApprovalChannel | None = None,
         max_parallel_tool_calls: int = 10,
         reserved_name: str = "run_code",
     ) -> None:
-        if mode not in _MODES:
+        if mode is not None and mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, not {mode!r}")
         if max_parallel_tool_calls < 1:
             raise ValueError("max_parallel_tool_calls must be >= 1")
         self.log: SessionLog = open_log(log)
         self.max_parallel_tool_calls = max_parallel_tool_calls
-        self._mode: Mode = mode
+        self._mode: Mode | None = mode          # None: not chosen
+        self._default_mode: Mode = "native"
         self._agent_modes: dict[str, Mode] = {}
         self._agent_parents: dict[str, str | None] = {}
         self._approval: ApprovalChannel | None = None
@@ -140,11 +144,20 @@ class Session(Batches):
 
     @property
     def mode(self) -> Mode:
-        return self._mode
+        """The session's mode: the one chosen (the constructor's ``mode``, ``set_mode``),
+        else the default (``set_default_mode``; ``"native"`` at first)."""
+        return self._mode if self._mode is not None else self._default_mode
+
+    @property
+    def mode_chosen(self) -> bool:
+        """Whether the session's mode was chosen (the constructor's ``mode``, or
+        ``set_mode`` for the session), rather than left to its default."""
+        return self._mode is not None
 
     def set_mode(self, mode: Mode, *, agent: str | None = None) -> Callable[[], None]:
         """Select a mode for the session (``agent=None``) or one agent (inherited by its
-        descendants); return a disposer restoring the previous setting."""
+        descendants); return a disposer restoring the previous setting (for the session,
+        possibly "not chosen"). A mode chosen for the session wins over its default."""
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, not {mode!r}")
         if agent is None:
@@ -166,12 +179,35 @@ class Session(Batches):
 
         return dispose
 
+    def set_default_mode(self, mode: Mode) -> Callable[[], None]:
+        """Set the mode the session has while none is chosen (``Session(mode=None)`` and no
+        ``set_mode`` for it): what a component that installs the reserved router uses, so
+        that the model is offered what the component is for (Code Mode's ``run_code`` sets
+        ``"code"``) while a user's choice, made before or after, wins. Fires
+        ``tools/changed``. Returns a disposer restoring the previous default.
+
+        Raises:
+            ValueError: not a mode.
+        """
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, not {mode!r}")
+        previous = self._default_mode
+        self._default_mode = mode
+        self._notify_changed()
+
+        def dispose() -> None:
+            if self._default_mode == mode:
+                self._default_mode = previous
+                self._notify_changed()
+
+        return dispose
+
     def mode_for(self, agent: str | None) -> Mode:
         """The nearest explicit mode in the agent's scope chain, else the session's."""
         for scope in reversed(self.scope_chain(agent)):
             if scope is not None and scope in self._agent_modes:
                 return self._agent_modes[scope]
-        return self._mode
+        return self.mode
 
     # -- tools ----------------------------------------------------------------------------
     @property
@@ -239,13 +275,34 @@ class Session(Batches):
     def model_tools(self, agent: str | None = None) -> list[dict[str, Any]]:
         """What the model is offered: ``{name, description, parameters}`` per tool.
         ``native``: visible tools; ``code``: only the reserved tool; ``both``: visible tools
-        plus the reserved tool."""
-        mode = self.mode_for(agent)
-        reserved = self._registry.reserved
-        tools = [] if mode == "code" else [d.model_schema() for d in self.visible_tools(agent)]
-        if mode in ("code", "both") and reserved is not None:
-            tools.append(reserved.model_schema())
-        return tools
+        plus the reserved tool. The visible tools are those ``set_direct_tools`` admits."""
+        return [d.model_schema() for d in self._registry.offered(agent)]
+
+    @property
+    def direct_tools(self) -> frozenset[str] | None:
+        """The names ``set_direct_tools`` admits for direct calls (None: every name)."""
+        return self._registry.direct
+
+    def set_direct_tools(self, names: Iterable[str] | None) -> Callable[[], None]:
+        """Narrow the tools the model is offered and may call directly (modes ``native`` and
+        ``both``) to ``names``: ``model_tools`` lists only those, and a direct call (no
+        ``parent``) of any other name is handled like a name visible nowhere (it reaches
+        policy, then fails ``UNKNOWN_TOOL`` at dispatch, suggesting only offered names).
+        The reserved tool and sub-calls (whose caller passes ``reachable``) are not
+        narrowed. ``None``: every visible tool. Code Mode's ``run_code`` narrows them to the
+        tools it exposes (``CodeMode(expose=...)``, a policy's ``expose``). Fires
+        ``tools/changed``. Returns a disposer restoring the previous set."""
+        reg = self._registry
+        previous, chosen = reg.direct, None if names is None else frozenset(names)
+        reg.direct = chosen
+        self._notify_changed()
+
+        def dispose() -> None:
+            if reg.direct is chosen:
+                reg.direct = previous
+                self._notify_changed()
+
+        return dispose
 
     def _notify_changed(self) -> None:
         for reg in tuple(self._changed):

@@ -139,3 +139,78 @@ def test_tool_set_changes_are_notified():
     session.set_mode("both")
     dispose()
     assert changed == [1, 1, 0]
+
+
+# -- a mode nobody chose, and the tools offered for direct calls ---------------------------
+
+def test_a_mode_nobody_chose_follows_the_default_a_component_sets():
+    session = Session(tools=[make_tool("a")])
+    session.reserve(router())
+    assert (session.mode, session.mode_chosen) == ("native", False)
+    changed = []
+    session.on("tools/changed", lambda s: changed.append(s.mode))
+    dispose = session.set_default_mode("code")
+    assert (session.mode, session.mode_for("agent"), session.mode_chosen) == ("code", "code", False)
+    assert [t["name"] for t in session.model_tools()] == ["run_code"]
+    dispose()
+    assert session.mode == "native" and changed == ["code", "native"]
+    with pytest.raises(ValueError):
+        session.set_default_mode("python")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("chosen", ["native", "both"])
+def test_a_chosen_mode_wins_over_the_default_before_and_after(chosen):
+    given = Session(tools=[make_tool("a")], mode=chosen)
+    given.set_default_mode("code")
+    assert (given.mode, given.mode_chosen) == (chosen, True)
+    later = Session(tools=[make_tool("a")])
+    later.set_default_mode("code")
+    undo = later.set_mode(chosen)
+    assert (later.mode, later.mode_chosen) == (chosen, True)
+    undo()                                      # back to "not chosen": the default again
+    assert (later.mode, later.mode_chosen) == ("code", False)
+
+
+@pytest.mark.parametrize("mode", ["native", "both"])
+async def test_direct_tools_narrow_the_offer_and_the_direct_calls(mode):
+    session = Session(tools=[make_tool("get_order"), make_tool("delete_order")], mode=mode)
+    session.reserve(router())
+    seen = []
+    session.on("tools/pre-execute", lambda e, n: seen.append(e.name) or n())
+    dispose = session.set_direct_tools(["get_order"])
+    assert session.direct_tools == frozenset({"get_order"})
+    offered = [t["name"] for t in session.model_tools()]
+    assert offered == (["get_order"] if mode == "native" else ["get_order", "run_code"])
+    hidden = await session.execute(inp("delete_order"))
+    # like a name visible nowhere: policy sees it, then UNKNOWN_TOOL naming no hidden tool
+    assert seen == ["delete_order"] and hidden.error.code == "UNKNOWN_TOOL"
+    assert hidden.error.message == 'unknown tool "delete_order"; did you mean "get_order"?'
+    assert (await session.execute(inp("get_order", {"q": 1}))).value == {"q": 1}
+    assert (await session.execute(inp("run_code", {"code": "1"}))).value == {"ran": "1"}
+    # a sub-call is not narrowed (its caller passes `reachable`)
+    sub = await session.execute(inp("delete_order", {"q": 2}, parent=object()))
+    assert sub.value == {"q": 2}
+    dispose()
+    assert session.direct_tools is None
+    assert (await session.execute(inp("delete_order", {"q": 3}))).value == {"q": 3}
+
+
+async def test_an_unknown_name_suggests_the_closest_names_the_call_could_reach():
+    session = Session(tools=[make_tool("get_order"), make_tool("get_orders"),
+                             make_tool("send_email")], mode="native")
+    result = await session.execute(inp("get_ordr"))
+    assert result.error.message == ('unknown tool "get_ordr"; did you mean "get_order" or '
+                                    '"get_orders"?')
+    far = await session.execute(inp("weather"))
+    assert far.error.message == 'unknown tool "weather"'
+    # a sub-call limited to `reachable` is told only of those names
+    narrowed = await session.execute(inp("get_ordr", parent=object(),
+                                         reachable=frozenset({"get_orders", "send_email"})))
+    assert narrowed.error.message == 'unknown tool "get_ordr"; did you mean "get_orders"?'
+
+
+async def test_under_code_an_unknown_direct_name_is_pointed_to_the_reserved_tool():
+    session = Session(tools=[make_tool("run_codes")], mode="code")
+    session.reserve(router())
+    result = await session.execute(inp("run_cod"))
+    assert result.error.message == 'unknown tool "run_cod"; did you mean "run_code"?'
