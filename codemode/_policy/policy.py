@@ -52,7 +52,9 @@ labels names them and the calls that brought them, and any argument holding a ve
 piece of such a result.
 
 `Policy.apply(session)` builds the tier's sandbox, reserves `run_code` with the exposed
-tools, and registers a `tools/pre-execute` listener for the rules. `deny` becomes
+tools (which puts a session whose mode nobody chose in code mode, and makes the exposed
+tools the only ones the model is offered directly in modes `both` and `native`: `CodeMode`),
+and registers a `tools/pre-execute` listener for the rules. `deny` becomes
 `Deny(reason)` and `ask` becomes `Ask(reason, defer=...)`. A program's call that needs an
 approval pauses the run (the `run_code` result is pending and `Session.resume` goes on)
 when the session has no approver mounted, or when the rule says `defer = true`; otherwise
@@ -288,7 +290,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         limits: the limits of every run (`sandbox.SandboxLimits`, units in field names;
             `max_subcalls` and `max_concurrent_subcalls` bound the sub-calls).
         expose: fnmatch globs (case-sensitive) over the names of the session's tools;
-            programs see the tools matching any of them. A glob or name that matches no
+            programs see the tools matching any of them, and the model is offered only
+            those directly (modes `both` and `native`). A glob or name that matches no
             tool of the session is skipped (see `apply` for when that is an error).
         rules: per-tool rules, first match wins; a call no rule matches is allowed.
         labels: `[[labels]]` entries: the labels the results of matching tools carry (on
@@ -390,9 +393,11 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     def apply(self, session: Session, *, sandbox: Sandbox | None = None,
               seal_key: SealKey | bytes | str | None = None) -> CodeMode:
         """Install the policy on `session`: `run_code` with this policy's tier, limits,
-        labels and exposed tools (resolved against the tools registered now), then the
-        rules as a `tools/pre-execute` listener (registered now, first come first asked;
-        it reads the labels of a sub-call's run from the `CodeMode`).
+        labels and exposed tools (resolved against the tools registered now; a session
+        whose mode nobody chose goes to code mode, and the exposed tools are the only ones
+        offered directly: `CodeMode`), then the rules as a `tools/pre-execute` listener
+        (registered now, first come first asked; it reads the labels of a sub-call's run
+        from the `CodeMode`).
 
         Args:
             session: the session to govern.

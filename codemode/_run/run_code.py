@@ -125,6 +125,10 @@ def _tool_spec(stub: ToolStub) -> ToolSpec:
                      for p in stub.params))
 
 
+def _nothing() -> None:
+    """A disposer with nothing to undo."""
+
+
 def _present_call(args: Any) -> dict[str, Any]:
     """The pending card: the description as title, the code as raw input (PIPELINE §11.2)."""
     args = args if isinstance(args, dict) else {}
@@ -132,13 +136,24 @@ def _present_call(args: Any) -> dict[str, Any]:
 
 
 class CodeMode:
-    """Gives a session the reserved `run_code` tool (docs/design.md §1).
+    """Gives a session the reserved `run_code` tool (docs/design.md §1), and makes what the
+    model is offered (`Session.model_tools`, so every adapter's tools) match code mode.
+
+    The mode. A session whose mode nobody chose (`Session(mode=None)`, the default, and no
+    `set_mode`) goes to code mode: the model is offered `run_code` alone, and a direct call
+    of another tool fails `UNKNOWN_TOOL` ("call it inside a program"). A chosen mode is
+    kept, also one chosen later: `"both"` offers the exposed tools and `run_code`;
+    `"native"` offers the exposed tools and not `run_code`, which the host may still call
+    itself (`session.call("run_code", ...)`): the model never sees it. `close()` gives the
+    session back its earlier default.
 
     Args:
         session: the session whose tools programs may call and whose pipeline governs them.
         sandbox: the tier programs run in (default: a shared `WasmSandbox`).
         limits: limits of every run (default: `SandboxLimits()`).
-        expose: names of the tools exposed to programs (default: every visible tool).
+        expose: names of the tools exposed to programs (default: every visible tool). Given,
+            they are also the only tools the model is offered, and may call, directly (in
+            modes `both` and `native`; `Session.set_direct_tools`).
         resumable: whether runs record what they read from clocks and randomness, so that a
             run paused for approval replays exactly (about 0.2 ms more per run on the wasm
             tier, and no prepared instance from the pool). Default (None): when the session
@@ -174,6 +189,10 @@ class CodeMode:
         self._expose = None if expose is None else frozenset(expose)
         self._stub_cache: dict[bytes, tuple[tuple[ToolStub, ...], tuple[ToolSpec, ...]]] = {}
         self._refreshing = False
+        # before `run_code` is made: its description says whether the session is in code mode
+        self._dispose_mode = session.set_default_mode("code")
+        self._dispose_direct = (session.set_direct_tools(self._expose)
+                                if self._expose is not None else _nothing)
         self._dispose_reserved = self._reserve()
         # The description lists the tools: keep it current as tools come and go.
         self._dispose_listener = session.on("tools/changed", lambda _session: self._refresh())
@@ -196,9 +215,12 @@ class CodeMode:
             self._refreshing = False
 
     def close(self) -> None:
-        """Remove `run_code` from the session."""
+        """Remove `run_code` from the session, and what it set there: the default mode and
+        the tools offered directly."""
         self._dispose_listener()
         self._dispose_reserved()
+        self._dispose_direct()
+        self._dispose_mode()
 
     # ---- what the model and the program see -------------------------------------------
 

@@ -91,7 +91,7 @@ async def test_a_limit_is_the_run_code_spans_status(exporter_and_provider):
 
 async def test_failures_and_direct_calls_get_spans_and_dispose_stops(exporter_and_provider):
     exporter, provider = exporter_and_provider
-    session = Session(tools=builtin_tools())
+    session = Session(tools=builtin_tools(), mode="both")    # direct calls too
     dispose = instrument(session, tracer_provider=provider)
     CodeMode(session)
     await session.call("get_order", {"order_id": "nope"})

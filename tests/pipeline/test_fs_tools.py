@@ -672,8 +672,10 @@ async def test_an_observer_that_raises_fails_the_call_after_the_write(root, sess
 # -- code mode ------------------------------------------------------------------------------
 
 async def code_mode(session: Session) -> None:
-    """Mount Code Mode on ``session``, or skip when the sandbox cannot run here."""
+    """Mount Code Mode on ``session`` in mode ``both`` (the tests call the tools directly
+    too), or skip when the sandbox cannot run here."""
     codemode = pytest.importorskip("codemode")
+    session.set_mode("both")
     try:
         codemode.CodeMode(session)
     except Exception as exc:  # pragma: no cover - environment without the sandbox

@@ -367,6 +367,7 @@ def code_world(tmp_path: Path, **kw: Any) -> World:
     from codemode import CodeMode
 
     w = World(tmp_path / "ws", **kw)
+    w.session.set_mode("both")          # the cells call tools directly and in programs
     w.code = CodeMode(w.session)
     return w
 

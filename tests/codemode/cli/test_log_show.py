@@ -37,7 +37,7 @@ def log_path(request, tmp_path: Path) -> Path:
 
 
 async def _record(path: Path, *, close: bool = True) -> Session:
-    session = Session(tools=builtin_tools(), log=str(path), approval="ask")
+    session = Session(tools=builtin_tools(), log=str(path), approval="ask", mode="both")
     Policy.from_data({"rules": [{"tool": "sleep_ms", "action": "ask",
                                  "reason": "naps need approval"}]}).apply(session)
     session.on("approval/answer", lambda request, next: "rejected")

@@ -94,7 +94,7 @@ async def test_a_server_that_never_answers_still_times_out(raw):
 async def test_a_broken_answer_is_a_typed_failure_through_the_pipeline_and_in_a_program(
     raw, tmp_path
 ):
-    session = Session(tools=raw.definitions, log=str(tmp_path / "s.jsonl"))
+    session = Session(tools=raw.definitions, log=str(tmp_path / "s.jsonl"), mode="both")
     CodeMode(session)
     direct = await session.call("garbled", {})
     assert direct.error.code == "MCP_PROTOCOL_ERROR"

@@ -69,7 +69,7 @@ def add(a: int, b: int) -> int:
 async def test_runs_served_in_one_callback_and_direct_calls_keep_the_log_whole(tmp_path):
     from codemode.pipeline.log import check
 
-    session = Session(tools=[add], log=str(tmp_path / "session.jsonl"))
+    session = Session(tools=[add], log=str(tmp_path / "session.jsonl"), mode="both")
     CodeMode(session)
     program = "total = 0\nfor i in range(40):\n    total = add(a=total, b=i)\ntotal"
     try:

@@ -124,6 +124,26 @@ async def test_a_name_not_exposed_meets_policy_and_the_finalizer_stage_like_a_na
     s.close()
 
 
+async def test_an_unknown_name_suggests_the_closest_names_the_run_may_call(session):
+    result = await run(session, CATCH.format(call="call_tool('qits', status=1)"))
+    assert result.value["result"] == [
+        "ToolNotFound", "UNKNOWN_TOOL", 'unknown tool "qits"; did you mean "quits"?']
+    typo = await run(session, "ad(a=1, b=2)")         # a plain name: Python's own NameError
+    assert "NameError" in typo.text
+
+
+async def test_the_suggestion_never_names_a_tool_hidden_from_the_run(tmp_path):
+    s = Session(tools=[add, drop_database], log=str(tmp_path / "s.jsonl"))
+    CodeMode(s, expose=["add"])
+    for name in ("drop_databse", "drop_database"):
+        result = await run(s, CATCH.format(call=f"call_tool({name!r}, name='prod')"))
+        [kind, code, message] = result.value["result"]
+        assert (kind, code, message) == ("ToolNotFound", "UNKNOWN_TOOL", f'unknown tool "{name}"')
+    near_add = await run(s, CATCH.format(call="call_tool('ddd', a=1, b=2)"))
+    assert near_add.value["result"][2] == 'unknown tool "ddd"; did you mean "add"?'
+    s.close()
+
+
 async def test_a_policy_denial_of_an_unexposed_name_reaches_the_program_as_a_denial(session):
     from codemode import Deny
 
