@@ -56,8 +56,9 @@ class Session(Batches):
 
     Args:
         tools: definitions registered globally, in order.
-        log: ``None`` (in memory), a path (``.db``/``.sqlite`` SQLite, ``.jsonl`` JSONL) or a
-            ``SessionLog``. An existing log is repaired on open.
+        log: ``None`` (in memory, not chosen: ``log_chosen``), a path (``.db``/``.sqlite``
+            SQLite, ``.jsonl`` JSONL) or a ``SessionLog`` (``MemoryLog()``: in memory, on
+            purpose). An existing log is repaired on open.
         mode: the presentation mode, ``"native"``, ``"code"`` or ``"both"``; ``None`` (the
             default): not chosen, so the session has its default mode, ``"native"`` unless
             a component changes it (``set_default_mode``: Code Mode's ``run_code`` makes it
@@ -84,6 +85,7 @@ class Session(Batches):
         if max_parallel_tool_calls < 1:
             raise ValueError("max_parallel_tool_calls must be >= 1")
         self.log: SessionLog = open_log(log)
+        self._log_chosen = log is not None
         self.max_parallel_tool_calls = max_parallel_tool_calls
         self._mode: Mode | None = mode          # None: not chosen
         self._default_mode: Mode = "native"
@@ -153,6 +155,14 @@ class Session(Batches):
         """Whether the session's mode was chosen (the constructor's ``mode``, or
         ``set_mode`` for the session), rather than left to its default."""
         return self._mode is not None
+
+    @property
+    def log_chosen(self) -> bool:
+        """Whether the session was given a log (a path or a ``SessionLog``, an explicit
+        ``MemoryLog()`` included) rather than ``log=None``, the in-memory log nobody chose
+        (a component that would leave records only a log file keeps, such as a run paused
+        for approval, may refuse it)."""
+        return self._log_chosen
 
     def set_mode(self, mode: Mode, *, agent: str | None = None) -> Callable[[], None]:
         """Select a mode for the session (``agent=None``) or one agent (inherited by its

@@ -97,6 +97,7 @@ async def run_job(job: Job) -> JobReport:
     """Run one case in this process and check the worker-side oracles."""
     from codemode.fixtures import reference_tools
     from codemode.pipeline import Session
+    from codemode.pipeline.log import MemoryLog
 
     from .._policy.policy import Policy
 
@@ -104,7 +105,8 @@ async def run_job(job: Job) -> JobReport:
     policy = msgspec.convert(job.policy, Policy)
     scanner = LeakScanner({f"leak:{k}": v for k, v in job.secrets.items() if k != "state"})
     recorder = reference_tools.ToolRecorder()
-    session = Session(tools=reference_tools.reference_tools(recorder))
+    # in memory on purpose: a run an `ask` rule pauses is judged as paused, not resumed
+    session = Session(tools=reference_tools.reference_tools(recorder), log=MemoryLog())
     observed = ObservedSandbox(policy.build_sandbox(), scanner)
     mode = policy.apply(session, sandbox=observed)
     flow = FlowWatch(mode.labels_of)

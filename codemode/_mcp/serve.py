@@ -49,6 +49,7 @@ from codemode.pipeline import (
     Session,
     thaw,
 )
+from codemode.pipeline.log import MemoryLog
 from codemode.sandbox import SandboxLimits
 
 from .._policy.policy import Policy
@@ -400,7 +401,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         mcp_urls: streamable-HTTP endpoints of upstream MCP servers.
         builtin: also register the demo toolset (`codemode.fixtures.toolset`).
         policy: the policy to apply (tier, limits, exposed tools, rules).
-        log: the session log (`.db`/`.sqlite` SQLite, `.jsonl` JSONL; None: in memory).
+        log: the session log (`.db`/`.sqlite` SQLite, `.jsonl` JSONL; None: in memory while
+            the server runs, `MemoryLog()`, so a policy's `ask` may pause runs).
         mode, progress_interval_s, approvals: as for `CodeModeServer`.
         call_timeout_s: seconds each upstream `tools/call` may take.
     Raises:
@@ -410,7 +412,9 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
     async with AsyncExitStack() as stack:
         tools = await gather_tools(stack, builtin=builtin, mcp=mcp, mcp_urls=mcp_urls,
                                    call_timeout_s=call_timeout_s)
-        session = Session(tools=tools, log=str(log) if log is not None else None)
+        # no file: the log is kept in memory on purpose, as long as the server runs (a run
+        # paused for approval is resumed by `resume_run` meanwhile)
+        session = Session(tools=tools, log=str(log) if log is not None else MemoryLog())
         stack.callback(session.log.close)
         server = CodeModeServer(session, mode=mode, policy=policy,
                                 progress_interval_s=progress_interval_s, approvals=approvals)

@@ -59,8 +59,10 @@ and registers a `tools/pre-execute` listener for the rules. `deny` becomes
 approval pauses the run (the `run_code` result is pending and `Session.resume` goes on)
 when the session has no approver mounted, or when the rule says `defer = true`; otherwise
 the approver is asked while the run waits. A direct call with no approver mounted is
-denied. Rules apply to every call through the session (direct calls and sub-calls of
-programs), never to `run_code` itself.
+denied. A run could only pause for good in a session without a log, so there `apply`
+refuses an `ask` rule that could pause one (`PolicyError`, before any call). Rules apply
+to every call through the session (direct calls and sub-calls of programs), never to
+`run_code` itself.
 """
 
 from __future__ import annotations
@@ -407,11 +409,16 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         Returns:
             The `CodeMode` that reserved `run_code`.
         Raises:
-            PolicyError: the tier is not available; or the session has tools and `expose`
-                matches none of them (most likely a typo: `expose = []` says "none"); or a
-                rule names a tool (an exact name, no glob) the session lacks and is not
-                `optional` (the message suggests the closest names). A session with no
-                tools is not checked.
+            PolicyError: an `ask` rule for a tool of the session could pause a run (it
+                defers, or no approver is mounted now) and the session has no log
+                (`Session(log=None)`, the default; `Session.log_chosen`): nothing could
+                resume the paused run, so the policy refuses to start, before any call
+                (key `rules[i].action`; a log file, an approver mounted first, or
+                `log=MemoryLog()` to resume in this process will do). Or the tier is not
+                available; or the session has tools and `expose` matches none of them (most
+                likely a typo: `expose = []` says "none"); or a rule names a tool (an exact
+                name, no glob) the session lacks and is not `optional` (the message
+                suggests the closest names). A session with no tools is not checked.
         Warns:
             PolicyWarning: a rule's glob matches no tool of the session (not `optional`).
         """
@@ -423,6 +430,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if tools:
             for warning in self.check_rules(tools):
                 warnings.warn(warning, PolicyWarning, stacklevel=2)
+        self._check_pauses_resumable(session, tools)
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         resumable = True if any(r.defer for r in self.rules) else None
         mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
@@ -430,6 +438,29 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
         return mode
+
+    def _check_pauses_resumable(self, session: Session, tools: list[str]) -> None:
+        """Raises:
+            PolicyError: an `ask` rule for one of `tools` could pause a run and the session
+                has no log (see `apply`)."""
+        if session.log_chosen:
+            return
+        approver = session.has_approver()
+        for index, rule in enumerate(self.rules):
+            if (rule.action == "ask" and (rule.defer or not approver)
+                    and any(fnmatch.fnmatchcase(t, rule.tool) for t in tools)):
+                why = ("it defers its approval" if rule.defer
+                       else "the session has no approver mounted")
+                raise PolicyError(
+                    f"an `ask` rule for {rule.tool!r} would pause a program's run ({why}), "
+                    "but the session has no log, so nothing could resume the run: give it "
+                    "a log file (Session(log=\"session.db\"), `codemode run --log FILE`)"
+                    + ("" if rule.defer else
+                       ", mount an approver before applying the policy (Session(approval="
+                       "...) and an approval/answer listener)")
+                    + ", or keep the log in memory on purpose to resume in this process "
+                    "(Session(log=MemoryLog()))",
+                    key=f"rules[{index}].action")
 
     def check_rules(self, tools: list[str]) -> list[str]:
         """Check each rule's and each `[[labels]]` entry's `tool` against the session's

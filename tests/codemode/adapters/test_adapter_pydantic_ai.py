@@ -18,6 +18,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from codemode import Policy, Session, events
 from codemode.adapters.pydantic_ai import CodeModeToolset
 from codemode.fixtures.toolset import builtin_tools
+from codemode.pipeline.log import MemoryLog
 from tests.codemode.adapters.adapter_helpers import FAILING_PROGRAM, ORDERS_PROGRAM, ORDERS_TEXT
 
 EXAMPLE_POLICY = Path(__file__).resolve().parents[3] / "fixtures" / "policies" / "example.toml"
@@ -65,7 +66,7 @@ async def test_a_failing_program_is_a_tool_failure_the_model_sees():
 
 
 async def test_an_ask_rule_pauses_the_run_and_an_approval_resumes_it():
-    session = Session(tools=builtin_tools())
+    session = Session(tools=builtin_tools(), log=MemoryLog())   # resumed in this process
     toolset = CodeModeToolset(session, policy=Policy.load(EXAMPLE_POLICY))
     code = "print('before', add(a=1, b=2))\nwaited = sleep_ms(ms=5)\nwaited"
     agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
@@ -129,7 +130,7 @@ async def test_a_request_denied_in_the_metadata_raises_tool_denied_in_the_progra
 
 
 async def test_a_denied_run_code_runs_nothing_more_and_stays_paused():
-    session = Session(tools=builtin_tools())
+    session = Session(tools=builtin_tools(), log=MemoryLog())   # resumed in this process
     toolset = CodeModeToolset(session, policy=Policy.load(EXAMPLE_POLICY))
     code = "add(a=1, b=2)\nsleep_ms(ms=5)\nadd(a=3, b=4)"
     agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],

@@ -211,15 +211,13 @@ def test_a_resumed_run_that_asks_again_pauses_again_with_exit_3(tmp_path: Path) 
     assert third.stdout == b""
 
 
-def test_a_run_without_a_log_says_it_cannot_be_resumed(tmp_path: Path) -> None:
+def test_a_run_without_a_log_refuses_to_start_rather_than_pause_for_good(tmp_path: Path) -> None:
     path = tmp_path / "nap.py"
     path.write_text(NAP, encoding="utf-8")
     done = codemode("run", str(path), "--builtin", "--policy", str(EXAMPLE_POLICY))
-    assert done.returncode == 3
-    assert done.stdout == b"before\n"
+    assert done.returncode == 2
+    assert done.stdout == b""                          # the program never started
     text = " ".join(done.stderr.decode().split())
-    assert "codemode: paused: waiting for approval of 1 tool call" in text
-    assert "sleep_ms(ms=5) reason: sleeping on the host needs approval" in text
-    assert "The run cannot be resumed: its session log was in memory. Run it again with " \
-        "--log FILE to be able to resume it." in text
-    assert "codemode resume" not in text
+    assert "rules[0].action: an `ask` rule for 'sleep_ms' would pause a program's run" in text
+    assert "`codemode run --log FILE`" in text
+    assert "codemode: paused" not in text

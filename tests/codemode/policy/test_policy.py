@@ -13,6 +13,7 @@ from codemode import Session
 from codemode._policy.policy import Condition, Policy, PolicyError, PolicyWarning, Rule
 from codemode.fixtures.reference_tools import ToolRecorder, reference_tools
 from codemode.pipeline import Ask
+from codemode.pipeline.log import MemoryLog
 from codemode.sandbox import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,7 +22,7 @@ POLICIES = ROOT / "fixtures" / "policies"
 
 def session_with(policy: Policy) -> tuple[Session, ToolRecorder]:
     recorder = ToolRecorder()
-    session = Session(tools=reference_tools(recorder))
+    session = Session(tools=reference_tools(recorder), log=MemoryLog())   # paused runs: here
     policy.apply(session)
     return session, recorder
 
@@ -187,6 +188,41 @@ async def test_a_rejected_ask_is_a_denial_the_program_sees():
     assert recorder.served == 0
 
 
+NAP_RULE = Rule(tool="sleep_ms", action="ask", reason="sleeping on the host needs approval")
+
+
+def test_an_ask_rule_without_a_log_refuses_to_start_before_any_call():
+    recorder = ToolRecorder()
+    session = Session(tools=reference_tools(recorder))          # no log: nothing could resume
+    with pytest.raises(PolicyError) as caught:
+        Policy(rules=(Rule(tool="add", action="deny"), NAP_RULE)).apply(session)
+    assert caught.value.key == "rules[1].action"
+    assert "an `ask` rule for 'sleep_ms' would pause a program's run (the session has no " \
+        "approver mounted), but the session has no log" in str(caught.value)
+    assert "Session(log=MemoryLog())" in str(caught.value)
+    assert session.resolve("run_code") is None and recorder.served == 0
+    deferred = Rule(tool="sleep_*", action="ask", defer=True)   # defers: even with an approver
+    with pytest.raises(PolicyError, match=r"rules\[0\]\.action: .*\(it defers its approval\)"):
+        Policy(rules=(deferred,)).apply(Session(tools=reference_tools(recorder),
+                                                approval="never"))
+
+
+@pytest.mark.parametrize("setup", ["log file", "in memory on purpose", "approver",
+                                   "no such tool"])
+def test_an_ask_rule_starts_when_its_pause_could_be_resumed_or_cannot_happen(setup, tmp_path):
+    tools = reference_tools(ToolRecorder())
+    session = {
+        "log file": lambda: Session(tools=tools, log=str(tmp_path / "s.jsonl")),
+        "in memory on purpose": lambda: Session(tools=tools, log=MemoryLog()),
+        "approver": lambda: Session(tools=tools, approval="never"),
+        "no such tool": lambda: Session(tools=[t for t in tools if t.name != "sleep_ms"]),
+    }[setup]()
+    assert session.log_chosen == (setup in ("log file", "in memory on purpose"))
+    Policy(rules=(Rule(tool="sleep_ms", action="ask", optional=True),)).apply(session)
+    assert session.resolve("run_code") is not None
+    session.log.close()
+
+
 def test_only_an_ask_rule_defers():
     with pytest.raises(PolicyError, match=r"rules\[0\]\.defer: only an 'ask' rule can defer"):
         Policy.from_data({"rules": [{"tool": "x", "action": "deny", "defer": True}]})
@@ -263,7 +299,7 @@ def test_run_with_a_policy_file(tmp_path):
     program = tmp_path / "p.py"
     program.write_text("try:\n    echo(value='my password')\nexcept ToolDenied as e:\n"
                        "    r = e.message\n[r, add(a=1, b=2)]\n")
-    done = codemode("run", str(program), "--builtin", "--json",
+    done = codemode("run", str(program), "--builtin", "--json", "--log", str(tmp_path / "s.db"),
                     "--policy", str(POLICIES / "example.toml"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["value"] == ["do not echo passwords", 3]
@@ -422,9 +458,9 @@ def test_shipped_policies_apply_with_and_without_builtin_tools(name, toolset, re
     policy = Policy.load(POLICIES / f"{name}.toml")
     if name != "example" and toolset == "other":     # they expose reference tools by name
         with pytest.raises(PolicyError, match="expose"):
-            policy.apply(Session(tools=tools))
+            policy.apply(Session(tools=tools, log=MemoryLog()))
         return
-    policy.apply(Session(tools=tools))
+    policy.apply(Session(tools=tools, log=MemoryLog()))
     assert [str(w.message) for w in recwarn if issubclass(w.category, PolicyWarning)] == []
 
 

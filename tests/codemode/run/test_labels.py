@@ -25,6 +25,7 @@ from codemode._run.labels import (
 from codemode._run.replay import Exchange, RecordedCall
 from codemode.fixtures.mailbox import INBOX, mailbox_tools
 from codemode.pipeline import thaw
+from codemode.pipeline.log import MemoryLog
 from codemode.sandbox import SubCallErr, SubCallOk
 
 BODY = INBOX["m1"]["body"]
@@ -70,7 +71,7 @@ TIERS = ["wasm", "restricted"]
 
 async def run(program: str, chosen: Policy, call_id: str = "r") -> tuple[Any, list[Any]]:
     outbox: list[dict[str, Any]] = []
-    session = Session(tools=mailbox_tools(outbox))
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())    # resumed here, if at all
     chosen.apply(session)
     result = await session.call("run_code", {"code": textwrap.dedent(program)},
                                 call_id=call_id)
@@ -212,7 +213,7 @@ async def test_an_approver_is_asked_with_the_labels_unless_the_rule_defers(defer
         asked.append(request.reason)
         return "allowed-once"
 
-    session = Session(tools=mailbox_tools(outbox), approval="ask")
+    session = Session(tools=mailbox_tools(outbox), approval="ask", log=MemoryLog())
     session.on("approval/answer", answer)
     policy("ask", defer=defer).apply(session)
     result = await session.call("run_code", {"code": textwrap.dedent(PROGRAMS["direct"])},
@@ -420,7 +421,7 @@ async def test_the_pydantic_ai_adapter_defers_the_send_and_an_approval_sends_it(
     from tests.codemode.adapters.test_adapter_pydantic_ai import Scripted
 
     outbox: list[dict[str, Any]] = []
-    session = Session(tools=mailbox_tools(outbox))
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
     toolset = CodeModeToolset(session, policy=Policy.load(MAILBOX_POLICY))
     code = textwrap.dedent(PROGRAMS["call_tool"])
     agent = Agent(FunctionModel(Scripted(code)), toolsets=[toolset],
