@@ -32,8 +32,9 @@ Run a Python 3 program in an isolated sandbox (no files, network, environment or
 subprocesses) and get back what it printed and the value of its last expression.
 
 Inside the program each tool below is a plain function: call it and use the value it \
-returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` run \
-concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
+returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` go out \
+together, and run concurrently only for tools marked concurrency-safe (others run one at a \
+time). `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
 `ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
 `ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
 succeed. To return a value, end the program with an expression; use print() for anything \

@@ -109,6 +109,13 @@ def test_both_mode_omits_the_rule():
     assert "Only `run_code` may be called directly" not in mode.description()
 
 
+def test_the_description_says_only_concurrency_safe_tools_overlap():
+    text = " ".join(CodeMode(Session(tools=TOOLS)).description().split())
+    assert "`asyncio.gather` run concurrently" not in text
+    assert ("calls gathered with `asyncio.gather` go out together, and run concurrently only "
+            "for tools marked concurrency-safe (others run one at a time)") in text
+
+
 def _line(text, prefix):
     [line] = [line for line in text.splitlines() if line.startswith(prefix)]
     return line
