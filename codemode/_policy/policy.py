@@ -452,14 +452,11 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 why = ("it defers its approval" if rule.defer
                        else "the session has no approver mounted")
                 raise PolicyError(
-                    f"an `ask` rule for {rule.tool!r} would pause a program's run ({why}), "
-                    "but the session has no log, so nothing could resume the run: give it "
-                    "a log file (Session(log=\"session.db\"), `codemode run --log FILE`)"
-                    + ("" if rule.defer else
-                       ", mount an approver before applying the policy (Session(approval="
-                       "...) and an approval/answer listener)")
-                    + ", or keep the log in memory on purpose to resume in this process "
-                    "(Session(log=MemoryLog()))",
+                    f"an `ask` rule for {rule.tool!r} would pause a program's run ({why}) in "
+                    "a session without a log, where nothing could resume it: give the "
+                    "session a log file (`codemode run --log FILE`, Session(log=\"session.db\"))"
+                    + ("" if rule.defer else ", mount an approver before applying the policy")
+                    + ", or pass Session(log=MemoryLog()) to resume in this process",
                     key=f"rules[{index}].action")
 
     def check_rules(self, tools: list[str]) -> list[str]:

@@ -54,8 +54,11 @@ async def test_the_readme_example_in_an_agent_loop_offers_run_code_alone():
 
 def test_a_policy_applied_to_a_session_puts_it_in_code_mode_too():
     session = Session(tools=[get_order, delete_order])
-    Policy.from_data({"expose": ["get_*"]}).apply(session)
+    mode = Policy.from_data({"expose": ["get_*"]}).apply(session)
     assert offered(session) == ["run_code"]
+    listed = chat_completion_tools(session)[0]["function"]["description"]
+    assert listed == mode.description() and "def get_order(" in listed
+    assert "delete_order" not in listed
 
 
 @pytest.mark.parametrize("when", ["before", "after"])

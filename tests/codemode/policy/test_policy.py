@@ -198,7 +198,8 @@ def test_an_ask_rule_without_a_log_refuses_to_start_before_any_call():
         Policy(rules=(Rule(tool="add", action="deny"), NAP_RULE)).apply(session)
     assert caught.value.key == "rules[1].action"
     assert "an `ask` rule for 'sleep_ms' would pause a program's run (the session has no " \
-        "approver mounted), but the session has no log" in str(caught.value)
+        "approver mounted) in a session without a log, where nothing could resume it" \
+        in str(caught.value)
     assert "Session(log=MemoryLog())" in str(caught.value)
     assert session.resolve("run_code") is None and recorder.served == 0
     deferred = Rule(tool="sleep_*", action="ask", defer=True)   # defers: even with an approver
