@@ -281,7 +281,8 @@ _RUN_HELP = (
     "terminal or --table is given. --timeout, --memory-mb and --fuel replace the policy's "
     "limits.\n\n"
     "A tool call a policy rule answers with ask pauses the run: stderr lists the requests "
-    "and the codemode resume command that goes on (it needs --log).\n\n"
+    "and the codemode resume command that goes on. That needs --log: without it, such a "
+    "policy refuses to start (exit 2).\n\n"
     "Exit status: 0 the program completed, 1 it failed or hit a limit, 2 bad usage, 3 "
     "paused: waiting for approval.")
 _RESUME_HELP = (
