@@ -45,12 +45,16 @@ WEATHER_OUT = obj({"temp": {"type": "number"}, "summary": STR}, ["temp"])
 
 
 def test_aliases_make_identifiers():
-    names = ["get-time", "git.status", "class", "2fa", "météo", "list", "tools", "search", "Any"]
+    names = ["get-time", "git.status", "class", "2fa", "météo", "list", "tools", "search", "Any",
+             "_private", "__x__", "-"]
     assert aliases_for(names) == {
         "get-time": "get_time",
         "git.status": "git_status",
         "class": "class_",  # keyword
-        "2fa": "_2fa",  # leading digit
+        "2fa": "tool_2fa",  # leading digit
+        "_private": "private",  # never a leading "_": the restricted tier refuses it
+        "__x__": "x__",
+        "-": "tool",
         "météo": "m_t_o",  # non-ASCII
         "list": "list_",  # would shadow the builtin in the program
         "tools": "tools_",  # the guest's tools namespace
