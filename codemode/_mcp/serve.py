@@ -410,8 +410,9 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
     async with AsyncExitStack() as stack:
         tools = await gather_tools(stack, builtin=builtin, mcp=mcp, mcp_urls=mcp_urls,
                                    call_timeout_s=call_timeout_s)
-        session = Session(tools=tools, log=str(log) if log is not None else None)
+        session = Session(tools=tools.builtin, log=str(log) if log is not None else None)
         stack.callback(session.log.close)
+        stack.callback(tools.attach(session))
         server = CodeModeServer(session, mode=mode, policy=policy,
                                 progress_interval_s=progress_interval_s, approvals=approvals)
         stack.callback(server.close)
