@@ -1,15 +1,19 @@
 """Tool lists that change, paginated listings, and several servers at once, against real
-server processes (`fixtures/mcp_changing_server.py`, the reference git server)."""
+server processes (`fixtures/mcp_changing_server.py`, the reference git server) and a real
+`codemode serve` process."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import shlex
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 
 from codemode import CodeMode, Policy
@@ -18,6 +22,7 @@ from codemode._mcp.listing import MAX_TOOL_PAGES
 from codemode._mcp.servers import McpTools, connect_servers, distinct_names
 from codemode.pipeline import DuplicateToolError, Session, ToolDefinition
 from codemode.sandbox import RestrictedSandbox, WasmSandbox
+from tests.codemode.mcp.test_serve import stdio_serving, structured
 from tests.conftest import ROOT, git_server
 
 pytestmark = [pytest.mark.mcp, pytest.mark.asyncio]
@@ -195,3 +200,27 @@ async def test_every_offered_name_is_callable_on_every_tier(sandbox: Any):
             assert f"def {alias}(" in description
         assert await run(session, "[tool_2fa(text='a'), private(text='b'), dunder__(text='c')]"
                          ) == [":2fa:a", ":_private:b", ":__dunder__:c"]
+
+
+# --------------------------------------------------------------------------- serve
+
+
+@pytest.mark.slow
+async def test_serve_tells_its_client_when_run_code_changes():
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with stdio_serving("--mcp", shlex.join(changing()),
+                             message_handler=on_message) as client:
+        before = await client.list_tools()
+        assert "def fresh(" not in before.tools[0].description
+        result = await client.call_tool("run_code", {"code": "add_tool(name='fresh')"})
+        assert not result.is_error, result.content
+        await asyncio.wait_for(changed.wait(), 60)
+        after = await client.list_tools()
+        assert "def fresh(" in after.tools[0].description
+        ran = await client.call_tool("run_code", {"code": "fresh(text='hi')"})
+        assert structured(ran)["result"] == ":fresh:hi"
