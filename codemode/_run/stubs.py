@@ -20,7 +20,6 @@ not admit null. A property whose name is not an ASCII Python identifier, or is a
 from __future__ import annotations
 
 import inspect
-import json
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -328,7 +327,7 @@ def _attempt(
             if shown is not None:
                 default = sub["default"]
         if not _is_name(key):
-            note = f"{json.dumps(key)}: {t}" + (" (required)" if is_required else "")
+            note = f"{_py_literal(key)}: {t}" + (" (required)" if is_required else "")
             hidden.append(note)
             hidden_keys.append(key)
             specs.append(ParamSpec(key, is_required, default, False, t, keyword_only=True))
@@ -357,7 +356,7 @@ def _attempt(
         kwargs = _first_free("kwargs", {s.name for s in specs})
         sig.append(f"**{kwargs}: Any")
     if hidden:
-        example = json.dumps(hidden_keys[0])
+        example = _py_literal(hidden_keys[0])    # as written: "température", not "\\u00e9"
         extra_note = (
             f"Keys that are not Python names go in **{kwargs}, "
             f"as in {alias}(..., **{{{example}: ...}}): " + "; ".join(hidden) + "."

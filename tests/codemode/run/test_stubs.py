@@ -339,6 +339,18 @@ def test_parameter_names_that_are_not_identifiers_go_through_kwargs():
     )
 
 
+def test_non_ascii_names_are_shown_as_written_not_as_escapes():
+    schema = obj({"température": {"type": "number"},
+                  "lieu": obj({"städt": STR}, ["städt"])}, ["température"])
+    stub = build_stub("météo", "Weather.", schema)
+    assert stub.extra_note == (
+        "Keys that are not Python names go in **kwargs, as in "
+        'm_t_o(..., **{"température": ...}): "température": float (required).'
+    )
+    assert '"städt": str' in stub.typed_dicts
+    assert "\\u" not in stub.source()
+
+
 def test_keys_that_are_not_identifiers_use_functional_typed_dict():
     schema = obj(
         {"headers": obj({"content-type": STR, "class": INT, "ok": STR}, ["content-type"])},
