@@ -224,3 +224,24 @@ async def test_serve_tells_its_client_when_run_code_changes():
         assert "def fresh(" in after.tools[0].description
         ran = await client.call_tool("run_code", {"code": "fresh(text='hi')"})
         assert structured(ran)["result"] == ":fresh:hi"
+
+
+@pytest.mark.slow
+async def test_codemode_run_with_two_instances_of_one_server(tmp_path: Path):
+    import json
+    import subprocess
+
+    from codemode.fixtures.git_repo import make_repo
+
+    first, second = make_repo(tmp_path / "first"), make_repo(tmp_path / "second")
+    (second / "only_here.txt").write_text("new\n")
+    program = tmp_path / "prog.py"
+    program.write_text(f"[mcp_server_git_git_status(repo_path={str(first)!r}), "
+                       f"mcp_server_git_2_git_status(repo_path={str(second)!r})]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "codemode", "run", str(program), "--json",
+         "--mcp", shlex.join(git_server(first)), "--mcp", shlex.join(git_server(second))],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads(done.stdout)["value"]
+    assert "only_here.txt" not in status[0] and "only_here.txt" in status[1]
