@@ -436,7 +436,9 @@ class McpServer:
                    idempotency_key: str | None = None,
                    signal: Any = None, timeout_s: float | None = None,
                    media: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
-        """Send one `tools/call` and return the value a program receives (`answers`).
+        """Send one `tools/call` and return the value a program receives (`answers`). When
+        the server sent `notifications/tools/list_changed` before answering, the value is
+        returned once the new listing is in place (or `call_timeout_s` has passed).
 
         Args:
             tool_name: the MCP tool's name.
