@@ -19,13 +19,14 @@ if _typing.TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do n
     from codemode.pipeline import __all__ as _pipeline_all
 
     from ._mcp.client import McpServer as McpServer
-    from ._mcp.client import connect_servers as connect_servers
     from ._mcp.errors import McpCallTimeout as McpCallTimeout
     from ._mcp.errors import McpError as McpError
     from ._mcp.errors import McpServerDied as McpServerDied
     from ._mcp.errors import McpStartError as McpStartError
     from ._mcp.errors import McpToolError as McpToolError
     from ._mcp.serve import CodeModeServer as CodeModeServer
+    from ._mcp.servers import McpTools as McpTools
+    from ._mcp.servers import connect_servers as connect_servers
     from ._policy.policy import Policy as Policy
     from ._policy.policy import PolicyError as PolicyError
     from ._policy.policy import PolicyWarning as PolicyWarning
@@ -39,7 +40,8 @@ if _typing.TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do n
 
 # name -> the private module that defines it
 _LAZY = {
-    **dict.fromkeys(("McpServer", "connect_servers"), "._mcp.client"),
+    "McpServer": "._mcp.client",
+    **dict.fromkeys(("McpTools", "connect_servers"), "._mcp.servers"),
     **dict.fromkeys(("McpCallTimeout", "McpError", "McpServerDied", "McpStartError",
                      "McpToolError"), "._mcp.errors"),
     **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy.policy"),

@@ -53,7 +53,7 @@ class ToolRegistry:
         self.reserved_name = reserved_name
         self.reserved: ToolDefinition | None = None
         self.tools: dict[str | None, dict[str, ToolDefinition]] = {None: {}}
-        self.direct: frozenset[str] | None = None     # None: every visible tool
+        self.direct: Callable[[str], bool] | None = None     # None: every visible tool
         self.pre_execute: Waterfall[Any] = Waterfall("tools/pre-execute")
         self.execute_wrappers: Waterfall[CallResult] = Waterfall("tools/execute")
         self.post_execute: Waterfall[Any] = Waterfall("tools/post-execute")
@@ -84,7 +84,7 @@ class ToolRegistry:
     def direct_reach(self, name: str) -> bool:
         """Whether a direct call (no parent) may reach ``name``: the reserved tool, or a
         name ``direct`` admits (None admits every name)."""
-        return self.direct is None or name in self.direct or self.is_reserved(name)
+        return self.direct is None or self.direct(name) or self.is_reserved(name)
 
     def offered(self, agent: str | None) -> list[ToolDefinition]:
         """What the model is offered for ``agent``, in order (``Session.model_tools``):
@@ -92,7 +92,7 @@ class ToolRegistry:
         ``both``: those tools, then the reserved tool."""
         mode = self.mode_for(agent)
         offered = [] if mode == "code" else [
-            d for d in self.visible(agent) if self.direct is None or d.name in self.direct]
+            d for d in self.visible(agent) if self.direct is None or self.direct(d.name)]
         if mode != "native" and self.reserved is not None:
             offered.append(self.reserved)
         return offered

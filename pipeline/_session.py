@@ -289,11 +289,13 @@ class Session(Batches):
         return [d.model_schema() for d in self._registry.offered(agent)]
 
     @property
-    def direct_tools(self) -> frozenset[str] | None:
-        """The names ``set_direct_tools`` admits for direct calls (None: every name)."""
+    def direct_tools(self) -> Callable[[str], bool] | None:
+        """Whether ``set_direct_tools`` admits a name for direct calls (None: every name)."""
         return self._registry.direct
 
-    def set_direct_tools(self, names: Iterable[str] | None) -> Callable[[], None]:
+    def set_direct_tools(
+        self, names: Iterable[str] | Callable[[str], bool] | None
+    ) -> Callable[[], None]:
         """Narrow the tools the model is offered and may call directly (modes ``native`` and
         ``both``) to ``names``: ``model_tools`` lists only those, and a direct call (no
         ``parent``) of any other name is handled like a name visible nowhere (it reaches
@@ -303,7 +305,9 @@ class Session(Batches):
         tools it exposes (``CodeMode(expose=...)``, a policy's ``expose``). Fires
         ``tools/changed``. Returns a disposer restoring the previous set."""
         reg = self._registry
-        previous, chosen = reg.direct, None if names is None else frozenset(names)
+        chosen = (names if names is None or callable(names)
+                  else frozenset(names).__contains__)
+        previous = reg.direct
         reg.direct = chosen
         self._notify_changed()
 

@@ -4,7 +4,12 @@
 `McpServer.connect(command)` starts a server process, performs the MCP handshake, lists its
 tools and turns each into a `ToolDefinition` whose body sends `tools/call` to that server.
 `McpServer.connect_url(url)` does the same for a server already listening on streamable HTTP.
-`connect_servers([...], urls=[...])` connects several and closes them all on exit.
+`servers.connect_servers([...], urls=[...])` connects several and closes them all on exit.
+
+Tool lists that change. On the server's `notifications/tools/list_changed` the client lists
+its tools again (`listing`: every page, within bounds) and tells `on_tools_changed`'s
+listeners; a call whose server sent the notification before its answer returns once the new
+listing is in place.
 
 Ownership. The MCP SDK's transport and session are anyio contexts (cancel scopes and task
 groups) that must be entered and exited by one task. Each `McpServer` therefore runs a
@@ -26,20 +31,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shlex
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 import anyio
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
+from mcp_types import CONNECTION_CLOSED, ToolListChangedNotification
 
 from codemode.pipeline import RunContext, ToolDefinition
 
-from .answers import answer, render
+from .answers import answer
 from .errors import (
     McpCallTimeout,
     McpError,
@@ -48,6 +54,7 @@ from .errors import (
     McpStartError,
     McpToolError,
 )
+from .listing import list_all_tools, tool_definition
 from .recovery import recover
 from .transport import (
     STDERR_TAIL_BYTES,
@@ -59,7 +66,6 @@ from .transport import (
     stderr_tail,
     stdio_transport,
 )
-from .values import admit_markers, wrapped_result
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
@@ -70,12 +76,13 @@ __all__ = [
     "McpServerDied",
     "McpStartError",
     "McpToolError",
-    "connect_servers",
 ]
 
 IDEMPOTENCY_META_KEY = "codemode/idempotencyKey"
 """The `_meta` key of a `tools/call` request that carries the call's idempotency key (a
 sub-call's `"<run id>:<n>"`, the same when the run is replayed after a pause)."""
+
+_log = logging.getLogger("codemode.mcp")
 
 _CLOSE_TIMEOUT_S = 10.0  # the SDK's own shutdown is bounded by ~6 s (stdin close, TERM, KILL)
 
@@ -100,8 +107,9 @@ class McpServer:
         definitions: one `ToolDefinition` per MCP tool, in the server's listing order;
             `parameters` is the tool's `inputSchema`, `output_schema` its `outputSchema`
             (or `None`), `is_concurrency_safe` answers `True` for tools annotated
-            `readOnlyHint: true`.
-        tools: the MCP `Tool` objects as listed.
+            `readOnlyHint: true`; replaced by a new list after each listing that a
+            `notifications/tools/list_changed` brought (`on_tools_changed`).
+        tools: the MCP `Tool` objects as listed (replaced likewise).
         server_info: the server's `Implementation` (name, version) from the handshake.
         call_timeout_s: seconds a call may wait for its answer.
     """
@@ -122,6 +130,10 @@ class McpServer:
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._closed = False
+        self._listeners: list[Callable[[McpServer], None]] = []
+        self._stale = asyncio.Event()      # a list_changed arrived: list again
+        self._current = asyncio.Event()    # the listing answers every list_changed so far
+        self._current.set()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("dead" if not self.alive else "open")
@@ -268,7 +280,8 @@ class McpServer:
                 ended = self._ended
                 async with anyio.create_task_group() as relays:
                     relays.start_soon(relay, read, relayed, ended, self._recover)
-                    async with ClientSession(inbox, write) as session:
+                    async with ClientSession(inbox, write,
+                                             message_handler=self._on_message) as session:
                         try:
                             init, tools = await self._handshake(session)
                         except Exception as exc:
@@ -276,11 +289,10 @@ class McpServer:
                             relays.cancel_scope.cancel()
                             return
                         self.server_info = init.server_info
-                        self.tools = tools
-                        self.definitions = [self._definition(t) for t in tools]
+                        self._set_tools(tools)
                         self._session = session
                         _settle(ready)
-                        await _first(self._stop.wait(), ended.wait())
+                        await _first(self._stop.wait(), ended.wait(), self._relist(session))
                         self._session = None
                     relays.cancel_scope.cancel()
         except asyncio.CancelledError:
@@ -298,7 +310,8 @@ class McpServer:
         Raises:
             McpProtocolError: such a message arrived first; else what the SDK raised."""
         async def both() -> tuple[Any, list[Any]]:
-            return await session.initialize(), await _list_all_tools(session)
+            return (await session.initialize(),
+                    await list_all_tools(session, server=self.name))
 
         broken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._in_flight.add(broken)
@@ -351,40 +364,81 @@ class McpServer:
 
     # ---- tools ---------------------------------------------------------------------------
 
-    def _definition(self, mcp_tool: Any) -> ToolDefinition:
-        tool_name: str = mcp_tool.name
+    def on_tools_changed(self, listener: Callable[[McpServer], None]) -> Callable[[], None]:
+        """Call `listener(server)` after each new listing the server's
+        `notifications/tools/list_changed` brought (`definitions` and `tools` are then the
+        new ones). Listeners run on the event loop, in the order added; one that raises is
+        logged and the others still run. Returns an idempotent disposer."""
+        self._listeners.append(listener)
 
-        async def execute(args: dict[str, Any], ctx: RunContext) -> Any:
-            return await self.call(tool_name, args, signal=ctx.signal, media=ctx.defer_context,
-                                   idempotency_key=ctx.idempotency_key)
+        def dispose() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
 
-        execute.__name__ = f"{tool_name}_execute"
-        annotations = mcp_tool.annotations
-        read_only = bool(annotations is not None and annotations.read_only_hint is True)
-        safe: Callable[[Any], bool] | None = (lambda _args: True) if read_only else None
-        output_schema = (dict(mcp_tool.output_schema)
-                         if mcp_tool.output_schema is not None else None)
-        inner = wrapped_result(tool_name, output_schema)
-        if inner is not None:      # the framework's {"result": value} envelope: the value
-            self._wrapped.add(tool_name)
-            output_schema = inner
-        if output_schema is not None:     # a too-big int becomes {"$int": ...}: allowed there
-            output_schema = admit_markers(output_schema)
-        return ToolDefinition(
-            name=tool_name,
-            description=mcp_tool.description or "",
-            parameters=dict(mcp_tool.input_schema),
-            execute=execute,
-            output_schema=output_schema,
-            render=render,
-            is_concurrency_safe=safe,
-        )
+        return dispose
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK session's message handler (its read loop awaits it: never block)."""
+        if isinstance(message, ToolListChangedNotification):
+            self._current.clear()
+            self._stale.set()
+
+    async def _relist(self, session: ClientSession) -> None:
+        """While the session is open: list the tools again after each list_changed (one
+        listing answers every notification that came before it started), take the new
+        listing and tell the listeners. A listing that fails (a timeout of
+        `call_timeout_s`, a looping cursor) keeps the tools as they were, and is logged."""
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            try:
+                tools = await asyncio.wait_for(list_all_tools(session, server=self.name),
+                                               self.call_timeout_s)
+            except Exception as exc:
+                _log.warning("MCP server %r: listing its changed tools failed: %s",
+                             self.name, _describe(exc))
+            else:
+                self._set_tools(tools)
+                for listener in tuple(self._listeners):
+                    try:
+                        listener(self)
+                    except Exception:
+                        _log.exception("MCP server %r: a tools-changed listener raised",
+                                       self.name)
+            if not self._stale.is_set():
+                self._current.set()
+
+    async def _listed(self) -> None:
+        """Wait (at most `call_timeout_s`) until the listing answers every list_changed
+        received so far, so that a call whose server changed its tools before answering
+        returns once the new tools are in place."""
+        if self._current.is_set() or not self.alive:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_first(self._current.wait(), self._ended.wait()),
+                                   self.call_timeout_s)
+
+    def _set_tools(self, tools: list[Any]) -> None:
+        """Take a listing: the tools, their definitions, which values are envelopes."""
+        definitions, wrapped = [], set()
+        for mcp_tool in tools:
+            definition, envelope = tool_definition(mcp_tool, self._call_from)
+            definitions.append(definition)
+            if envelope:
+                wrapped.add(definition.name)
+        self.tools, self.definitions, self._wrapped = list(tools), definitions, wrapped
+
+    async def _call_from(self, tool_name: str, args: dict[str, Any], ctx: RunContext) -> Any:
+        return await self.call(tool_name, args, signal=ctx.signal, media=ctx.defer_context,
+                               idempotency_key=ctx.idempotency_key)
 
     async def call(self, tool_name: str, arguments: Mapping[str, Any] | None = None, *,
                    idempotency_key: str | None = None,
                    signal: Any = None, timeout_s: float | None = None,
                    media: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
-        """Send one `tools/call` and return the value a program receives (`answers`).
+        """Send one `tools/call` and return the value a program receives (`answers`). When
+        the server sent `notifications/tools/list_changed` before answering, the value is
+        returned once the new listing is in place (or `call_timeout_s` has passed).
 
         Args:
             tool_name: the MCP tool's name.
@@ -435,6 +489,7 @@ class McpServer:
             if request.done() and not request.cancelled():
                 request.exception()                 # retrieved in every path
         if request in done:
+            await self._listed()
             return answer(tool_name, request, server=self.name,
                           wrapped=tool_name in self._wrapped,
                           ended=self._ended.is_set() or self._stop.is_set(),
@@ -455,17 +510,6 @@ class McpServer:
         """What to deliver for a line of stdout the SDK could not parse (`recovery.recover`:
         never raises; a broken line may fail the calls in flight instead)."""
         return recover(exc, server=self.name, in_flight=self._in_flight)
-
-
-async def _list_all_tools(session: ClientSession) -> list[Any]:
-    """Every page of `tools/list`, in order."""
-    listing = await session.list_tools()
-    tools = list(listing.tools)
-    while listing.next_cursor:
-        listing = await session.list_tools(
-            params=PaginatedRequestParams(cursor=listing.next_cursor))
-        tools.extend(listing.tools)
-    return tools
 
 
 def _describe(exc: BaseException) -> str:
@@ -503,47 +547,3 @@ def _settle(future: asyncio.Future[None]) -> None:
 def _fail(future: asyncio.Future[None], exc: BaseException) -> None:
     if not future.done():
         future.set_exception(exc)
-
-
-@contextlib.asynccontextmanager
-async def connect_servers(
-    commands: Sequence[str | Sequence[str]],
-    *,
-    startup_timeout_s: float = 20.0,
-    call_timeout_s: float = 60.0,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    urls: Sequence[str] = (),
-) -> AsyncIterator[list[McpServer]]:
-    """Connect to several servers at once; close them all on exit (`AsyncExitStack`).
-
-    Args:
-        commands: one command per server (a string is split with `shlex`).
-        startup_timeout_s, call_timeout_s, cwd, env: as for `McpServer.connect`, per server.
-        urls: streamable-HTTP endpoints of servers already running (`McpServer.connect_url`).
-    Yields:
-        the servers, in the order of `commands` then `urls`; `[d for s in servers for d in
-        s.definitions]` are the tools (names are not prefixed: two servers offering the same
-        name fail when both are registered on one session).
-    Raises:
-        McpStartError: the first command (in order) that failed; the servers that did start
-            are closed before it propagates.
-    """
-    async with contextlib.AsyncExitStack() as stack:
-        outcomes = await asyncio.gather(
-            *(McpServer.connect(c, startup_timeout_s=startup_timeout_s,
-                                call_timeout_s=call_timeout_s, cwd=cwd, env=env)
-              for c in commands),
-            *(McpServer.connect_url(u, startup_timeout_s=startup_timeout_s,
-                                    call_timeout_s=call_timeout_s)
-              for u in urls),
-            return_exceptions=True)
-        servers: list[McpServer] = []
-        for outcome in outcomes:
-            if isinstance(outcome, McpServer):
-                stack.push_async_callback(outcome.aclose)
-                servers.append(outcome)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        yield servers

@@ -12,6 +12,10 @@ and answers MCP requests with the SDK's low-level `Server`:
                  A failure is `isError: true` with the pipeline's text; nothing a tool or an
                  upstream server does ends the server.
 
+Changes. When what `tools/list` answers changes (an upstream server's tools changed, so
+`run_code`'s description did), each client that has listed or called tools gets
+`notifications/tools/list_changed` (`changes`).
+
 Turns. The server keeps one turn of the session open while it serves (opened by the first
 call, closed by `close()`); each MCP call is one step of it, so concurrent calls from one
 or several clients share the approval channel and the log.
@@ -57,6 +61,7 @@ from .._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
 from .._version import codemode_version
 from .approvals import Approvals, ask_client, on_ask
 from .calls import CallIndex
+from .changes import ListChanges
 from .progress import McpCall
 from .resume import RESUME_DESCRIPTION, RESUME_RUN, RESUME_RUN_PARAMETERS, resume_target
 from .toolsets import gather_tools
@@ -187,9 +192,11 @@ class CodeModeServer:
         if approvals != "elicit":
             self.code_mode.resumable = True
         self._disposers.append(self.code_mode.close)
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
             name, version=codemode_version(), instructions=_INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        self._changes = ListChanges(self.tools)
+        self._disposers.append(session.on("tools/changed", self._changes.changed))
         # Declares the logging capability; the level filters the sub-call messages.
         self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams,
                                         self._set_level)
@@ -225,7 +232,9 @@ class CodeModeServer:
         return tools
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.tools())
+        tools = self.tools()
+        self._changes.listed(ctx.session, tools)
+        return types.ListToolsResult(tools=tools)
 
     async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         self.log_level = params.level
@@ -238,6 +247,7 @@ class CodeModeServer:
         call_id = f"mcp_{uuid.uuid4().hex[:16]}"
         call = self._open_call(ctx)
         self._calls[call_id] = call
+        self._changes.client(ctx.session)
         try:
             if not self.session.turn_open:
                 self.session.begin_turn()
@@ -366,6 +376,18 @@ class CodeModeServer:
         finally:
             sock.close()
 
+class _Server(Server[Any]):
+    """The SDK's server, declaring `tools.listChanged` (`ListChanges` sends it) on every
+    transport (the streamable-HTTP app builds its options itself)."""
+
+    def create_initialization_options(self, notification_options: Any = None,
+                                      *args: Any, **kwargs: Any) -> Any:
+        from mcp.server.lowlevel import NotificationOptions
+
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+
 def _object_schema(schema: Any) -> dict[str, Any] | None:
     """An output schema MCP can carry (a JSON object's), else None."""
     if isinstance(schema, dict) and schema.get("type") == "object":
@@ -414,8 +436,10 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
                                    call_timeout_s=call_timeout_s)
         # no file: the log is kept in memory on purpose, as long as the server runs (a run
         # paused for approval is resumed by `resume_run` meanwhile)
-        session = Session(tools=tools, log=str(log) if log is not None else MemoryLog())
+        session = Session(tools=tools.builtin,
+                          log=str(log) if log is not None else MemoryLog())
         stack.callback(session.log.close)
+        stack.callback(tools.attach(session))
         server = CodeModeServer(session, mode=mode, policy=policy,
                                 progress_interval_s=progress_interval_s, approvals=approvals)
         stack.callback(server.close)

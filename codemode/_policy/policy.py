@@ -376,7 +376,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         """Names of the session's visible tools matching `expose`, in registration order."""
         return [d.name for d in session.visible_tools(agent)
                 if d.name != RUN_CODE
-                and any(fnmatch.fnmatchcase(d.name, pattern) for pattern in self.expose)]
+                and self._exposes(d.name)]
+
+    def _exposes(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.expose)
 
     def decide(self, name: str, arguments: Any,
                flow: RunFlow | None = None) -> Allow | Deny | Ask | None:
@@ -395,11 +398,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     def apply(self, session: Session, *, sandbox: Sandbox | None = None,
               seal_key: SealKey | bytes | str | None = None) -> CodeMode:
         """Install the policy on `session`: `run_code` with this policy's tier, limits,
-        labels and exposed tools (resolved against the tools registered now; a session
-        whose mode nobody chose goes to code mode, and the exposed tools are the only ones
-        offered directly: `CodeMode`), then the rules as a `tools/pre-execute` listener
-        (registered now, first come first asked; it reads the labels of a sub-call's run
-        from the `CodeMode`).
+        labels and exposed tools (`expose` matched against the tools of each run, so that
+        tools registered later, such as those an MCP server adds, follow it; a session whose
+        mode nobody chose goes to code mode, and the exposed tools are the only ones offered
+        directly: `CodeMode`), then the rules as a `tools/pre-execute` listener (registered
+        now, first come first asked; it reads the labels of a sub-call's run from the
+        `CodeMode`).
 
         Args:
             session: the session to govern.
@@ -433,7 +437,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         self._check_pauses_resumable(session, tools)
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         resumable = True if any(r.defer for r in self.rules) else None
-        mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
+        mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=self._exposes,
                         resumable=resumable, labels=self.labels, seal_key=seal_key)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))

@@ -151,7 +151,8 @@ class CodeMode:
         session: the session whose tools programs may call and whose pipeline governs them.
         sandbox: the tier programs run in (default: a shared `WasmSandbox`).
         limits: limits of every run (default: `SandboxLimits()`).
-        expose: names of the tools exposed to programs (default: every visible tool). Given,
+        expose: the tools exposed to programs: their names, or a predicate over a tool's
+            name, asked again as tools come and go (default: every visible tool). Given,
             they are also the only tools the model is offered, and may call, directly (in
             modes `both` and `native`; `Session.set_direct_tools`).
         resumable: whether runs record what they read from clocks and randomness, so that a
@@ -174,7 +175,7 @@ class CodeMode:
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
                  limits: SandboxLimits | None = None,
-                 expose: Sequence[str] | None = None,
+                 expose: Sequence[str] | Callable[[str], bool] | None = None,
                  resumable: bool | None = None,
                  labels: Sequence[LabelRule] = (),
                  seal_key: SealKey | bytes | str | None = None) -> None:
@@ -186,7 +187,8 @@ class CodeMode:
         self.sandbox: Sandbox = sandbox or WasmSandbox()
         self.limits = limits or SandboxLimits()
         self.resumable = resumable
-        self._expose = None if expose is None else frozenset(expose)
+        self._expose: Callable[[str], bool] | None = (
+            expose if expose is None or callable(expose) else frozenset(expose).__contains__)
         self._stub_cache: dict[bytes, tuple[tuple[ToolStub, ...], tuple[ToolSpec, ...]]] = {}
         self._refreshing = False
         # before `run_code` is made: its description says whether the session is in code mode
@@ -227,7 +229,7 @@ class CodeMode:
     def exposed_tools(self, agent: str | None = None) -> list[ToolDefinition]:
         """Tools visible to `agent` that programs may call (never `run_code` itself)."""
         return [d for d in self.session.visible_tools(agent)
-                if d.name != RUN_CODE and (self._expose is None or d.name in self._expose)]
+                if d.name != RUN_CODE and (self._expose is None or self._expose(d.name))]
 
     def stubs(self, agent: str | None = None) -> list[ToolStub]:
         return list(self._stubs_and_specs(agent)[0])

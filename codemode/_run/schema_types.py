@@ -246,7 +246,7 @@ class _Converter:
             lines = [f"class {name}(TypedDict):", *(f"    {k}: {t}" for k, t in fields)]
             text = "\n".join(lines)
         else:
-            items = ", ".join(f"{json.dumps(k)}: {t}" for k, t in fields)
+            items = ", ".join(f"{_py_literal(k)}: {t}" for k, t in fields)
             text = f"{name} = TypedDict({json.dumps(name)}, {{{items}}})"
         self.classes[name] = text
         self.class_source[name] = source

@@ -20,7 +20,6 @@ not admit null. A property whose name is not an ASCII Python identifier, or is a
 from __future__ import annotations
 
 import inspect
-import json
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -161,12 +160,14 @@ def aliases_for(names: Iterable[str]) -> dict[str, str]:
     """Map tool names to distinct Python identifiers; the same set of names gives the same map.
 
     Each character that is not an ASCII letter, digit or "_" becomes "_" ("get-time" ->
-    "get_time", "git.status" -> "git_status", "météo" -> "m_t_o"); a leading digit gets a "_"
-    prefix; a keyword, or a name the program needs otherwise (a builtin such as `list`,
+    "get_time", "git.status" -> "git_status", "météo" -> "m_t_o"); leading "_"s are dropped
+    and a leading digit gets a "tool_" prefix ("_private" -> "private", "2fa" -> "tool_2fa"),
+    so that every tier can call the alias (the restricted tier refuses names that start with
+    "_"); a keyword, or a name the program needs otherwise (a builtin such as `list`,
     `tools`, `call_tool`, the typing names), gets a trailing "_" ("class" -> "class_").
-    A name that is already such an identifier maps to itself. The others take their
-    identifier in sorted order of the original names, the first free one of `base`,
-    `base_2`, `base_3`, ... ("get-time" beside "get_time" -> "get_time_2").
+    A name that is already such an identifier, not starting with "_", maps to itself. The
+    others take their identifier in sorted order of the original names, the first free one
+    of `base`, `base_2`, `base_3`, ... ("get-time" beside "get_time" -> "get_time_2").
 
     Raises:
         TypeError: a name is not a str.
@@ -187,9 +188,9 @@ def aliases_for(names: Iterable[str]) -> dict[str, str]:
 
 
 def _identifier(text: str, reserved: frozenset[str] | set[str]) -> str:
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", text) or "_"
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", text).lstrip("_") or "tool"
     if ident[0].isdigit():
-        ident = "_" + ident
+        ident = "tool_" + ident
     if keyword.iskeyword(ident) or ident in reserved:
         ident += "_"
     return ident
@@ -326,7 +327,7 @@ def _attempt(
             if shown is not None:
                 default = sub["default"]
         if not _is_name(key):
-            note = f"{json.dumps(key)}: {t}" + (" (required)" if is_required else "")
+            note = f"{_py_literal(key)}: {t}" + (" (required)" if is_required else "")
             hidden.append(note)
             hidden_keys.append(key)
             specs.append(ParamSpec(key, is_required, default, False, t, keyword_only=True))
@@ -355,7 +356,7 @@ def _attempt(
         kwargs = _first_free("kwargs", {s.name for s in specs})
         sig.append(f"**{kwargs}: Any")
     if hidden:
-        example = json.dumps(hidden_keys[0])
+        example = _py_literal(hidden_keys[0])    # as written: "température", not "\\u00e9"
         extra_note = (
             f"Keys that are not Python names go in **{kwargs}, "
             f"as in {alias}(..., **{{{example}: ...}}): " + "; ".join(hidden) + "."

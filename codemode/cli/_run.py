@@ -72,8 +72,9 @@ class _Setup:
 async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: Path | None,
                  limits: SandboxLimits, policy: Policy | None) -> _Setup:
     tools = await gather_tools(stack, builtin=builtin, mcp=mcp)
-    session = Session(tools=tools, log=str(log) if log else None)
+    session = Session(tools=tools.builtin, log=str(log) if log else None)
     stack.push_async_callback(session.aclose)
+    stack.callback(tools.attach(session))
     rejections: dict[str, Rejection] = {}
 
     def observe(execution: Any, result: CallResult) -> None:

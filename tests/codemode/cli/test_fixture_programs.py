@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from codemode import CodeMode, Session
-from codemode._mcp.client import connect_servers
+from codemode._mcp.servers import connect_servers
 from codemode.fixtures.toolset import builtin_tools
 from tests.conftest import ROOT, TIME_SERVER, git_server
 

@@ -20,8 +20,8 @@ from codemode._mcp.client import (
     McpServerDied,
     McpStartError,
     McpToolError,
-    connect_servers,
 )
+from codemode._mcp.servers import connect_servers
 from codemode.fixtures.git_repo import AUTHORS, MAIN_COMMITS, make_repo
 from codemode.pipeline import AbortedError, Session, Signal
 from tests.conftest import TIME_SERVER, git_server

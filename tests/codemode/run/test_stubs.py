@@ -45,12 +45,16 @@ WEATHER_OUT = obj({"temp": {"type": "number"}, "summary": STR}, ["temp"])
 
 
 def test_aliases_make_identifiers():
-    names = ["get-time", "git.status", "class", "2fa", "météo", "list", "tools", "search", "Any"]
+    names = ["get-time", "git.status", "class", "2fa", "météo", "list", "tools", "search", "Any",
+             "_private", "__x__", "-"]
     assert aliases_for(names) == {
         "get-time": "get_time",
         "git.status": "git_status",
         "class": "class_",  # keyword
-        "2fa": "_2fa",  # leading digit
+        "2fa": "tool_2fa",  # leading digit
+        "_private": "private",  # never a leading "_": the restricted tier refuses it
+        "__x__": "x__",
+        "-": "tool",
         "météo": "m_t_o",  # non-ASCII
         "list": "list_",  # would shadow the builtin in the program
         "tools": "tools_",  # the guest's tools namespace
@@ -333,6 +337,18 @@ def test_parameter_names_that_are_not_identifiers_go_through_kwargs():
         "Keys that are not Python names go in **kwargs_2, as in "
         'search(..., **{"content-type": ...}): "content-type": str (required); "from": int.'
     )
+
+
+def test_non_ascii_names_are_shown_as_written_not_as_escapes():
+    schema = obj({"température": {"type": "number"},
+                  "lieu": obj({"städt": STR}, ["städt"])}, ["température"])
+    stub = build_stub("météo", "Weather.", schema)
+    assert stub.extra_note == (
+        "Keys that are not Python names go in **kwargs, as in "
+        'm_t_o(..., **{"température": ...}): "température": float (required).'
+    )
+    assert '"städt": str' in stub.typed_dicts
+    assert "\\u" not in stub.source()
 
 
 def test_keys_that_are_not_identifiers_use_functional_typed_dict():
