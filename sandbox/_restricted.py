@@ -123,6 +123,7 @@ def _execute(run: _Run, request: RunRequest) -> None:
             else:
                 exec(code, ns)
             value = run.bridge.finish(ns.get(runtime.VALUE_SLOT))
+            runtime._warn_unused(run.bridge, run.err)
             if has_value:
                 run.has_value = True
                 run.value = value

@@ -33,7 +33,9 @@ subprocesses) and get back what it printed and the value of its last expression.
 
 Inside the program each tool below is a plain function: call it and use the value it \
 returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` run \
-concurrently. `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
+concurrently. An unawaited call in async code is a pending call, not its value: `await` it \
+(stderr names any call never awaited). `call_tool(name, **kwargs)` calls a tool by its \
+name. A failed call raises \
 `ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
 `ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
 succeed. To return a value, end the program with an expression; use print() for anything \
