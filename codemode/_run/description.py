@@ -70,7 +70,9 @@ def _limits_text(limits: SandboxLimits) -> str:
     """The limits a program runs under, as one paragraph."""
     parts = [f"{limits.wall_clock_s:g} s of wall-clock time (sleeps and tool calls count)",
              f"{_size(limits.memory_bytes)} of memory",
-             f"{_size(limits.output_bytes)} each of printed output and of error output",
+             f"{_size(limits.output_cap_bytes)} each of printed output and of error output "
+             f"(you are shown the first {_size(limits.output_bytes)} of each, and of the "
+             "final value's JSON; the run still succeeds)",
              f"{limits.max_subcalls} tool calls",
              f"{_size(limits.request_bytes)} of JSON arguments per tool call"]
     if limits.fuel is not None:
