@@ -307,6 +307,7 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
         scope[name] = _settling(scope[name])
     scope["isinstance"] = pending.isinstance_
     scope[settling.SETTLE_NAME] = pending.settle
+    scope[settling.CONTAINS_NAME] = pending.contains
     return scope
 
 

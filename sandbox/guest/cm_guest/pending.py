@@ -20,8 +20,8 @@ A pending call is
   failed.
 
 It is not the value itself, but where it would pass for something else the program is
-made to wait for the value: `p is None` and `type(p)` in the program's code are rewritten
-to compare the value (`settling.py`). C functions that demand an exact type
+made to wait for the value: `p is None`, `type(p)` and `p in container` in the program's
+code are rewritten to use the value (`settling.py`). C functions that demand an exact type
 (`", ".join([p])`, `re.match(p, s)`) raise a TypeError naming `PendingCall`; `hash(p)` is
 by identity (so sets of pending calls work; use the value, not the call, as a dict key). A
 call that was never awaited nor used as a value still runs, and the run's stderr says so
@@ -230,6 +230,15 @@ del _name, _op, _forward, _reflected, _inplace, _fn
 def settle(value):
     """`value`, or the value of a pending call (waiting for it if need be)."""
     return value._value() if type(value) is PendingCall else value
+
+
+def contains(item, container, /):
+    """`item in container` for the program (`settling.py`): also True when `item` is a
+    pending call whose value is in `container` (a set or dict hashes the call itself by
+    identity)."""
+    if item in container:
+        return True
+    return type(item) is PendingCall and item._value() in container
 
 
 def settle_nested(value):

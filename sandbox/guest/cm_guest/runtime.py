@@ -20,7 +20,7 @@ import traceback
 from . import aio, callsite, modules, output, profile, settling
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
-from .pending import isinstance_, settle
+from .pending import contains, isinstance_, settle
 from .tools import Binding, Bridge, ToolNamespace
 from .values import MAX_DEPTH as MAX_VALUE_DEPTH
 from .values import ValueTooLarge
@@ -127,6 +127,7 @@ def _program_builtins():
     scope["isinstance"] = isinstance_
     scope["print"] = output.print
     scope[settling.SETTLE_NAME] = settle
+    scope[settling.CONTAINS_NAME] = contains
     return scope
 
 
@@ -134,7 +135,8 @@ def _compile(source):
     """Compile with top-level await; the last expression statement's value goes to a slot.
     The call sites are analysed only when the program may run an event loop (`callsite`:
     without one every tool call returns its value, whatever the analysis would say), and
-    then identity tests and `type(x)` are made to wait for a pending call (`settling`)."""
+    then identity, membership and `type(x)` are made to wait for a pending call
+    (`settling`)."""
     tree = ast.parse(source, PROGRAM_FILENAME, "exec")
     sites = None
     if callsite.may_run_a_loop(source):

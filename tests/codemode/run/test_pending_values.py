@@ -1,5 +1,5 @@
-"""A tool call left unawaited in async code cannot pass for a wrong value: identity tests
-and `type()` see the value, every other use gives the value, and a call never awaited nor
+"""A tool call left unawaited in async code cannot pass for a wrong value: identity tests,
+membership and `type()` see the value, every other use gives the value, and a call never awaited nor
 used is named in the run's stderr. Through `run_code` on every tier."""
 
 import pytest
@@ -39,14 +39,16 @@ _GATHERED = ("import asyncio\n"
 
 
 @pytest.mark.slow
-async def test_identity_and_type_see_the_value_of_an_unawaited_call(session):
+async def test_identity_membership_and_type_see_the_value_of_an_unawaited_call(session):
     code = _GATHERED + (
         "[[r is None for r in records], [r is not None for r in records],\n"
         " [type(r).__name__ for r in records], type(records[1]) is dict,\n"
-        " records[0] is None is not False]")
+        " records[0] is None is not False,\n"
+        " [records[0] in {None}, records[0] not in {None: 1}, records[1] in [None],\n"
+        "  records[0] in {records[0]}]]")
     result = await run(session, code)
     assert result.value["result"] == [[True, False], [False, True], ["NoneType", "dict"],
-                                      True, True]
+                                      True, True, [True, False, False, True]]
     assert "never awaited" not in result.value.get("stderr", "")
 
 
