@@ -11,15 +11,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._cache import cache_dir
+from ._capture import OnOutput
 from ._component import SandboxUnavailable
 from ._limits import SandboxLimits
 from ._protocol import (
     Dispatch,
     FuelExhausted,
+    FullOutput,
     GuestCrashed,
     HostDispatchFailed,
     MemoryLimitExceeded,
     MonotonicRead,
+    OutputCut,
     OutputLimitExceeded,
     ParamSpec,
     PauseRun,
@@ -61,8 +64,9 @@ _LAZY = {"RestrictedSandbox": "._restricted", "RestrictedProcessSandbox": "._wor
          "WorkerPool": "._worker_host"}
 
 __all__ = [
-    "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "GuestCrashed", "HostDispatchFailed",
-    "MemoryLimitExceeded", "MonotonicRead", "OutputLimitExceeded", "ParamSpec", "PauseRun",
+    "AVAILABLE_MODULES", "Dispatch", "FuelExhausted", "FullOutput", "GuestCrashed",
+    "HostDispatchFailed", "MemoryLimitExceeded", "MonotonicRead", "OnOutput", "OutputCut",
+    "OutputLimitExceeded", "ParamSpec", "PauseRun",
     "ProgramError", "ProgramTooLarge", "RandomBytes", "RandomU64", "ReplayDiverged",
     "RestrictedProcessSandbox", "RestrictedSandbox", "RunAborted", "RunError", "RunOutcome",
     "RunPaused", "RunRequest", "Sandbox", "SandboxLimits", "SandboxUnavailable", "SubCall",

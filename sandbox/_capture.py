@@ -3,13 +3,18 @@
 The guest writes each piece of output through at once (`guest/cm_guest/output.py`); in the
 wasm tier it arrives through WASI's stdout/stderr (`WasiConfig.stdout_custom`), in the
 restricted tier by a direct call. Either way it is held here, so output written before a
-run ended at a limit, a trap or a cancellation is still returned with the outcome.
+run ended at a limit, a trap or a cancellation is still returned with the outcome, and
+handed on as it arrives to the run's `on_output` callback, if any (`OutputTap`).
+
+A capture keeps up to its cap (`SandboxLimits.output_cap_bytes`); the outcome's text is
+its first `output_bytes` (`text`), cut with `CUT_MARKER`, and the whole is `full_text`.
 """
 
 from __future__ import annotations
 
 import _thread
 import array
+import codecs
 import errno
 import fcntl
 import os
@@ -22,48 +27,130 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import wasmtime
 
-CUT_MARKER = "\n[... {name} truncated at {limit} bytes]\n"
+OnOutput = Callable[[str, str], None]
+"""`on_output(stream, text)`: one piece of a run's output as the program wrote it; `stream`
+is "stdout" or "stderr". The pieces of one stream, joined, are the stream's whole text
+(`RunOutcome.full`'s, or the outcome's own when nothing was cut), a stream stopped at its
+cap ending with `CAP_MARKER`. Called on a sandbox thread (the process's output reader,
+or the run's own), with the stream's lock held: it must return quickly and not block (hand
+the text to another thread or an event loop). An exception it raises is ignored."""
+
+CUT_MARKER = "\n[... {name} truncated at {limit} bytes of {total}]\n"
+"""Ends a stream's text in the outcome when the stream was longer than `output_bytes`;
+`total` is its size in bytes, or "more than N" when it went past its cap."""
+
+CAP_MARKER = "\n[... {name} truncated at {cap} bytes]\n"
+"""Ends a stream's whole text when the program wrote past the cap (the run then ends with
+`OutputLimitExceeded`)."""
+
+
+class OutputTap:
+    """Hands a stream's bytes to an `OnOutput` callback as text, as they arrive (an
+    incremental UTF-8 decoder: invalid bytes become U+FFFD, as in `OutputCapture.text`)."""
+
+    def __init__(self, name: str, callback: OnOutput) -> None:
+        self._name = name
+        self._callback = callback
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(self, data: bytes) -> None:
+        self._call(self._decoder.decode(data))
+
+    def end(self, marker: str = "") -> None:
+        """The stream is over: what the decoder holds (a character cut in two), then
+        `marker`."""
+        self._call(self._decoder.decode(b"", final=True) + marker)
+
+    def _call(self, text: str) -> None:
+        if text:
+            try:
+                self._callback(self._name, text)
+            except Exception:          # the caller's bug must not end the capture
+                pass
 
 
 class OutputCapture:
-    """One stream's bytes, up to `limit_bytes` (the run's `output_bytes`).
+    """One stream's bytes, up to `cap_bytes` (the run's `output_cap_bytes`); the outcome
+    keeps the first `limit_bytes` (`output_bytes`) of them.
 
-    Bytes past the limit are refused with EIO and mark the stream `over`: the run then
-    ends at the output limit. The guest's sink sends one such byte when it cuts a stream;
-    a program writing to the file descriptor itself is stopped the same way.
+    Bytes past the cap are refused with EIO and mark the stream `over`: the run then ends
+    at the output limit. The guest's sink sends one such byte when it cuts a stream; a
+    program writing to the file descriptor itself is stopped the same way. `tap`, when
+    set, gets every byte kept, as it arrives, and the end of the stream (`end`).
     """
 
-    def __init__(self, name: str, limit_bytes: int) -> None:
+    def __init__(self, name: str, limit_bytes: int, cap_bytes: int | None = None,
+                 tap: OutputTap | None = None) -> None:
         self.name = name
         self.limit_bytes = limit_bytes
+        self.cap_bytes = max(cap_bytes or limit_bytes, limit_bytes)
         self.over = False
+        self.tap = tap
         self._data = bytearray()
+        self._ended = False
         self._lock = threading.Lock()      # WASI may call from wasmtime's I/O thread
 
     def write(self, data: bytes) -> int:
-        """Keep what fits; the number of bytes taken, or -EIO once nothing more fits."""
+        """Keep what fits; the number of bytes taken, or -EIO once nothing more fits (or
+        the stream has ended)."""
         with self._lock:
-            room = self.limit_bytes - len(self._data)
+            if self._ended:
+                return -errno.EIO
+            room = self.cap_bytes - len(self._data)
             if len(data) <= room:
                 self._data += data
+                if self.tap is not None:
+                    self.tap.write(data)
                 return len(data)
-            self._data += data[:max(room, 0)]
+            kept = data[:max(room, 0)]
+            self._data += kept
+            if not self.over and self.tap is not None:
+                self.tap.write(kept)
+                self.tap.end(CAP_MARKER.format(name=self.name, cap=self.cap_bytes))
             self.over = True
+            self._ended = True
             return -errno.EIO
 
-    def text(self) -> str:
-        """The captured text (invalid UTF-8, such as a character cut in two, replaced),
-        with a marker where it was cut."""
+    def end(self) -> None:
+        """No more bytes are taken (later writes get EIO); the tap gets the stream's end."""
         with self._lock:
-            text = self._data.decode("utf-8", errors="replace")
+            if not self._ended:
+                self._ended = True
+                if self.tap is not None:
+                    self.tap.end()
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes captured (at most `cap_bytes`)."""
+        return len(self._data)
+
+    def texts(self) -> tuple[str, str | None]:
+        """(kept, whole): the first `limit_bytes` as text (invalid UTF-8 replaced; a
+        character the cut falls in dropped), ending with `CUT_MARKER` where it was cut;
+        and the whole stream as text, ending with `CAP_MARKER` when it went past its cap,
+        or None when the kept text is whole."""
+        with self._lock:
+            total = len(self._data)
             over = self.over
-        encoded = text.encode("utf-8", errors="surrogatepass")
-        if len(encoded) > self.limit_bytes:   # each invalid byte became a 3-byte U+FFFD
-            text = encoded[:self.limit_bytes].decode("utf-8", errors="ignore")
-            over = True
+            whole = self._data.decode("utf-8", errors="replace")
+        size = total
+        if len(whole) * 4 > self.limit_bytes:   # an invalid byte became a 3-byte U+FFFD
+            size = max(size, len(whole.encode("utf-8", errors="surrogatepass")))
+        if not over and size <= self.limit_bytes:
+            return whole, None
+        if total > self.limit_bytes:
+            kept = codecs.getincrementaldecoder("utf-8")("replace").decode(
+                self._data[:self.limit_bytes])
+        else:
+            kept = whole
+        encoded = kept.encode("utf-8", errors="surrogatepass")
+        if len(encoded) > self.limit_bytes:
+            kept = encoded[:self.limit_bytes].decode("utf-8", errors="ignore")
+        kept += CUT_MARKER.format(name=self.name, limit=self.limit_bytes,
+                                  total=f"more than {self.cap_bytes}" if over else size)
         if over:
-            text += CUT_MARKER.format(name=self.name, limit=self.limit_bytes)
-        return text
+            whole += CAP_MARKER.format(name=self.name, cap=self.cap_bytes)
+        return kept, whole
 
 
 class PipeCapture:

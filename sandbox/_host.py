@@ -25,15 +25,18 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _wire
-from ._capture import OutputCapture
+from ._capture import OnOutput, OutputCapture, OutputTap
+from ._cut import cut_value
 from ._limits import SandboxLimits
 from ._protocol import (
     AnyRunError,
     Dispatch,
     FuelExhausted,
+    FullOutput,
     GuestCrashed,
     HostDispatchFailed,
     MemoryLimitExceeded,
+    OutputCut,
     OutputLimitExceeded,
     PauseRun,
     ProgramError,
@@ -70,7 +73,10 @@ class GuestError(msgspec.Struct, frozen=True):
 
 
 class GuestOk(msgspec.Struct, frozen=True, tag_field="status", tag="ok"):
-    value: Any | UnsetType = UNSET
+    """`value`: the final value's JSON as the guest wrote it (its size is checked, and it
+    is decoded, by `outcome`)."""
+
+    value: msgspec.Raw | UnsetType = UNSET
 
 
 class GuestFailed(msgspec.Struct, frozen=True, tag_field="status", tag="error"):
@@ -84,7 +90,7 @@ class GuestLimited(msgspec.Struct, frozen=True, tag_field="status", tag="limit")
 
 GuestOutcome = GuestOk | GuestFailed | GuestLimited
 _guest_decoder = msgspec.json.Decoder(GuestOutcome)
-_decode_arguments = msgspec.json.Decoder().decode
+_decode_arguments = _decode_value = msgspec.json.Decoder().decode
 
 
 def decode_guest(text: str) -> GuestOutcome | AnyRunError:
@@ -115,7 +121,8 @@ class RunHost:
         cancel: set from any thread to end the run (`RunAborted`).
         deadline: `time.monotonic()` past which the run is out of time.
         subcalls: sub-calls the program sent so far.
-        stdout, stderr: the output captured as the program wrote it.
+        stdout, stderr: the output captured as the program wrote it (each up to
+            `limits.output_cap_bytes`), handed to `on_output` as it arrives.
         tape: the run's clock and random reads, when they are recorded (the wasm tier
             sets it for a request with a tape); None otherwise.
     """
@@ -123,15 +130,17 @@ class RunHost:
     tape: TapeRecorder | None = None
 
     def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
-                 cancel: threading.Event | None) -> None:
+                 cancel: threading.Event | None, on_output: OnOutput | None = None) -> None:
         self.limits = limits
         self.dispatch = dispatch
         self.cancel = cancel or threading.Event()
         self.started = time.monotonic()
         self.deadline = self.started + limits.wall_clock_s
         self.subcalls = 0
-        self.stdout = OutputCapture("stdout", limits.output_bytes)
-        self.stderr = OutputCapture("stderr", limits.output_bytes)
+        self.stdout, self.stderr = (
+            OutputCapture(name, limits.output_bytes, limits.output_cap_bytes,
+                          None if on_output is None else OutputTap(name, on_output))
+            for name in ("stdout", "stderr"))
 
     def remaining_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -149,7 +158,7 @@ class RunHost:
         for capture in (self.stdout, self.stderr):
             if capture.over:
                 return OutputLimitExceeded(
-                    message=f"{capture.name} exceeded {self.limits.output_bytes} bytes")
+                    message=f"{capture.name} exceeded {self.limits.output_cap_bytes} bytes")
         return None
 
     def check(self) -> None:
@@ -264,27 +273,60 @@ def refused_as_too_large(code: str, limits: SandboxLimits) -> RunOutcome | None:
 def outcome(host: RunHost, ended: GuestOutcome | AnyRunError, *, duration_s: float,
             fuel_used: int | None = None) -> RunOutcome:
     """The `RunOutcome` of a run that ended as `ended` (the guest's own outcome, or the
-    error the host ended it with), with everything the program wrote. A stream written
-    past its limit ends the run at the output limit unless another limit came first."""
-    value: Any = UNSET
+    error the host ended it with), with everything the program wrote: each stream and the
+    value cut to `output_bytes` (what was cut in `cut`, whole in `full`). A stream written
+    past its cap, or a value over it, ends the run at the output limit unless another
+    limit came first. The captures end here: the `on_output` callback has had everything."""
+    for capture in (host.stdout, host.stderr):
+        capture.end()
+    raw: msgspec.Raw | UnsetType = UNSET
     error: AnyRunError | None
     match ended:
-        case GuestOk(value=value):
+        case GuestOk(value=raw):
             error = None
-        case GuestFailed(error=raw):
-            error = ProgramError(type=raw.type, message=raw.message, traceback=raw.traceback)
-        case GuestLimited(limit=limit, error=raw):
-            error = LIMIT_ERRORS[limit](message=raw.message or limit)
+        case GuestFailed(error=failed):
+            error = ProgramError(type=failed.type, message=failed.message,
+                                 traceback=failed.traceback)
+        case GuestLimited(limit=limit, error=failed):
+            error = LIMIT_ERRORS[limit](message=failed.message or limit)
         case _:
             error = ended
+    limits = host.limits
+    if raw is not UNSET and len(raw) > limits.output_cap_bytes and error is None:
+        error = OutputLimitExceeded(
+            message=f"the final value is more than {limits.output_cap_bytes} bytes of "
+                    f"JSON, over the output limit of {limits.output_cap_bytes} bytes")
     if error is None or not error.limit:
         reason = host.stop_reason()
         if isinstance(reason, OutputLimitExceeded):
-            error, value = reason, UNSET
+            error = reason
+    value: Any = UNSET
+    texts: dict[str, str] = {}
+    cut: list[OutputCut] = []
+    full: dict[str, Any] = {}
+    streams: tuple[tuple[Literal["stdout", "stderr"], OutputCapture], ...] = (
+        ("stdout", host.stdout), ("stderr", host.stderr))
+    for part, capture in streams:
+        texts[part], whole = capture.texts()
+        if whole is not None:
+            full[part] = whole
+            cut.append(OutputCut(part=part, kept_bytes=capture.limit_bytes,
+                                 total_bytes=capture.total_bytes))
+    if error is None and raw is not UNSET:
+        try:
+            value = _decode_value(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            value, error = UNSET, GuestCrashed(message=f"the sandbox returned a malformed "
+                                                       f"value: {exc}")
+    if error is None and raw is not UNSET and len(raw) > limits.output_bytes:
+        full["value"], value = value, cut_value(value, limits.output_bytes)
+        cut.append(OutputCut(part="value", kept_bytes=limits.output_bytes,
+                             total_bytes=len(raw)))
     status: Literal["ok", "error", "limit", "paused"] = (
         "ok" if error is None else "limit" if error.limit
         else "paused" if isinstance(error, RunPaused) else "error")
-    return RunOutcome(status=status, stdout=host.stdout.text(), stderr=host.stderr.text(),
+    return RunOutcome(status=status, stdout=texts["stdout"], stderr=texts["stderr"],
                       value=value, error=error, duration_s=duration_s,
                       subcalls=host.subcalls, fuel_used=fuel_used,
-                      tape=None if host.tape is None else host.tape.tape())
+                      tape=None if host.tape is None else host.tape.tape(),
+                      cut=tuple(cut), full=FullOutput(**full) if full else None)

@@ -268,6 +268,38 @@ AnyRunError = (ProgramError | TimeLimitExceeded | FuelExhausted | MemoryLimitExc
                | GuestCrashed | HostDispatchFailed | RunPaused | ReplayDiverged)
 
 
+class OutputCut(msgspec.Struct, frozen=True, kw_only=True):
+    """One part of a run's output the outcome keeps only the start of.
+
+    Attributes:
+        part: "stdout", "stderr" or "value" (the final value's JSON).
+        kept_bytes: what the outcome keeps of it, in bytes (`limits.output_bytes`).
+        total_bytes: its whole size in bytes (UTF-8; for the value, of its JSON); when it
+            went past `limits.output_cap_bytes` (the run then ended with
+            `OutputLimitExceeded`), that cap.
+    """
+
+    part: Literal["stdout", "stderr", "value"]
+    kept_bytes: int
+    total_bytes: int
+
+
+class FullOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole of each part of a run's output that `RunOutcome` cut (`RunOutcome.cut`),
+    each at most `limits.output_cap_bytes`; a part that was not cut is None (or UNSET for
+    the value): the outcome's own is whole.
+
+    Attributes:
+        stdout, stderr: the whole text; a stream the program wrote past the cap ends with
+            the marker `[... stdout truncated at N bytes]`.
+        value: the whole final value, in the encoding of `RunOutcome.value`.
+    """
+
+    stdout: str | None = None
+    stderr: str | None = None
+    value: Any | UnsetType = UNSET
+
+
 class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """How one run ended (docs/design.md §3 guest contract).
 
@@ -275,15 +307,17 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
         status: "ok", "error" (the program failed, or the sandbox could not run it),
             "limit" (a limit ended it) or "paused" (the dispatch callback raised
             `PauseRun`; `error` is `RunPaused`).
-        stdout, stderr: captured text, each cut to `limits.output_bytes` with a marker;
-            kept however the run ended (a limit, a trap, a cancellation).
+        stdout, stderr: captured text, each cut to `limits.output_bytes` with the marker
+            `[... stdout truncated at N bytes of M]` (`cut` says so, `full` has the
+            whole); kept however the run ended (a limit, a trap, a cancellation).
         value: the final expression statement's value as JSON, in the lossless encoding of
             docs/sandbox.md ("The value": a tagged object such as `{"$tuple": [...]}` for
             what plain JSON would lose; `decode_value` turns it back into Python objects);
             None when it evaluated to None; UNSET when the program did not end with an
-            expression statement.
-            Its JSON is at most `limits.output_bytes`: a larger value ends the run at the
-            output limit.
+            expression statement. Its JSON is at most about `limits.output_bytes`: a
+            larger value is cut to fit (docs/sandbox.md, "A value over its limit"; `cut`
+            says so, `full.value` is the whole); one over `limits.output_cap_bytes` ends
+            the run at the output limit and is left out.
         error: why the run did not complete (None when status is "ok").
         duration_s: wall-clock seconds of the guest call.
         subcalls: sub-calls the program sent.
@@ -291,6 +325,9 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
         tape: when the request had a tape (wasm tier only): every clock and random read of
             the run, the replayed entries followed by the live ones, however the run ended
             (a replay that diverged keeps the entries read before it); else None.
+        cut: what of `stdout`, `stderr` and `value` was cut to `limits.output_bytes`, in
+            that order; empty when nothing was. Cutting never fails a run.
+        full: the whole of what was cut (None when nothing was).
     """
 
     status: Literal["ok", "error", "limit", "paused"]
@@ -302,11 +339,15 @@ class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
     subcalls: int = 0
     fuel_used: int | None = None
     tape: Tape | None = None
+    cut: tuple[OutputCut, ...] = ()
+    full: FullOutput | None = None
 
 
 class Sandbox(Protocol):
     """WasmSandbox, RestrictedSandbox: one program per call, a fresh state per run.
-    Setting `cancel` (from any thread) ends the run as `RunAborted`."""
+    Setting `cancel` (from any thread) ends the run as `RunAborted`. The sandboxes of this
+    package also take `on_output` (an `OnOutput` callback: the output as it is written);
+    a caller passes it only when it has one, so a sandbox without it still fits."""
 
     @property
     def allowed_modules(self) -> frozenset[str]:

@@ -69,6 +69,7 @@ from typing import Any
 
 import msgspec
 
+from ._capture import OnOutput
 from ._host import GuestOutcome, decode_guest, outcome, refused_as_too_large
 from ._protocol import AnyRunError, Dispatch, RunOutcome, RunRequest, TimeLimitExceeded
 from ._restricted_guards import _program_builtins
@@ -122,6 +123,7 @@ def _execute(run: _Run, request: RunRequest) -> None:
             else:
                 exec(code, ns)
             value = run.bridge.finish(ns.get(runtime.VALUE_SLOT))
+            runtime._warn_unused(run.bridge, run.err)
             if has_value:
                 run.has_value = True
                 run.value = value
@@ -161,7 +163,7 @@ def _result(run: _Run, source: str) -> dict[str, Any]:
         return {"status": "error", "error": error}
     outcome: dict[str, Any] = {"status": "ok"}
     if run.has_value:
-        runtime.finish_value(outcome, run.state, run.value, run.limits.output_bytes)
+        runtime.finish_value(outcome, run.state, run.value, run.limits.output_cap_bytes)
     return outcome
 
 
@@ -187,7 +189,8 @@ class RestrictedSandbox:
         self.thread_stack_bytes = thread_stack_bytes
 
     def run(self, request: RunRequest, dispatch: Dispatch,
-            cancel: threading.Event | None = None) -> RunOutcome:
+            cancel: threading.Event | None = None, *,
+            on_output: OnOutput | None = None) -> RunOutcome:
         """Run one program on a fresh worker thread and report how it ended.
 
         Args:
@@ -198,6 +201,8 @@ class RestrictedSandbox:
             dispatch: called on the worker thread per sub-call batch (a `SubCallBatch`;
                 it returns a `SubCallReply`).
             cancel: set it from any thread to stop the run (`RunAborted`).
+            on_output: called with each piece of stdout and stderr as the program writes
+                it, on the run's thread (`sandbox.OnOutput`).
         Returns:
             The outcome; a tripped limit is a typed `error`, never an exception. The caller's
             thread returns within about 2x `limits.wall_clock_s` unless the worker holds the
@@ -206,7 +211,7 @@ class RestrictedSandbox:
         refused = refused_as_too_large(request.code, request.limits)
         if refused is not None:
             return refused
-        run = _Run(request.limits, dispatch, cancel)
+        run = _Run(request.limits, dispatch, cancel, on_output)
         worker = threading.Thread(target=_execute, args=(run, request), daemon=True,
                                   name="codemode-restricted-run")
         with _STACK_SIZE_LOCK:

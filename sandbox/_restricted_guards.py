@@ -31,7 +31,7 @@ from RestrictedPython.Guards import (
 from ._restricted_modules import _Modules
 from ._restricted_policy import PROGRAM, _check_attr_name
 from ._restricted_run import _Run
-from .guest.cm_guest import pending
+from .guest.cm_guest import pending, settling
 
 
 class _Printer:
@@ -306,6 +306,8 @@ def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[st
     for name in ("_add_", "_mul_", "_pow_", "pow", "_lshift_", "_inplacevar_"):
         scope[name] = _settling(scope[name])
     scope["isinstance"] = pending.isinstance_
+    scope[settling.SETTLE_NAME] = pending.settle
+    scope[settling.CONTAINS_NAME] = pending.contains
     return scope
 
 

@@ -23,7 +23,7 @@ from RestrictedPython.transformer import (
     copy_locations,
 )
 
-from .guest.cm_guest import callsite, runtime
+from .guest.cm_guest import callsite, runtime, settling
 
 PROGRAM = runtime.PROGRAM_FILENAME
 
@@ -178,7 +178,8 @@ class _Policy(RestrictingNodeTransformer):
 def _compile(source: str) -> tuple[types.CodeType, bool, Any]:
     """RestrictedPython's checks and rewrites, then the guest's final-expression rule, then
     `compile` with top-level await allowed (`compile_restricted` drops compile flags, so the
-    policy is applied here the way `compile_restricted_exec` applies it)."""
+    policy is applied here the way `compile_restricted_exec` applies it). Identity tests and
+    `type(x)` wait for a pending call, as in the wasm tier (`cm_guest/settling.py`)."""
     tree = ast.parse(source, PROGRAM, "exec")
     sites = callsite.analyse(tree)            # before the policy rewrites the tree
     has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
@@ -190,6 +191,8 @@ def _compile(source: str) -> tuple[types.CodeType, bool, Any]:
         lines = source.splitlines()
         text = lines[lineno - 1] if 0 < lineno <= len(lines) else None
         raise SyntaxError(info, (PROGRAM, lineno, col + 1, text))
+    if callsite.may_run_a_loop(source):     # after the policy: its name is the tier's own
+        settling.settle_identity(tree)
     if has_value:
         last = tree.body[-1]
         tree.body[-1] = ast.copy_location(

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ._capture import OnOutput
 from ._host import HostStop, RunHost
 from ._limits import SandboxLimits
 from ._protocol import Dispatch
@@ -40,8 +41,8 @@ class _Run(RunHost):
     the program's streams and tool bridge."""
 
     def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
-                 cancel: threading.Event | None) -> None:
-        super().__init__(limits, dispatch, cancel)
+                 cancel: threading.Event | None, on_output: OnOutput | None = None) -> None:
+        super().__init__(limits, dispatch, cancel, on_output)
         self.state = runtime.RunState()
         self.lock = threading.Lock()
         self.ident: int | None = None
@@ -51,10 +52,9 @@ class _Run(RunHost):
         self.has_value = False
         self.value: Any = None
         self.result: dict[str, Any] | None = None      # plain data, built by the worker
-        self.out = text_stream(CappedSink(limits.output_bytes, self.state, "stdout",
-                                          self.stdout.write))
-        self.err = text_stream(CappedSink(limits.output_bytes, self.state, "stderr",
-                                          self.stderr.write))
+        cap = limits.output_cap_bytes
+        self.out = text_stream(CappedSink(cap, self.state, "stdout", self.stdout.write))
+        self.err = text_stream(CappedSink(cap, self.state, "stderr", self.stderr.write))
         self.bridge = Bridge(self.host_dispatch, limits.for_guest())
 
     # -- limits --

@@ -12,6 +12,7 @@ import msgspec
 import wasmtime
 
 from . import _component, _interrupt, _pool, _runner
+from ._capture import OnOutput
 from ._host import GuestOutcome, HostStop, RunHost, decode_guest, outcome, refused_as_too_large
 from ._limits import SandboxLimits
 from ._protocol import (
@@ -108,8 +109,9 @@ class _Run(RunHost):
     for a request with a tape, the recorder its clock and random reads go through."""
 
     def __init__(self, limits: SandboxLimits, dispatch: Dispatch,
-                 cancel: threading.Event | None, tape: Tape | None = None) -> None:
-        super().__init__(limits, dispatch, cancel)
+                 cancel: threading.Event | None, tape: Tape | None = None,
+                 on_output: OnOutput | None = None) -> None:
+        super().__init__(limits, dispatch, cancel, on_output)
         if tape is not None:   # a run without a tape never loads the recorder
             from ._tape import TapeRecorder
 
@@ -220,7 +222,8 @@ class WasmSandbox:
     allowed_modules: frozenset[str] = AVAILABLE_MODULES
 
     def run(self, request: RunRequest, dispatch: Dispatch,
-            cancel: threading.Event | None = None) -> RunOutcome:
+            cancel: threading.Event | None = None, *,
+            on_output: OnOutput | None = None) -> RunOutcome:
         """Run one program and report how it ended (docs/design.md §3).
 
         Args:
@@ -232,6 +235,9 @@ class WasmSandbox:
                 status "paused".
             cancel: set it from any thread to stop the run at its next host call (sub-call
                 or sleep); running wasm is stopped by the wall-clock deadline.
+            on_output: called with each piece of stdout and stderr as the program writes
+                it, on the process's output reader thread (`sandbox.OnOutput`): what a
+                run printed reaches it even when the run is stopped.
         Returns:
             The outcome; a tripped limit is a typed `error`, never an exception. With a
             tape, `outcome.tape` holds every clock and random read of the run.
@@ -242,10 +248,11 @@ class WasmSandbox:
         if refused is not None:
             return refused
         return _on_runner_thread(self._run_here, self._runtime(request), request, dispatch,
-                                 cancel)
+                                 cancel, on_output)
 
     def submit(self, request: RunRequest, dispatch: Dispatch,
-               cancel: threading.Event | None = None
+               cancel: threading.Event | None = None, *,
+               on_output: OnOutput | None = None
                ) -> concurrent.futures.Future[RunOutcome]:
         """`run` started on a runner thread; returns at once. The future holds what
         `run` returns or raises (`SandboxUnavailable`). For callers that wait without a
@@ -254,7 +261,9 @@ class WasmSandbox:
         def submitted() -> RunOutcome:
             _submitted.ready = True
             try:
-                return self.run(request, dispatch, cancel)
+                if on_output is None:       # a subclass's `run` may not take it
+                    return self.run(request, dispatch, cancel)
+                return self.run(request, dispatch, cancel, on_output=on_output)
             finally:
                 _submitted.ready = False
         return _RUNNERS.submit(submitted)
@@ -270,10 +279,10 @@ class WasmSandbox:
         return runtime
 
     def _run_here(self, runtime: _component.Runtime, request: RunRequest, dispatch: Dispatch,
-                  cancel: threading.Event | None) -> RunOutcome:
+                  cancel: threading.Event | None, on_output: OnOutput | None) -> RunOutcome:
         limits = request.limits
         tools = _tools_json(request.tools)
-        run = _Run(limits, dispatch, cancel, request.tape)
+        run = _Run(limits, dispatch, cancel, request.tape, on_output)
         # A made-ahead instance serves an unrecorded run (its warm-up already read the
         # clocks and randomness, unrecorded); a recorded one is instantiated on its path,
         # through the recording Linker, so that every read is on its tape.

@@ -13,6 +13,8 @@ each run. This process supervises it:
   `RunHost.dispatch_batch` (decoded, counted against `max_subcalls`, its wait bounded by
   the deadline) and then the caller's `Dispatch`, on the caller's thread, as in the other
   tiers;
+- the program's output arrives as it is printed (`Output` messages) and is captured here,
+  so it is kept, and handed to the caller's `on_output`, even when the worker is killed;
 - the outcome the worker reports is checked again: output and value sizes, the sub-call
   count, a pause the host did not ask for. A worker that dies, sends malformed or
   oversized messages, or is killed ends the run with a typed error, never an exception.
@@ -38,14 +40,13 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from ._capture import CUT_MARKER, OutputCapture
+from ._capture import OnOutput
 from ._host import GuestOk, GuestOutcome, HostStop, RunHost, outcome, refused_as_too_large
 from ._protocol import (
     AnyRunError,
     Dispatch,
     GuestCrashed,
     MemoryLimitExceeded,
-    OutputLimitExceeded,
     RunAborted,
     RunOutcome,
     RunPaused,
@@ -53,14 +54,23 @@ from ._protocol import (
     TimeLimitExceeded,
 )
 from ._restricted_modules import ALLOWED_MODULES
-from ._worker_wire import Call, Done, Ready, Reply, Start, Stopped, encoder, from_worker
+from ._worker_wire import (
+    Call,
+    Done,
+    Output,
+    Ready,
+    Reply,
+    Start,
+    Stopped,
+    encoder,
+    from_worker,
+)
 
 KILL_GRACE_S = 0.5          # past the wall-clock limit before the worker is killed
 CANCEL_GRACE_S = 1.0        # after a cancel before the worker is killed
 RSS_SLACK_BYTES = 128 << 20
 STARTUP_S = 60.0
 SAMPLE_S = 0.02
-_MARKER_ROOM = len(CUT_MARKER) + 64
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "TMPDIR")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _OVERSIZE = bytes(1)        # the reader's sign (by identity) for a message over the cap
@@ -275,7 +285,10 @@ class _Supervised:
         except msgspec.DecodeError as exc:
             self.kill(GuestCrashed(message=f"the worker sent a malformed message: {exc}"))
             return
-        if isinstance(message, Done):
+        if isinstance(message, Output):
+            capture = self.host.stdout if message.stream == "stdout" else self.host.stderr
+            capture.write(message.text.encode("utf-8", "surrogatepass"))
+        elif isinstance(message, Done):
             self.done = message
         elif isinstance(message, Call):
             try:
@@ -324,14 +337,11 @@ class _Supervised:
         return GuestCrashed(message=f"the run's worker process died (exit status {code})")
 
     def ended(self) -> GuestOutcome | AnyRunError:
-        """How the run ended, as this process saw it; the worker's output kept."""
+        """How the run ended, as this process saw it (its output is in the captures)."""
         if self.killed is not None:
             return self.killed
         assert self.done is not None
         reported = self.done.outcome
-        for capture, text in ((self.host.stdout, reported.stdout),
-                              (self.host.stderr, reported.stderr)):
-            capture.write(text.encode("utf-8", "surrogatepass"))
         if self.stopped is not None:
             return self.stopped
         error = reported.error
@@ -341,11 +351,9 @@ class _Supervised:
             return GuestCrashed(message="the worker reported a failure without an error")
         if error is not None:
             return error
-        if reported.value is not UNSET and \
-                len(encoder.encode(reported.value)) > self.limits.output_bytes:
-            return OutputLimitExceeded(
-                message=f"the value exceeded {self.limits.output_bytes} bytes")
-        return GuestOk(value=reported.value)
+        if reported.value is UNSET:
+            return GuestOk()
+        return GuestOk(value=msgspec.Raw(encoder.encode(reported.value)))
 
 
 class RestrictedProcessSandbox:
@@ -367,7 +375,8 @@ class RestrictedProcessSandbox:
         self._pool = pool
 
     def run(self, request: RunRequest, dispatch: Dispatch,
-            cancel: threading.Event | None = None) -> RunOutcome:
+            cancel: threading.Event | None = None, *,
+            on_output: OnOutput | None = None) -> RunOutcome:
         """Run one program in a worker process and report how it ended.
 
         Args:
@@ -375,12 +384,15 @@ class RestrictedProcessSandbox:
                 `max_concurrent_subcalls` and `tape` are not applied).
             dispatch: called on this (the caller's) thread per sub-call batch.
             cancel: set from any thread to stop the run (`RunAborted`).
+            on_output: called with each piece of stdout and stderr as it arrives from the
+                worker (within about `_worker_main.FLUSH_S` of being written), on this
+                thread (`sandbox.OnOutput`).
         Returns:
             The outcome; a tripped limit, a killed or dead worker is a typed `error`
             (`TimeLimitExceeded`, `MemoryLimitExceeded`, `GuestCrashed`), never an
             exception. Returns within about `wall_clock_s + KILL_GRACE_S`, plus the time
-            of a sub-call in progress at the deadline. When the worker was killed, the
-            output it had captured is lost (stdout and stderr are empty).
+            of a sub-call in progress at the deadline. When the worker was killed, what it
+            printed in its last `FLUSH_S` may be missing.
         Raises:
             RuntimeError: no worker process could be started.
         """
@@ -390,10 +402,8 @@ class RestrictedProcessSandbox:
         pool = self._pool or shared_pool()
         worker = pool.take()
         limits = request.limits
-        worker.cap = 8 * (limits.result_bytes + 2 * limits.output_bytes) + (1 << 20)
-        host = RunHost(limits, dispatch, cancel)
-        host.stdout = OutputCapture("stdout", limits.output_bytes + _MARKER_ROOM)
-        host.stderr = OutputCapture("stderr", limits.output_bytes + _MARKER_ROOM)
+        worker.cap = 8 * (limits.result_bytes + limits.output_cap_bytes) + (16 << 20)
+        host = RunHost(limits, dispatch, cancel, on_output)
         run = _Supervised(worker, host, request)
         if not worker.send(Start(request=request)):
             run.killed = run._death()

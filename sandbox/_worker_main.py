@@ -16,7 +16,9 @@ expression, a format spec or message of gigabytes) fails here, not in the host:
 Messages (`_worker_wire`) travel on private duplicates of fd 0 and 1; fd 0 becomes
 /dev/null and fd 1 a copy of fd 2, so nothing a run writes can reach the protocol. A
 sub-call batch is sent to the host and the run waits for its answer; `SIGUSR1` cancels
-the current run. End of input ends the process.
+the current run. End of input ends the process. What the program prints goes to the host
+as it is printed (`Output`, held at most `FLUSH_S` here: `_Reports`), so the host keeps it
+even if it kills this process.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import resource
 import signal
 import threading
+import time
 from typing import Any, BinaryIO
 
 import msgspec
@@ -40,7 +43,17 @@ from ._protocol import (
     SubCallReply,
 )
 from ._restricted import RestrictedSandbox
-from ._worker_wire import Call, Done, Ready, Reply, Start, Stopped, encoder, to_worker
+from ._worker_wire import (
+    Call,
+    Done,
+    Output,
+    Ready,
+    Reply,
+    Start,
+    Stopped,
+    encoder,
+    to_worker,
+)
 
 AS_SLACK_BYTES = 64 << 20      # the tier's own bookkeeping during a run (outcome, capture)
 # The run thread's stack. The in-process tier uses 1 GiB so that deep native recursion does
@@ -49,6 +62,10 @@ AS_SLACK_BYTES = 64 << 20      # the tier's own bookkeeping during a run (outcom
 THREAD_STACK_BYTES = 128 << 20
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _current_cancel: threading.Event | None = None
+
+FLUSH_S = 0.02            # the most a piece of output waits here before it is sent
+FLUSH_CHARS = 1 << 16     # output held past this is sent at once
+PIECE_CHARS = 1 << 20     # the most text one Output message carries
 
 
 def _vm_bytes() -> int:
@@ -77,13 +94,67 @@ def set_run_limits(memory_bytes: int, wall_clock_s: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, hard_cpu))
 
 
+class _Reports:
+    """This process's messages to the host, one at a time, with the run's output
+    (`output`, an `OnOutput` callback) held briefly and sent as `Output` messages: at once
+    past `FLUSH_CHARS`, ahead of any other message, else by a thread of its own within
+    `FLUSH_S` of being written. Output of one stream is sent in the order written."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._held: list[tuple[str, list[str]]] = []
+        self._size = 0
+        self._wake = threading.Event()
+        threading.Thread(target=self._flusher, name="codemode-worker-output",
+                         daemon=True).start()
+
+    def send(self, message: Any) -> None:
+        """Send `message` after the output held so far."""
+        with self._lock:
+            self._flush()
+            self._stream.write(encoder.encode(message) + b"\n")
+
+    def output(self, stream: str, text: str) -> None:
+        with self._lock:
+            if self._held and self._held[-1][0] == stream:
+                self._held[-1][1].append(text)
+            else:
+                self._held.append((stream, [text]))
+            self._size += len(text)
+            if self._size >= FLUSH_CHARS:
+                self._flush()
+                return
+        self._wake.set()
+
+    def _flush(self) -> None:
+        """Under `_lock`."""
+        held, self._held, self._size = self._held, [], 0
+        for stream, parts in held:
+            text = "".join(parts)
+            for start in range(0, len(text), PIECE_CHARS):
+                piece = Output(stream=stream, text=text[start:start + PIECE_CHARS])
+                self._stream.write(encoder.encode(piece) + b"\n")
+
+    def _flusher(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(FLUSH_S)
+            self._wake.clear()
+            try:
+                with self._lock:
+                    self._flush()
+            except OSError:           # the host went away: the process ends with its input
+                return
+
+
 class _Channel:
     """The run's `Dispatch`: each batch goes to the host as the program sent it
     (`_wire.encode_batch`), the run waits for the host's answer (the reply as the guest
     reads it, typed again). Closed when the run returns: a thread left running cannot talk
     to the host later."""
 
-    def __init__(self, jobs: BinaryIO, reports: BinaryIO) -> None:
+    def __init__(self, jobs: BinaryIO, reports: _Reports) -> None:
         self._jobs = jobs
         self._reports = reports
         self._lock = threading.Lock()
@@ -93,7 +164,7 @@ class _Channel:
         with self._lock:
             if not self._open:
                 raise HostStop(RunAborted(message="the run is over"))
-            self._reports.write(encoder.encode(Call(batch=_wire.encode_batch(batch))) + b"\n")
+            self._reports.send(Call(batch=_wire.encode_batch(batch)))
             line = self._jobs.readline()
         if not line:
             raise HostStop(RunAborted(message="the host went away"))
@@ -114,21 +185,27 @@ def _left_running() -> bool:
                for t in threading.enumerate())
 
 
-def run_one(request: RunRequest, jobs: BinaryIO, reports: BinaryIO) -> Done:
-    """One run under the OS limits; `Done.recycle` when this process should not be reused."""
+def run_one(request: RunRequest, jobs: BinaryIO, reports: _Reports) -> Done:
+    """One run under the OS limits; `Done.recycle` when this process should not be reused.
+    Its output went to the host as `Output` messages (the outcome's stdout and stderr are
+    left empty), and its value is whole: the host cuts it (it keeps `output_bytes` here
+    at the cap, so nothing is cut twice)."""
     global _current_cancel
     limits = request.limits
     baseline = _rss_bytes()
     set_run_limits(limits.memory_bytes, limits.wall_clock_s)
     channel = _Channel(jobs, reports)
     cancel = _current_cancel = threading.Event()
+    whole = msgspec.structs.replace(
+        request, limits=msgspec.structs.replace(limits, output_bytes=limits.output_cap_bytes))
     try:
         outcome: RunOutcome = RestrictedSandbox(THREAD_STACK_BYTES).run(
-            request, channel.dispatch, cancel)
+            whole, channel.dispatch, cancel, on_output=reports.output)
     finally:
         channel.close()
         _current_cancel = None
     recycle = _left_running() or _rss_bytes() - baseline > limits.memory_bytes
+    outcome = msgspec.structs.replace(outcome, stdout="", stderr="", cut=(), full=None)
     return Done(outcome=outcome, recycle=recycle)
 
 
@@ -154,9 +231,10 @@ def _private_streams() -> tuple[BinaryIO, BinaryIO]:
 
 
 def main() -> None:
-    jobs, reports = _private_streams()
+    jobs, stream = _private_streams()
+    reports = _Reports(stream)
     signal.signal(signal.SIGUSR1, _cancel)
-    reports.write(encoder.encode(Ready(pid=os.getpid())) + b"\n")
+    reports.send(Ready(pid=os.getpid()))
     while True:
         line = jobs.readline()
         if not line:
@@ -172,10 +250,9 @@ def main() -> None:
         except MemoryError:
             done = _out_of_memory()
         try:
-            data = encoder.encode(done)
+            reports.send(done)
         except MemoryError:
-            data = encoder.encode(_out_of_memory())
-        reports.write(data + b"\n")
+            reports.send(_out_of_memory())
 
 
 if __name__ == "__main__":

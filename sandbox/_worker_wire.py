@@ -3,7 +3,7 @@
 private pipes.
 
     host -> worker   Start (one run), then per sub-call batch the worker sent: Reply or Stopped
-    worker -> host   Ready once at start; per run: Call* then Done
+    worker -> host   Ready once at start; per run: Call* and Output*, then Done
 
 The host never trusts what the worker says: the program runs there. Every batch goes
 through the host's own `RunHost.dispatch_batch` (decoded, counted, bounded), and the
@@ -47,6 +47,15 @@ class Call(msgspec.Struct, frozen=True, tag="call"):
     batch: str
 
 
+class Output(msgspec.Struct, frozen=True, tag="output"):
+    """What the program wrote to `stream` ("stdout" or "stderr") since the last Output:
+    the host captures the run's output from these alone (a Done's stdout and stderr are
+    empty), so what was sent survives a worker that is killed."""
+
+    stream: str
+    text: str
+
+
 class Done(msgspec.Struct, frozen=True, tag="done"):
     """The run ended. `recycle`: the worker should not be reused (a thread it could not
     stop, or memory it did not give back)."""
@@ -56,7 +65,7 @@ class Done(msgspec.Struct, frozen=True, tag="done"):
 
 
 ToWorker = Start | Reply | Stopped
-FromWorker = Ready | Call | Done
+FromWorker = Ready | Call | Output | Done
 
 encoder = msgspec.json.Encoder()
 to_worker = msgspec.json.Decoder(ToWorker)

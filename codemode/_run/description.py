@@ -34,7 +34,9 @@ subprocesses) and get back what it printed and the value of its last expression.
 Inside the program each tool below is a plain function: call it and use the value it \
 returns. In async code, `await` tool calls; calls gathered with `asyncio.gather` go out \
 together, and run concurrently only for tools marked concurrency-safe (others run one at a \
-time). `call_tool(name, **kwargs)` calls a tool by its name. A failed call raises \
+time). An unawaited call in async code is a pending call, not its value: `await` it \
+(stderr names any call never awaited). `call_tool(name, **kwargs)` calls a tool by its \
+name. A failed call raises \
 `ToolCallError` (subclasses `ToolDenied`, `ToolArgumentError`, `ToolNotFound`, \
 `ToolError`; attributes `tool_name`, `message`, `code`); catching it does not make the call \
 succeed. To return a value, end the program with an expression; use print() for anything \
@@ -69,7 +71,9 @@ def _limits_text(limits: SandboxLimits) -> str:
     """The limits a program runs under, as one paragraph."""
     parts = [f"{limits.wall_clock_s:g} s of wall-clock time (sleeps and tool calls count)",
              f"{_size(limits.memory_bytes)} of memory",
-             f"{_size(limits.output_bytes)} each of printed output and of error output",
+             f"{_size(limits.output_cap_bytes)} each of printed output and of error output "
+             f"(you are shown the first {_size(limits.output_bytes)} of each, and of the "
+             "final value's JSON; the run still succeeds)",
              f"{limits.max_subcalls} tool calls",
              f"{_size(limits.request_bytes)} of JSON arguments per tool call"]
     if limits.fuel is not None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from codemode.sandbox import RunOutcome
 
+from .output import cut_line
+
 MODEL_TEXT_CHARS = 20_000
 """Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
 reads; past it the head and the tail are kept and the cut is marked with its size. The
@@ -74,6 +76,8 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
         # Python's REPL, not echoed after output; alone, it is said in words.
         parts.append("(the program completed with no output; its last expression was None)"
                      if "result" in value else "(the program completed with no output)")
+    if value.get("cut"):
+        parts.append(cut_line(value["cut"]))
     summary = value.get("subcalls") or {}
     if summary.get("total"):
         line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"

@@ -3,7 +3,7 @@
 `CodeMode(session)` reserves `run_code` on a session. Its body runs the program in a sandbox
 with one binding per tool visible to the calling agent, serves the program's sub-calls
 through the same pipeline (`dispatch.py`), drains them, and returns the canonical value
-`{"logs": [str], "result"?: JSON, "subcalls": {...}}`; a program that fails becomes a
+`{"logs": [str], "result"?: JSON, "cut"?: [...], "subcalls": {...}}`; a program that fails becomes a
 `CODE_RUN_FAILED` failure whose message is `code run failed (<kind>): <message>` followed by
 the captured output.
 """
@@ -30,6 +30,7 @@ from codemode.pipeline import (
     events,
 )
 from codemode.sandbox import (
+    FullOutput,
     ParamSpec,
     RunOutcome,
     RunRequest,
@@ -44,6 +45,7 @@ from codemode.sandbox import (
 from .description import run_code_description
 from .dispatch import SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
+from .output import FullOutputs, OnRunOutput, cut_json, loop_output
 from .render import _failure_message, _labels_line, _render
 from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from .resumed import Replay
@@ -171,6 +173,10 @@ class CodeMode:
             is resumed (`RESUME_TAMPERED` when it does not match): a `SealKey`, or the key's
             bytes (at least 32). Default: `SealKey()` (the environment, else a key file
             made on first use; see `SealKey`).
+        on_output: called with each piece of a run's stdout and stderr as the program
+            prints it, `on_output(call_id, stream, text)` on the event loop's thread
+            (`OnRunOutput`, docs/codemode.md "Output as it is printed"); also settable as
+            the attribute `on_output`.
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
@@ -178,8 +184,11 @@ class CodeMode:
                  expose: Sequence[str] | Callable[[str], bool] | None = None,
                  resumable: bool | None = None,
                  labels: Sequence[LabelRule] = (),
-                 seal_key: SealKey | bytes | str | None = None) -> None:
+                 seal_key: SealKey | bytes | str | None = None,
+                 on_output: OnRunOutput | None = None) -> None:
         self.session = session
+        self.on_output = on_output
+        self._full = FullOutputs()
         self.label_rules = tuple(labels)
         self.flows = RunFlows()
         self._finished: dict[str, dict[str, list[str]]] = {}   # call id -> labels, oldest first
@@ -283,6 +292,15 @@ class CodeMode:
         found = self._finished.get(call_id)
         return {label: list(ids) for label, ids in found.items()} if found else {}
 
+    def full_output(self, call_id: str) -> FullOutput | None:
+        """The whole output of a run whose stdout, stderr or value the sandbox cut to
+        `limits.output_bytes` (its value's `"cut"` says which), by its `run_code` call id:
+        a `FullOutput` (`stdout`, `stderr`: the whole text or None when not cut; `value`:
+        the whole value or UNSET). None when nothing was cut or the run is not known (the
+        latest `FULL_OUTPUT_RUNS` such runs are kept). A run that failed has it on
+        `CodeRunFailed.outcome.full` too."""
+        return self._full.get(call_id)
+
     def _remember(self, call_id: str, flow: RunFlow) -> None:
         self._finished[call_id] = flow.by_label()
         while len(self._finished) > REMEMBERED_RUNS:
@@ -327,12 +345,17 @@ class CodeMode:
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         request = RunRequest(code=code, tools=specs,
                              limits=limits, tape=tape)
+        # `on_output` only when there is one: a sandbox without it still fits `Sandbox`.
+        stream = loop_output(self.on_output, outer_id, loop)
+        extra: dict[str, Any] = {} if stream is None else {"on_output": stream}
         submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
-        running = (submit(request, dispatcher.dispatch, cancel) if submit is not None else
-                   _run_waiters().submit(self.sandbox.run, request, dispatcher.dispatch, cancel))
+        running = (submit(request, dispatcher.dispatch, cancel, **extra) if submit is not None
+                   else _run_waiters().submit(self.sandbox.run, request, dispatcher.dispatch,
+                                              cancel, **extra))
         try:
             await _ended(running, loop)
             outcome = running.result()
+            self._full.remember(outer_id, outcome)
         except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash
             raise CodeRunFailed(f"code run failed (runtime): {exc}") from exc
         except asyncio.CancelledError:
@@ -436,6 +459,8 @@ class CodeMode:
             value["result"] = outcome.value
         if outcome.stderr:
             value["stderr"] = outcome.stderr
+        if outcome.cut:
+            value["cut"] = cut_json(outcome)
         value["subcalls"] = dispatcher.summary.to_json()
         return value
 

@@ -157,9 +157,10 @@ def test_task_group_takes_a_value_and_a_synchronous_result(tier, host):
 
 def pending(value, use):
     """A program where `p` is a pending call of ident(value=...) (it is later gathered) and
-    `result` is `use` evaluated before that."""
+    `result` is `use` evaluated before that. `kind` is what `p` is: `type` under another
+    name, since `type(p)` itself gives the value's type (cm_guest/settling.py)."""
     return (f"import asyncio, json, copy\nbox = {{}}\nbox['p'] = ident(value={value!r})\n"
-            f"p = box['p']\nkind = type(p).__name__\n{use}\n"
+            f"p = box['p']\nkind_of = type\nkind = kind_of(p).__name__\n{use}\n"
             "await asyncio.gather(*box.values())\n[kind, result]")
 
 

@@ -52,7 +52,8 @@ def test_every_limit_kind_has_one_error_class():
 
 
 @pytest.mark.parametrize("text, ended", [
-    ('{"status": "ok", "value": {"$tuple": [1]}}', GuestOk(value={"$tuple": [1]})),
+    ('{"status": "ok", "value": {"$tuple": [1]}}',
+     GuestOk(value=msgspec.Raw(b'{"$tuple": [1]}'))),
     ('{"status": "ok"}', GuestOk()),
     ('{"status": "limit", "limit": "output", "error": {"message": "stdout exceeded 9 bytes"}}',
      GuestLimited(limit="output", error=GuestError(message="stdout exceeded 9 bytes"))),
@@ -82,13 +83,29 @@ def test_outcome_maps_each_ending():
     assert dispatch.status == "error"
 
 
-def test_output_past_the_limit_ends_an_ok_run_at_the_output_limit():
-    run = host(output_bytes=4)
+def test_output_past_the_cap_ends_an_ok_run_at_the_output_limit():
+    run = host(output_bytes=4, full_output_bytes=4)
     run.stdout.write(b"hello")
-    ended = outcome(run, GuestOk(value=1), duration_s=0.1)
+    ended = outcome(run, GuestOk(value=msgspec.Raw(b"1")), duration_s=0.1)
     assert (ended.status, ended.value, ended.error) == (
         "limit", UNSET, OutputLimitExceeded(message="stdout exceeded 4 bytes"))
-    assert ended.stdout == "hell\n[... stdout truncated at 4 bytes]\n"
+    assert ended.stdout == "hell\n[... stdout truncated at 4 bytes of more than 4]\n"
+
+
+def test_output_past_the_limit_is_cut_and_the_run_stays_ok():
+    run = host(output_bytes=4)
+    run.stdout.write(b"hello")
+    ended = outcome(run, GuestOk(value=msgspec.Raw(b"1")), duration_s=0.1)
+    assert (ended.status, ended.value, ended.error) == ("ok", 1, None)
+    assert ended.stdout == "hell\n[... stdout truncated at 4 bytes of 5]\n"
+    assert ended.full.stdout == "hello"
+
+
+def test_a_value_past_the_cap_is_an_output_limit_even_if_the_guest_let_it_through():
+    run = host(output_bytes=4, full_output_bytes=8)
+    ended = outcome(run, GuestOk(value=msgspec.Raw(b'"0123456789"')), duration_s=0.1)
+    assert (ended.status, ended.value) == ("limit", UNSET)
+    assert isinstance(ended.error, OutputLimitExceeded)
 
 
 def test_dispatch_counts_calls_and_stops_past_the_budget():

@@ -5,6 +5,7 @@ made-ahead instance is under the run's own limits and captures."""
 import threading
 import time
 
+import msgspec
 import pytest
 
 from codemode.sandbox import (
@@ -187,7 +188,7 @@ def test_an_instance_is_drained_from_when_it_is_made_so_a_write_before_its_run_n
         return _wasm.decode_guest(fresh.call(big))
     try:     # on a runner thread (wasm's stack), waited for with a bound: a block fails
         answer = _wasm._RUNNERS.submit(unbound_run).result(timeout=60)
-        assert answer == _host.GuestOk(value=1)
+        assert answer == _host.GuestOk(value=msgspec.Raw(b"1"))
     finally:
         fresh.close()
 

@@ -2,14 +2,19 @@
 bridge and binding rejections. Each behaviour is written once and runs on both tiers; what
 one tier does on its own is in test_wasm_sandbox.py / test_restricted_sandbox.py."""
 
+import json
 import random
+import threading
 import time
 
+import msgspec
 import pytest
 from msgspec import UNSET
 
 from codemode.sandbox import (
+    FullOutput,
     MemoryLimitExceeded,
+    OutputCut,
     OutputLimitExceeded,
     ProgramError,
     ProgramTooLarge,
@@ -21,6 +26,7 @@ from codemode.sandbox import (
     SubCallReply,
     TimeLimitExceeded,
     WasmSandbox,
+    decode_value,
 )
 
 from .conftest import EchoHost, echo_tool
@@ -105,14 +111,44 @@ def test_tagged_values_decode_to_the_python_objects(tier, host):
     assert math.copysign(1, decoded["n"][0]) == -1
 
 
-@pytest.mark.parametrize("code", ["'x' * 3_000_000", "s = 'x' * 20_000_000\ns",
-                                  "['y' * 1000] * 2000", "1 << 8_000_000"])
-def test_a_value_over_the_output_limit_ends_the_run_at_that_limit(tier, host, code):
+@pytest.mark.parametrize("code, whole", [
+    ("'x' * 3_000_000", "x" * 3_000_000),
+    ("['y' * 1000] * 2000", ["y" * 1000] * 2000),
+    ("{str(i): 'z' * 100 for i in range(20_000)}", {str(i): "z" * 100 for i in range(20_000)}),
+    ("(1 << 8_000_000, [1.5])", None),
+])
+def test_a_value_over_the_output_limit_is_cut_to_fit_and_kept_whole(tier, host, code, whole):
     outcome = run(tier, host, code)
-    assert (outcome.status, outcome.value) == ("limit", UNSET)
+    assert (outcome.status, outcome.error) == ("ok", None)
+    [cut] = outcome.cut
+    assert (cut.part, cut.kept_bytes) == ("value", 1 << 20)
+    assert cut.total_bytes == len(msgspec.json.encode(outcome.full.value)) > 1 << 20
+    assert len(msgspec.json.encode(outcome.value)) <= 1 << 20
+    if whole is not None:
+        assert outcome.full.value == whole
+    assert "$cut" in json.dumps(outcome.value) or "more characters]" in outcome.value
+    assert (outcome.full.stdout, outcome.full.stderr) == (None, None)
+
+
+def test_a_cut_value_keeps_its_start_and_says_what_was_left_out(tier, host):
+    outcome = run(tier, host, "[list(range(100)), 'a' * 2000, ('b' * 10, 'c')]",
+                  output_bytes=1000)
+    assert outcome.status == "ok"
+    first, text, rest = outcome.value
+    assert first == list(range(100))
+    assert text.startswith("a" * 500) and text.endswith(" more characters]")
+    assert rest == {"$cut": "1 more items"}
+    assert decode_value(outcome.full.value)[2] == ("b" * 10, "c")
+
+
+@pytest.mark.parametrize("code", ["'x' * 3_000_000", "s = 'x' * 20_000_000\ns",
+                                  "['y' * 1000] * 3000", "1 << 16_000_000"])
+def test_a_value_over_the_output_cap_ends_the_run_at_the_output_limit(tier, host, code):
+    outcome = run(tier, host, code, full_output_bytes=2_000_000)
+    assert (outcome.status, outcome.value, outcome.full) == ("limit", UNSET, None)
     assert outcome.error == OutputLimitExceeded(
-        message="the final value is more than 1048576 bytes of JSON, over the output "
-                "limit of 1048576 bytes")
+        message="the final value is more than 2000000 bytes of JSON, over the output "
+                "limit of 2000000 bytes")
 
 
 def test_output_written_before_a_timeout_is_returned(tier, host):
@@ -198,17 +234,73 @@ def test_finally_cannot_extend_the_run(tier, host):
     assert isinstance(outcome.error, TimeLimitExceeded)
 
 
-def test_output_is_truncated_with_a_marker(tier, host):
-    outcome = run(tier, host, "print('x' * 5000)", output_bytes=1000)
-    assert isinstance(outcome.error, OutputLimitExceeded)
-    assert outcome.stdout == "x" * 1000 + "\n[... stdout truncated at 1000 bytes]\n"
+def test_output_over_the_limit_is_cut_with_a_marker_and_the_run_goes_on(tier, host):
+    outcome = run(tier, host, "print('x' * 5000)\nprint('after')\n7", output_bytes=1000)
+    assert (outcome.status, outcome.error, outcome.value) == ("ok", None, 7)
+    assert outcome.stdout == "x" * 1000 + "\n[... stdout truncated at 1000 bytes of 5007]\n"
+    assert outcome.cut == (OutputCut(part="stdout", kept_bytes=1000, total_bytes=5007),)
+    assert outcome.full == FullOutput(stdout="x" * 5000 + "\nafter\n")
+
+
+def test_output_past_its_cap_ends_the_run_at_the_output_limit(tier, host):
+    outcome = run(tier, host, "print('x' * 5000)", output_bytes=1000, full_output_bytes=2000)
+    assert outcome.error == OutputLimitExceeded(message="stdout exceeded 2000 bytes")
+    assert outcome.stdout == ("x" * 1000 + "\n[... stdout truncated at 1000 bytes of more "
+                              "than 2000]\n")
+    assert outcome.full.stdout == "x" * 2000 + "\n[... stdout truncated at 2000 bytes]\n"
+    assert outcome.cut == (OutputCut(part="stdout", kept_bytes=1000, total_bytes=2000),)
 
 
 def test_catching_the_output_limit_does_not_undo_it(tier, host):
     code = ("for i in range(10**4):\n    try:\n        print('y' * 100)\n"
             "    except BaseException:\n        pass\n'done'")
-    outcome = run(tier, host, code, output_bytes=1000)
+    outcome = run(tier, host, code, output_bytes=1000, full_output_bytes=1000)
     assert isinstance(outcome.error, OutputLimitExceeded)
+
+
+def test_output_is_handed_to_on_output_as_it_is_written(tier, host):
+    """Each piece reaches the callback while the program still runs: the program waits
+    for the host (a tool call) after printing, and the host waits for what it printed."""
+    seen = []
+    printed = threading.Event()
+
+    def on_output(stream, text):
+        seen.append((stream, text))
+        if "".join(t for s, t in seen if s == "stdout") == "first\n":
+            printed.set()
+
+    def dispatch(batch):
+        assert printed.wait(30), "the output did not arrive while the program ran"
+        return host(batch)
+
+    code = ("import warnings\nprint('first')\nwarnings.warn('oops')\necho(value=1)\n"
+            "print('second')\n'v'")
+    request = RunRequest(code=code, tools=(echo_tool(),), limits=SandboxLimits())
+    outcome = tier.run(request, dispatch, on_output=on_output)
+    assert (outcome.status, outcome.error) == ("ok", None)
+    assert "".join(t for s, t in seen if s == "stdout") == outcome.stdout == "first\nsecond\n"
+    assert "".join(t for s, t in seen if s == "stderr") == outcome.stderr
+    assert "UserWarning: oops" in outcome.stderr
+
+
+def test_on_output_gets_the_whole_stream_and_the_cap_marker(tier, host):
+    seen = []
+    request = RunRequest(code="for i in range(50):\n    print('z' * 99)",
+                         limits=SandboxLimits(output_bytes=1000, full_output_bytes=3000,
+                                              wall_clock_s=30.0))
+    outcome = tier.run(request, host, on_output=lambda s, t: seen.append(t))
+    assert isinstance(outcome.error, OutputLimitExceeded)
+    assert "".join(seen) == outcome.full.stdout == ("z" * 99 + "\n") * 30 + \
+        "\n[... stdout truncated at 3000 bytes]\n"
+
+
+def test_an_on_output_that_raises_changes_nothing(tier, host):
+    def broken(stream, text):
+        raise RuntimeError("caller bug")
+
+    request = RunRequest(code="print('a')\nprint('b')\n1", limits=SandboxLimits())
+    outcome = tier.run(request, host, on_output=broken)
+    assert (outcome.status, outcome.stdout, outcome.value) == ("ok", "a\nb\n", 1)
 
 
 def test_a_program_ended_by_memory_error_is_at_the_memory_limit_it_names(tier, host):

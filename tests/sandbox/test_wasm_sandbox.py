@@ -189,9 +189,10 @@ def test_invalid_utf8_bytes_cannot_triple_the_output_limit(sandbox, host):
     outcome = run(sandbox, host, "import sys\nsys.stdout.buffer.write(b'\\xff' * 9_000)",
                   output_bytes=10_000)
     # 9,000 bytes fit the limit, but each becomes a 3-byte U+FFFD when decoded: the text the
-    # host hands on is cut to the limit too, and says so.
+    # host hands on is cut to the limit too, and says so; the whole text is kept.
     assert len(outcome.stdout.encode()) <= 10_000 + 64
-    assert outcome.stdout.endswith("[... stdout truncated at 10000 bytes]\n")
+    assert outcome.stdout.endswith("[... stdout truncated at 10000 bytes of 27000]\n")
+    assert outcome.full.stdout == "\ufffd" * 9_000
 
 
 def test_a_forged_outcome_is_a_crash_not_an_exception_in_the_host(sandbox, host):
@@ -212,15 +213,18 @@ def test_output_written_before_fuel_runs_out_is_returned(sandbox, host):
 
 def test_writing_past_the_limit_through_the_file_descriptor_ends_the_run(sandbox, host):
     code = "import os\nos.write(1, b'x' * 600)\nwhile True:\n    os.write(1, b'y' * 600)"
-    outcome = run(sandbox, host, code, output_bytes=1000, wall_clock_s=30.0)
+    outcome = run(sandbox, host, code, output_bytes=1000, full_output_bytes=1000,
+                  wall_clock_s=30.0)
     assert outcome.error == OutputLimitExceeded(message="stdout exceeded 1000 bytes")
-    assert outcome.stdout == "x" * 600 + "y" * 400 + "\n[... stdout truncated at 1000 bytes]\n"
+    assert outcome.stdout == ("x" * 600 + "y" * 400 +
+                              "\n[... stdout truncated at 1000 bytes of more than 1000]\n")
 
 
 def test_a_program_that_catches_the_output_limit_is_ended_by_the_host(sandbox, host):
     code = ("while True:\n    try:\n        print('y' * 100)\n"
             "    except BaseException:\n        pass")
-    outcome = run(sandbox, host, code, output_bytes=1000, wall_clock_s=30)
+    outcome = run(sandbox, host, code, output_bytes=1000, full_output_bytes=1000,
+                  wall_clock_s=30)
     assert isinstance(outcome.error, OutputLimitExceeded)
     assert outcome.duration_s < 5
 

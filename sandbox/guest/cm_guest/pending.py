@@ -19,9 +19,13 @@ A pending call is
   for the call (sending every queued call with it) and raises its `ToolCallError` if it
   failed.
 
-It is not the value itself: `p is None`, `type(p)`, and C functions that demand an exact
-type (`", ".join([p])`, `re.match(p, s)`) see a `PendingCall`; `hash(p)` is by identity
-(so sets of pending calls work; use the value, not the call, as a dict key). When every
+It is not the value itself, but where it would pass for something else the program is
+made to wait for the value: `p is None`, `type(p)` and `p in container` in the program's
+code are rewritten to use the value (`settling.py`). C functions that demand an exact type
+(`", ".join([p])`, `re.match(p, s)`) raise a TypeError naming `PendingCall`; `hash(p)` is
+by identity (so sets of pending calls work; use the value, not the call, as a dict key). A
+call that was never awaited nor used as a value still runs, and the run's stderr says so
+(`tools.Bridge.unused_note`). When every
 task awaiting a call is cancelled, the call is cancelled: dropped if not yet sent, aborted
 on the host otherwise; using or awaiting it afterwards raises `asyncio.CancelledError`.
 """
@@ -50,12 +54,14 @@ class PendingCall:
         "_cancelled",
         "_id",
         "_invalid",
+        "_line",
         "_name",
         "_outcome",
+        "_used",
         "_waiters",
     )
 
-    def __init__(self, bridge, call_id, name, alias, args_json):
+    def __init__(self, bridge, call_id, name, alias, args_json, line=None):
         self._bridge = bridge
         self._id = call_id
         self._name = name
@@ -65,6 +71,8 @@ class PendingCall:
         self._outcome = None         # the host's outcome dict, once settled
         self._cancelled = False
         self._waiters = []           # loop futures of awaiting tasks, until settled
+        self._line = line            # the program's line that made the call, if known
+        self._used = False           # awaited, or its value read (`Bridge.unused_note`)
 
     # ---- the bridge's side ---------------------------------------------------------------
 
@@ -101,6 +109,7 @@ class PendingCall:
 
     def _value(self):
         """Wait for the call if it has not settled (sending the queued calls with it)."""
+        self._used = True
         if not self._settled:
             self._bridge.resolve(self)
         return self._result()
@@ -108,6 +117,7 @@ class PendingCall:
     def _future(self, loop=None):
         """A future of the running loop that completes with the value (one per waiter)."""
         loop = loop or asyncio.events.get_running_loop()
+        self._used = True
         future = loop.create_future()
         if self._settled:
             self._deliver(future)
@@ -220,6 +230,15 @@ del _name, _op, _forward, _reflected, _inplace, _fn
 def settle(value):
     """`value`, or the value of a pending call (waiting for it if need be)."""
     return value._value() if type(value) is PendingCall else value
+
+
+def contains(item, container, /):
+    """`item in container` for the program (`settling.py`): also True when `item` is a
+    pending call whose value is in `container` (a set or dict hashes the call itself by
+    identity)."""
+    if item in container:
+        return True
+    return type(item) is PendingCall and item._value() in container
 
 
 def settle_nested(value):

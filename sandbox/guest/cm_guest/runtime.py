@@ -17,10 +17,10 @@ import re
 import sys
 import traceback
 
-from . import aio, callsite, modules, output, profile
+from . import aio, callsite, modules, output, profile, settling
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
-from .pending import isinstance_
+from .pending import contains, isinstance_, settle
 from .tools import Binding, Bridge, ToolNamespace
 from .values import MAX_DEPTH as MAX_VALUE_DEPTH
 from .values import ValueTooLarge
@@ -126,15 +126,22 @@ def _program_builtins():
     scope["__import__"] = _guarded_import
     scope["isinstance"] = isinstance_
     scope["print"] = output.print
+    scope[settling.SETTLE_NAME] = settle
+    scope[settling.CONTAINS_NAME] = contains
     return scope
 
 
 def _compile(source):
     """Compile with top-level await; the last expression statement's value goes to a slot.
     The call sites are analysed only when the program may run an event loop (`callsite`:
-    without one every tool call returns its value, whatever the analysis would say)."""
+    without one every tool call returns its value, whatever the analysis would say), and
+    then identity, membership and `type(x)` are made to wait for a pending call
+    (`settling`)."""
     tree = ast.parse(source, PROGRAM_FILENAME, "exec")
-    sites = callsite.analyse(tree) if callsite.may_run_a_loop(source) else None
+    sites = None
+    if callsite.may_run_a_loop(source):
+        sites = callsite.analyse(tree)
+        settling.settle_identity(tree)
     has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
     if has_value:
         last = tree.body[-1]
@@ -394,6 +401,7 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
         else:
             exec(code, ns)
         value = bridge.finish(ns.get(VALUE_SLOT))
+        _warn_unused(bridge, sys.stderr)
         if has_value:
             finish_value(outcome, state, value, output_bytes)
     except BaseException as exc:
@@ -410,6 +418,17 @@ def run(request_text, dispatch, sleep, writer=fd_writer):
     timers.stop(outcome)
     apply_limit(outcome, state)
     return encode_outcome(outcome, int(limits.get("result_bytes", 64 << 20)))
+
+
+def _warn_unused(bridge, stream):
+    """Say on `stream` (the program's stderr) which tool calls the program made in async
+    code and never used (`Bridge.unused_note`): they ran, but nothing read their values."""
+    note = bridge.unused_note()
+    if note:
+        try:
+            stream.write(note)
+        except BaseException:      # stderr at its limit: the limit is what the run reports
+            pass
 
 
 def memory_message(limits):

@@ -50,6 +50,7 @@ class Bridge:
         self._queued = []          # PendingCalls not yet sent, in submission order
         self._in_flight = {}       # id -> PendingCall sent, not yet settled
         self._cancel = []          # ids of calls in flight the host must abort, not yet sent
+        self._made = []            # every PendingCall of the run, for `unused_note`
         self.callsites = None      # callsite.CallSites of the program, once compiled
 
     def bind(self, dispatch, limits):
@@ -60,7 +61,7 @@ class Bridge:
 
     # ---- making calls -------------------------------------------------------------------
 
-    def submit(self, name, alias, args, invalid=None):
+    def submit(self, name, alias, args, invalid=None, line=None):
         """Check the arguments (JSON-ness, size), number the call and queue it. The per-run
         budget is the host's to enforce: a call past it ends the run there, which the
         program cannot catch (an error raised here could be). `invalid`: why the call does
@@ -69,9 +70,11 @@ class Bridge:
         if len(args_json) > self._max_request_bytes:
             raise self._too_large(alias, args_json)
         self._next_id += 1
-        call = PendingCall(self, self._next_id, name, alias, args_json)
+        call = PendingCall(self, self._next_id, name, alias, args_json, line)
         call._invalid = invalid
         self._queued.append(call)
+        if line is not None:
+            self._made.append(call)
         return call
 
     def call(self, name, alias, args, invalid=None, name_json=None):
@@ -177,6 +180,22 @@ class Bridge:
             if not until:
                 break
             self._exchange(until=until, wait_s=None)
+
+    def unused_note(self):
+        """After `finish`: a warning naming the calls the program made in async code and
+        never awaited nor used as a value (they ran, but the program never looked at what
+        they returned, as `p is None` on a call would not have), or "" if there are none."""
+        unused = [c for c in self._made if not c._used and not c._cancelled]
+        self._made = []
+        if not unused:
+            return ""
+        where = ", ".join(f"{c._alias}(...)" + (f" on line {c._line}" if c._line else "")
+                          for c in unused[:10])
+        more = f" and {len(unused) - 10} more" if len(unused) > 10 else ""
+        return (f"warning: {len(unused)} tool call{'s were' if len(unused) != 1 else ' was'}"
+                f" never awaited and {'their values' if len(unused) != 1 else 'its value'} "
+                f"never used: {where}{more}. A call in async code returns a pending call: "
+                f"`await` it (or use its value) before relying on what it returned.\n")
 
     def finish(self, value):
         """The program ended: `drain`, then return the run's value with every pending call
@@ -421,8 +440,10 @@ class Binding:
         else:
             if _get_running_loop() is not None and self._loop_getter() is not None:
                 sites = self._bridge.callsites
-                if sites is None or sites.returns_pending(sys._getframe(1)) is not False:
-                    return self._bridge.submit(self.name, self.alias, bound)
+                frame = sys._getframe(1)
+                if sites is None or sites.returns_pending(frame) is not False:
+                    return self._bridge.submit(self.name, self.alias, bound, None,
+                                               _program_line(frame))
             return self._bridge.call(self.name, self.alias, bound, None, self._name_json)
         # A call of the wrong shape is still a call: the host records the attempt and answers
         # INVALID_ARGS (raised as ToolArgumentError, a TypeError), unless the attempt is not
@@ -432,6 +453,14 @@ class Binding:
         for key, value in kwargs.items():
             attempt.setdefault(key, value)
         return self._bridge.call(self.name, self.alias, attempt, invalid=invalid)
+
+
+def _program_line(frame):
+    """The line of the program's own code that `frame` (or the nearest frame out of it of
+    the program's code) is at; 0 when none is."""
+    while frame is not None and frame.f_code.co_filename != "<program>":
+        frame = frame.f_back
+    return 0 if frame is None else frame.f_lineno
 
 
 class ToolNamespace:

@@ -138,7 +138,9 @@ def test_the_description_lists_the_importable_modules_and_the_limits_inline():
     assert {"pathlib", "zoneinfo", "logging", "__future__"} <= set(_packages(text))
     assert _line(text, "Each run may use at most") == (
         "Each run may use at most 2.5 s of wall-clock time (sleeps and tool calls count); "
-        "64 MiB of memory; 64 KiB each of printed output and of error output; 7 tool calls; "
+        "64 MiB of memory; 16 MiB each of printed output and of error output (you are "
+        "shown the first 64 KiB of each, and of the final value's JSON; the run still "
+        "succeeds); 7 tool calls; "
         "1000 bytes of JSON arguments per tool call; 5000 units of fuel (about one per "
         "instruction). Past a limit the run stops and fails.")
     assert "docs/" not in text and ".md" not in text
