@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from codemode.pipeline import ApprovalDecision, CallResult, ResumeError, Session, events
+from codemode.pipeline import (
+    ApprovalDecision,
+    CallResult,
+    ResumeError,
+    Session,
+    ToolDefinition,
+    events,
+)
 from codemode.pipeline._resume import find_suspension
 from codemode.sandbox import RunOutcome, RunRequest, Sandbox, SandboxLimits, WasmSandbox
 
@@ -50,6 +58,25 @@ class RecordingSandbox:
         return self.outcome
 
 
+class OutputSoFar:
+    """What the program wrote before a stop signal (`_stop.py`) cancelled its run.
+
+    `run_code` stops a cancelled run and waits (up to 2 s) for its sandbox to return, and
+    the sandbox keeps the captured stdout and stderr however a run ends (`RunOutcome`): the
+    recording sandbox holds them once the cancellation has unwound. The command sets it up
+    before the run starts (`run_program`'s `so_far`) and prints it when the stop reaches it.
+    """
+
+    def __init__(self) -> None:
+        self.sandbox: RecordingSandbox | None = None
+
+    def streams(self) -> tuple[str, str]:
+        """`(stdout, stderr)` of the last run, as far as it got; empty before it ran, and
+        when its sandbox did not return in time."""
+        outcome = self.sandbox.outcome if self.sandbox is not None else None
+        return ("", "") if outcome is None else (outcome.stdout, outcome.stderr)
+
+
 @dataclass
 class Ran:
     """A finished run: the report, plus the session for presenters when drawing it."""
@@ -70,8 +97,9 @@ class _Setup:
 
 
 async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: Path | None,
-                 limits: SandboxLimits, policy: Policy | None) -> _Setup:
-    tools = await gather_tools(stack, builtin=builtin, mcp=mcp)
+                 limits: SandboxLimits, policy: Policy | None,
+                 own: Sequence[ToolDefinition], so_far: OutputSoFar | None) -> _Setup:
+    tools = await gather_tools(stack, builtin=builtin, mcp=mcp, tools=own)
     session = Session(tools=tools, log=str(log) if log else None)
     stack.push_async_callback(session.aclose)
     rejections: dict[str, Rejection] = {}
@@ -87,6 +115,8 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
     else:
         sandbox = RecordingSandbox(WasmSandbox())
         mode = CodeMode(session, sandbox=sandbox, limits=limits)
+    if so_far is not None:
+        so_far.sandbox = sandbox
     return _Setup(session=session, sandbox=sandbox, mode=mode, rejections=rejections)
 
 
@@ -104,7 +134,9 @@ def _report(setup: _Setup, result: CallResult, duration_s: float, limits: Sandbo
 
 async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
                       log: Path | None, limits: SandboxLimits,
-                      policy: Policy | None = None) -> Ran:
+                      policy: Policy | None = None,
+                      tools: Sequence[ToolDefinition] = (),
+                      so_far: OutputSoFar | None = None) -> Ran:
     """Run `source` as one `run_code` call on a fresh session.
 
     Args:
@@ -113,8 +145,11 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
         mcp: commands of MCP servers to start over stdio; their tools are exposed.
         builtin: also expose the built-in fixture toolset.
         log: the session log file (None: in memory).
+        tools: the user's own tools (`--tools MODULE:ATTR`, loaded by the caller).
         limits: the run's limits (they replace the policy's: the caller merges them).
         policy: tier, exposed tools and rules; None: the wasm tier, every tool, no rules.
+        so_far: filled in so that the caller can print what the program wrote when a stop
+            signal cancels the run (`OutputSoFar`).
     Returns:
         The report (kind "pending" when the run paused for approval) and the session.
     Raises:
@@ -123,7 +158,7 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
     """
     async with AsyncExitStack() as stack:
         setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
-                             policy=policy)
+                             policy=policy, own=tools, so_far=so_far)
         started = time.monotonic()
         result = await setup.session.call("run_code", {"code": source, "description": title})
         duration_s = time.monotonic() - started
@@ -217,15 +252,18 @@ def decide(decisions: Decisions, run_id: str,
 
 
 async def resume_program(run_id: str, decisions: Decisions, *, mcp: list[str], builtin: bool,
-                         log: Path, policy: Policy | None = None) -> Ran:
+                         log: Path, policy: Policy | None = None,
+                         tools: Sequence[ToolDefinition] = (),
+                         so_far: OutputSoFar | None = None) -> Ran:
     """Resume the paused run `run_id` of the session log `log` (`Session.resume`).
 
     Args:
         run_id: the paused run's id (`run_id` of its report).
         decisions: what to approve and deny.
-        mcp, builtin, policy: the toolset and policy, as the run had them (the resumed
+        mcp, builtin, tools, policy: the toolset and policy, as the run had them (the resumed
             program must find the same tools; the rules decide its new calls).
         log: the session log the run paused in.
+        so_far: as for `run_program`.
     Returns:
         The report of the resumed run (its stdout is the program's whole output; kind
         "pending" again when it paused again) and the session.
@@ -237,7 +275,7 @@ async def resume_program(run_id: str, decisions: Decisions, *, mcp: list[str], b
     async with AsyncExitStack() as stack:
         limits = policy.limits if policy is not None else SandboxLimits()
         setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
-                             policy=policy)
+                             policy=policy, own=tools, so_far=so_far)
         suspended, _ = find_suspension(setup.session.log.read(), run_id)
         pending = [r.id for r in suspended.requests]
         chosen = decide(decisions, run_id, pending)
