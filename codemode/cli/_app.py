@@ -205,17 +205,18 @@ def _report_run(start: Callable[[OutputSoFar], Awaitable[Ran]], title: str, *,
     `KeyboardInterrupt` reaches `_Group`, which exits 128 + signum."""
     import msgspec
 
+    from ._echo import Echo
     from ._quiet import collected
     from ._render import draw_card, failure_text, pending_text, write_output
     from ._run import OutputSoFar
     from ._stop import run
 
-    so_far = OutputSoFar()
+    so_far = OutputSoFar(None if as_json else Echo())
     with collected() as warned:   # dependencies' tracebacks: one line each, not on stderr
         try:
             ran = run(_awaited(start, so_far))
         except KeyboardInterrupt:  # a stop signal: the run has stopped; keep its output
-            if not as_json:
+            if not as_json and not so_far.echoed():
                 stdout, stderr = so_far.streams()
                 write_output(sys.stdout, stdout)
                 write_output(sys.stderr, stderr)
@@ -232,7 +233,7 @@ def _report_run(start: Callable[[OutputSoFar], Awaitable[Ran]], title: str, *,
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2)
                                 + b"\n")
         sys.stdout.flush()
-    else:
+    elif not so_far.echoed():     # printed as it was written, or now
         write_output(sys.stdout, report.stdout)
         write_output(sys.stderr, report.stderr)
     if draw:

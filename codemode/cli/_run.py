@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from codemode.sandbox import RunOutcome, RunRequest, Sandbox, SandboxLimits, Was
 from .._mcp.toolsets import gather_tools
 from .._run.rejections import rejection_code
 from .._run.run_code import CodeMode
+from ._echo import Echo, takes_on_output
 from ._report import Rejection, RunReport, build_report
 
 if TYPE_CHECKING:   # a run without --policy never loads the policy module
@@ -35,10 +36,12 @@ if TYPE_CHECKING:   # a run without --policy never loads the policy module
 
 
 class RecordingSandbox:
-    """Runs programs in `inner` and keeps the last outcome, or what `inner` raised."""
+    """Runs programs in `inner` and keeps the last outcome, or what `inner` raised; with an
+    `echo`, hands it the output as it is written when `inner.run` takes `on_output`."""
 
-    def __init__(self, inner: Sandbox) -> None:
+    def __init__(self, inner: Sandbox, echo: Echo | None = None) -> None:
         self.inner = inner
+        self.echo = echo if echo is not None and takes_on_output(inner) else None
         self.outcome: RunOutcome | None = None
         self.failure: BaseException | None = None
 
@@ -47,11 +50,21 @@ class RecordingSandbox:
         """The wrapped sandbox's."""
         return self.inner.allowed_modules
 
-    def run(self, request: RunRequest, dispatch: Any,
-            cancel: threading.Event | None = None) -> RunOutcome:
+    def run(self, request: RunRequest, dispatch: Any, cancel: threading.Event | None = None,
+            on_output: Callable[[str, str], None] | None = None) -> RunOutcome:
+        """`inner.run`; `on_output` (a caller's) and the echo both get the output as it is
+        written, when `inner.run` takes `on_output`."""
         self.outcome, self.failure = None, None
+        takers = [f for f in (self.echo.piece if self.echo else None, on_output) if f]
         try:
-            self.outcome = self.inner.run(request, dispatch, cancel)
+            if takers and takes_on_output(self.inner):
+                def each(stream: str, text: str) -> None:
+                    for taker in takers:
+                        taker(stream, text)
+                run: Any = self.inner.run        # `on_output`: a newer sandbox's keyword
+                self.outcome = run(request, dispatch, cancel, on_output=each)
+            else:
+                self.outcome = self.inner.run(request, dispatch, cancel)
         except Exception as exc:
             self.failure = exc
             raise
@@ -59,16 +72,28 @@ class RecordingSandbox:
 
 
 class OutputSoFar:
-    """What the program wrote before a stop signal (`_stop.py`) cancelled its run.
+    """The program's output, printed as it is written (`echo`, when the sandbox hands it
+    over: `_echo.py`) or kept for the end, and what it wrote before a stop signal
+    (`_stop.py`) cancelled its run.
 
     `run_code` stops a cancelled run and waits (up to 2 s) for its sandbox to return, and
     the sandbox keeps the captured stdout and stderr however a run ends (`RunOutcome`): the
     recording sandbox holds them once the cancellation has unwound. The command sets it up
-    before the run starts (`run_program`'s `so_far`) and prints it when the stop reaches it.
+    before the run starts (`run_program`'s `so_far`) and prints the rest (`print_rest`)
+    when the run ends or the stop reaches it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, echo: Echo | None = None) -> None:
         self.sandbox: RecordingSandbox | None = None
+        self.echo = echo
+
+    def echoed(self) -> bool:
+        """Wait until the echoed output is written; True when there was some (then the
+        pieces were the whole output, and nothing more is printed)."""
+        if self.echo is None:
+            return False
+        self.echo.close()
+        return self.echo.used
 
     def streams(self) -> tuple[str, str]:
         """`(stdout, stderr)` of the last run, as far as it got; empty before it ran, and
@@ -109,11 +134,12 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
             rejections[execution.call_id] = Rejection(rejection_code(result), result.denied)
 
     session.on("tools/result", observe)
+    echo = so_far.echo if so_far is not None else None
     if policy is not None:
-        sandbox = RecordingSandbox(policy.build_sandbox())
+        sandbox = RecordingSandbox(policy.build_sandbox(), echo)
         mode = msgspec.structs.replace(policy, limits=limits).apply(session, sandbox=sandbox)
     else:
-        sandbox = RecordingSandbox(WasmSandbox())
+        sandbox = RecordingSandbox(WasmSandbox(), echo)
         mode = CodeMode(session, sandbox=sandbox, limits=limits)
     if so_far is not None:
         so_far.sandbox = sandbox
