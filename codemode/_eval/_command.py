@@ -1,6 +1,12 @@
-"""`codemode eval CORPUS... --policy P [--policy Q ...] [--tier T] [--jobs N] [--variants N]
-[--seed S] [--ray ADDRESS] [--json] [--html FILE]`: load, run each policy with a progress
-display, report (one policy) or compare (several), and decide the exit status."""
+"""`codemode eval CORPUS... --policy P [--policy Q ...] [--tools MODULE:ATTR ...] [--tier T]
+[--jobs N] [--variants N] [--seed S] [--ray ADDRESS] [--json] [--html FILE]`: load, run each
+policy with a progress display, report (one policy) or compare (several), and decide the
+exit status.
+
+With `--tools`, the cases run against the user's own tools instead of the reference toolset
+(docs/security.md "Your own tools"): loaded here first, so that a bad spec or a policy
+that names tools they lack is a usage error before any case runs; each worker imports them
+again from this working directory."""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .._policy.policy import Policy, PolicyError
 from ._compare import Comparison, comparison_html, print_comparison
 from ._corpus import Case, CorpusError, load_corpus
+from ._messages import ToolSource
 from ._report import EvalReport, page, print_report, report_section, to_html, to_json
 from ._runner import evaluate
 from ._slot import CaseResult
@@ -49,6 +56,43 @@ def load_policy(policy_path: Path, tier: str | None) -> Policy:
     except PolicyError as exc:
         raise EvalUsageError(str(exc)) from None
     return policy
+
+
+def tool_source(specs: Sequence[str], policy: Policy) -> ToolSource:
+    """The user's tools `specs` names, checked against `policy`: what the workers load.
+
+    Raises:
+        EvalUsageError: a spec names no tools (`load_tools`), `expose` matches none of
+            them, or a rule or `[[labels]]` entry names an exact tool they lack.
+    Warns:
+        PolicyWarning: a rule's glob matches none of them.
+    """
+    import os
+    import warnings
+
+    from codemode.pipeline import Session
+
+    from .._mcp.toolsets import ToolsSpecError, load_tools
+    from .._policy.policy import PolicyWarning
+
+    path = os.getcwd()
+    try:
+        session = Session(tools=load_tools(specs, path=path))
+    except ToolsSpecError as exc:
+        raise EvalUsageError(f"--tools: {exc}") from None
+    names = [d.name for d in session.visible_tools()]
+    exposed = policy.exposed_names(session)
+    try:
+        if policy.expose and names and not exposed:
+            raise PolicyError(f"{list(policy.expose)} matches none of the tools "
+                              f"({', '.join(names)})", key="expose")
+        for warning in policy.check_rules(names):
+            warnings.warn(warning, PolicyWarning, stacklevel=2)
+    except PolicyError as exc:
+        raise EvalUsageError(str(exc)) from None
+    finally:
+        session.close()
+    return ToolSource(specs=tuple(specs), path=path, exposed=tuple(exposed))
 
 
 def prepare(corpus: Sequence[Path], policy_path: Path,
@@ -108,7 +152,8 @@ class _ProgressLines:
 
 
 def _run_one(cases: Sequence[Case], policy: Policy, policy_path: Path, *, jobs: int,
-             err_console: Console, ray_address: str | None, label: str) -> EvalReport:
+             err_console: Console, ray_address: str | None, label: str,
+             tools: ToolSource | None = None) -> EvalReport:
     started = time.monotonic()
     progress = Progress(TextColumn(f"[bold]eval {escape(label)}[/]"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(),
@@ -124,11 +169,11 @@ def _run_one(cases: Sequence[Case], policy: Policy, policy_path: Path, *, jobs: 
 
         if err_console.is_terminal:
             results = evaluate(cases, policy, jobs=jobs, on_result=advance,
-                               ray_address=ray_address)
+                               ray_address=ray_address, tools=tools)
         else:
             with lines:
                 results = evaluate(cases, policy, jobs=jobs, on_result=advance,
-                                   ray_address=ray_address)
+                                   ray_address=ray_address, tools=tools)
     return EvalReport.build(policy=str(policy_path), tier=policy.tier, jobs=jobs,
                             duration_s=time.monotonic() - started, results=results)
 
@@ -137,7 +182,7 @@ def run_command(corpus: Sequence[Path], policy_paths: Path | Sequence[Path], *,
                 tier: str | None, jobs: int, as_json: bool, html_path: Path | None,
                 console: Console, err_console: Console, ray_address: str | None = None,
                 variants: int = 0, seed: int = 0,
-                escapes_dir: Path | None = None) -> int:
+                escapes_dir: Path | None = None, tools: Sequence[str] = ()) -> int:
     """Run the evaluation under each policy and print it; return the exit status
     (`EXIT_*`).
 
@@ -147,12 +192,15 @@ def run_command(corpus: Sequence[Path], policy_paths: Path | Sequence[Path], *,
         variants: generated variants per case to add (`_variants.generate`, `seed`).
         escapes_dir: where a variant that escaped is written as a standalone case
             (default: `eval-escapes/` in the working directory; only created if needed).
+        tools: `MODULE:ATTR` specs of the user's tools to run the cases against instead of
+            the reference toolset (`tool_source`).
     """
     paths = [policy_paths] if isinstance(policy_paths, Path) else list(policy_paths)
     try:
         if not paths:
             raise EvalUsageError("give at least one --policy")
         policies = [load_policy(path, tier) for path in paths]
+        sources = [tool_source(tools, policy) if tools else None for policy in policies]
         cases, _ = prepare(corpus, paths[0], tier)
         if variants:
             from ._variants import generate
@@ -165,8 +213,8 @@ def run_command(corpus: Sequence[Path], policy_paths: Path | Sequence[Path], *,
                           + escape("pip install 'codemode[ray]'"))
         return EXIT_USAGE
     reports = [_run_one(cases, policy, path, jobs=jobs, err_console=err_console,
-                        ray_address=ray_address, label=path.stem)
-               for policy, path in zip(policies, paths, strict=True)]
+                        ray_address=ray_address, label=path.stem, tools=source)
+               for policy, path, source in zip(policies, paths, sources, strict=True)]
     if variants:
         from ._variants import write_escapes
         for report in reports:

@@ -146,8 +146,10 @@ def print_comparison(comparison: Comparison, console: Console, *,
     verdict."""
     labels = [escape(printable(label)) for label in comparison.labels]
     shown = comparison.cases if all_cases else [r for r in comparison.cases if r.differs]
-    table = Table(title=f"cases: {comparison.differing} of {len(comparison.cases)} end "
-                        "differently (marked \u2260, listed first)", title_justify="left")
+    title = (f"cases: {comparison.differing} of {len(comparison.cases)} end differently "
+             "(marked \u2260, listed first)")
+    table = Table(title=title, title_justify="left",
+                  min_width=len(title))   # the title on one line wherever the width allows
     table.add_column("", width=1)
     table.add_column("case")
     table.add_column("category")

@@ -11,6 +11,23 @@ from typing import Any
 import msgspec
 
 
+class ToolSource(msgspec.Struct, frozen=True, kw_only=True):
+    """The user's own tools a corpus runs against, instead of the reference toolset
+    (`codemode eval --tools MODULE:ATTR`).
+
+    Attributes:
+        specs: the `MODULE:ATTR` texts (`codemode._mcp.toolsets.load_tools`).
+        path: the directory their modules are imported from first (the evaluator's
+            working directory: workers run elsewhere).
+        exposed: the names the policy exposes to programs (the native reference run of a
+            benign case offers the same); the others are hidden (`tool:hidden`).
+    """
+
+    specs: tuple[str, ...]
+    path: str
+    exposed: tuple[str, ...] = ()
+
+
 class Job(msgspec.Struct, frozen=True, kw_only=True):
     """Run one case.
 
@@ -21,6 +38,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
         policy: the policy as plain data (`msgspec.to_builtins(policy)`).
         secrets: `{"file", "env", "key", "argv", "state"}` values for this run.
         grace_s: seconds to wait after the last phase before checking for late tool calls.
+        tools: the user's tools to run against; None: the reference toolset.
     """
 
     case_id: str
@@ -29,6 +47,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     policy: dict[str, Any]
     secrets: dict[str, str]
     grace_s: float = 0.0
+    tools: ToolSource | None = None
 
 
 class Fired(msgspec.Struct, frozen=True):

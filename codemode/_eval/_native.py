@@ -3,10 +3,15 @@ functions behind a bridge with the sandbox's surface (`call_tool(name, **kwargs)
 function per tool, `ToolCallError` and its subclasses, JSON round trips of arguments and
 values).
 
-Run as a script (`python codemode/_eval/_native.py`, which imports only the reference tools
-and the pipeline, not the sandbox) it reads the program on stdin, runs it, and writes what it
-printed to stdout; an uncaught exception exits with status 1 and `Type: message` as the
-last line of stderr. `reference_run(code)` does that in a subprocess.
+With the user's own tools (`codemode eval --tools`; `reference_run(code, tools=...)`) the
+bridge offers the tools the policy exposes instead, each call going through a session of
+those tools (their validation, their errors; no policy): the reference run of a benign
+case runs the tools' bodies too.
+
+Run as a script (`python codemode/_eval/_native.py [TOOLS-JSON]`, which imports only the
+tools and the pipeline, not the sandbox) it reads the program on stdin, runs it, and writes
+what it printed to stdout; an uncaught exception exits with status 1 and `Type: message` as
+the last line of stderr. `reference_run(code)` does that in a subprocess.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:      # run as a script, this module imports nothing of codemode's at first
+    from ._messages import ToolSource
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,17 +63,53 @@ class ToolError(ToolCallError):
     code = "TOOL_ERROR"
 
 
-def namespace() -> dict[str, Any]:
-    """Globals for the program: the exposed reference tools, `call_tool`, the errors."""
-    from codemode.fixtures.reference_tools import plain_tools
+def _own_functions(tools: ToolSource) -> dict[str, Any]:
+    """Name -> a plain function calling the user's tool through a session (on an event
+    loop of its own thread); a failed call raises `ToolArgumentError` (INVALID_ARGS) or
+    `ToolError` with the tool's message."""
+    import asyncio
+    import threading
 
-    functions = plain_tools()
+    from codemode._mcp.toolsets import load_tools
+    from codemode.pipeline import Session, thaw
+
+    definitions = [d for d in load_tools(tools.specs, path=tools.path)
+                   if d.name in tools.exposed]
+    session = Session(tools=definitions)
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="reference-tools", daemon=True).start()
+
+    def function(name: str) -> Any:
+        def call(**kwargs: Any) -> Any:
+            result = asyncio.run_coroutine_threadsafe(session.call(name, kwargs), loop).result()
+            if result.is_error:
+                detail = result.error
+                message = detail.message if detail is not None else result.text
+                if detail is not None and detail.code == "INVALID_ARGS":
+                    raise ToolArgumentError(name, message)
+                raise ToolError(name, message)
+            return thaw(result.value)
+        return call
+
+    return {d.name: function(d.name) for d in definitions}
+
+
+def namespace(tools: ToolSource | None = None) -> dict[str, Any]:
+    """Globals for the program: the exposed reference tools (or the user's `tools`),
+    `call_tool`, the errors."""
+    if tools is None:
+        from codemode.fixtures.reference_tools import plain_tools
+        functions = plain_tools()
+    else:
+        functions = _own_functions(tools)
 
     def bridge(name: str, fn: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             args, kwargs = json.loads(json.dumps([args, kwargs], allow_nan=False))
             try:
                 value = fn(*args, **kwargs)
+            except ToolCallError:
+                raise
             except TypeError as exc:
                 raise ToolArgumentError(name, f"invalid arguments: {exc}") from None
             except Exception as exc:
@@ -89,22 +133,29 @@ def namespace() -> dict[str, Any]:
 def main() -> None:
     source = sys.stdin.read()
     sys.path.insert(0, str(_ROOT))
+    from codemode._eval._messages import ToolSource
+    tools = msgspec.json.decode(sys.argv[1], type=ToolSource) if len(sys.argv) > 1 else None
     code = compile(source, "<program>", "exec")
     try:
-        exec(code, namespace())
+        exec(code, namespace(tools))
     except BaseException as exc:
         sys.stdout.flush()
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
 
 
-def reference_run(code: str, timeout_s: float = 30.0) -> ReferenceRun:
-    """Run `code` natively in a subprocess (see the module docstring).
+def reference_run(code: str, timeout_s: float = 30.0,
+                  tools: ToolSource | None = None) -> ReferenceRun:
+    """Run `code` natively in a subprocess (see the module docstring), with the reference
+    tools or the user's `tools`.
 
     Raises:
         subprocess.TimeoutExpired: it ran longer than `timeout_s` seconds.
     """
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve())], input=code,
+    argv = [sys.executable, str(Path(__file__).resolve())]
+    if tools is not None:
+        argv.append(msgspec.json.encode(tools).decode())
+    done = subprocess.run(argv, input=code,
                           capture_output=True, text=True, timeout=timeout_s, cwd=_ROOT)
     error = None
     if done.returncode != 0:

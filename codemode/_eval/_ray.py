@@ -19,6 +19,7 @@ import ray
 from .._policy.policy import Policy
 from ..ray import connect
 from ._corpus import Case
+from ._messages import ToolSource
 from ._native import ReferenceRun
 from ._slot import CaseResult, Slot, _reference
 
@@ -26,14 +27,17 @@ from ._slot import CaseResult, Slot, _reference
 class _SlotActor:
     """A job slot in a Ray actor; its canary tree is in a temporary directory there."""
 
-    def __init__(self, policy: Policy, mem_slack_bytes: int) -> None:
+    def __init__(self, policy: Policy, mem_slack_bytes: int,
+                 tools: ToolSource | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="codemode-eval-")
-        self._slot = Slot(Path(self._tmp.name) / "slot", policy, mem_slack_bytes)
+        self._slot = Slot(Path(self._tmp.name) / "slot", policy, mem_slack_bytes, tools)
+        self._tools = tools
         self._references: dict[str, ReferenceRun | None] = {}
         self._lock = threading.Lock()
 
     def run_case(self, index: int, case: Case) -> tuple[int, CaseResult]:
-        reference = _reference(case, self._references, self._lock) if case.benign else None
+        reference = (_reference(case, self._references, self._lock, self._tools)
+                     if case.benign else None)
         return index, self._slot.run_case(case, reference)
 
     def close(self) -> None:
@@ -43,12 +47,14 @@ class _SlotActor:
 
 def evaluate_on_ray(cases: Sequence[Case], policy: Policy, *, address: str, jobs: int,
                     on_result: Callable[[CaseResult], None] | None,
-                    mem_slack_bytes: int) -> list[CaseResult]:
+                    mem_slack_bytes: int,
+                    tools: ToolSource | None = None) -> list[CaseResult]:
     """`_runner.evaluate` on a Ray cluster (`codemode.ray.connect(address)`): `jobs` actors,
-    results in case order. An actor that dies raises `ray.exceptions.RayActorError`."""
+    results in case order; `tools`' modules must import on every node from `tools.path`.
+    An actor that dies raises `ray.exceptions.RayActorError`."""
     connect(address)
     actor_class = ray.remote(num_cpus=1)(_SlotActor)
-    actors = [actor_class.remote(policy, mem_slack_bytes)
+    actors = [actor_class.remote(policy, mem_slack_bytes, tools)
               for _ in range(min(jobs, max(len(cases), 1)))]
     results: list[CaseResult | None] = [None] * len(cases)
     pending = list(range(len(cases)))[::-1]

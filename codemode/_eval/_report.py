@@ -127,8 +127,9 @@ def case_table(results: Sequence[CaseResult]) -> Table:
 
 def summary_table(report: EvalReport) -> Table:
     present = [o for o in OUTCOMES if o in report.totals]
-    table = Table(title=f"per category ({report.tier} tier, {report.policy})",
-                  title_justify="left")
+    title = f"per category ({report.tier} tier, {report.policy})"
+    table = Table(title=escape(printable(title)), title_justify="left",
+                  min_width=len(title))   # the title on one line wherever the width allows
     table.add_column("category")
     for outcome in present:
         table.add_column(outcome, justify="right")

@@ -37,6 +37,7 @@ from ._messages import (
     Job,
     JobReport,
     PhaseReport,
+    ToolSource,
     encoder,
     first_per_oracle,
     ready_decoder,
@@ -86,10 +87,15 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-class _Worker:
-    """One worker process and the thread that reads its reports."""
+class SlotClosed(Exception):
+    """The slot was closed (the evaluation is stopping) while a case waited on its worker."""
 
-    def __init__(self, cwd: Path, log: Path) -> None:
+
+class _Worker:
+    """One worker process and the thread that reads its reports; `closed` set stops the
+    wait for it to start (it is then killed)."""
+
+    def __init__(self, cwd: Path, log: Path, closed: threading.Event) -> None:
         self.token = fresh_token("argv")
         self.env_secret = fresh_token("env")
         env = {**os.environ, SECRET_ENV: self.env_secret,
@@ -102,7 +108,17 @@ class _Worker:
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.jobs_done = 0
         threading.Thread(target=self._read, name="eval-worker-reader", daemon=True).start()
-        ready = self.lines.get(timeout=STARTUP_S)
+        ready: bytes | None = None
+        deadline = time.monotonic() + STARTUP_S
+        while not closed.is_set() and time.monotonic() < deadline:
+            try:
+                ready = self.lines.get(timeout=SAMPLE_S * 10)
+                break
+            except queue.Empty:
+                continue
+        if closed.is_set():
+            self.kill()
+            raise SlotClosed
         if ready is None:
             raise RuntimeError(f"the evaluation worker did not start (see {log})")
         self.pid = ready_decoder.decode(ready).pid
@@ -165,18 +181,25 @@ class Slot:
         policy: the policy every case runs under.
         mem_slack_bytes: resident memory above `limits.memory_bytes` a case may add before
             the `mem` oracle fires.
+        tools: the user's tools the cases run against (None: the reference toolset).
     """
 
-    def __init__(self, root: Path, policy: Policy, mem_slack_bytes: int = MEM_SLACK_BYTES) -> None:
+    def __init__(self, root: Path, policy: Policy, mem_slack_bytes: int = MEM_SLACK_BYTES,
+                 tools: ToolSource | None = None) -> None:
         self.root = root
         self.policy = policy
+        self.tools = tools
         self.mem_slack_bytes = mem_slack_bytes
         self.plant = Plant(root / "tree")
         self.plant.workspace.mkdir(parents=True, exist_ok=True)
         self.log = root / "worker.log"
         self._worker: _Worker | None = None
+        self._closed = threading.Event()
 
     def close(self) -> None:
+        """Kill the worker (the case it runs ends at once, `SlotClosed` in `run_case`) and
+        remove the canary tree. Any thread may call it, while a case runs too."""
+        self._closed.set()
         if self._worker is not None:
             self._worker.kill()
             self._worker = None
@@ -186,7 +209,7 @@ class Slot:
         if self._worker is None or not self._worker.alive():
             if self._worker is not None:
                 self._worker.kill()
-            self._worker = _Worker(self.plant.workspace, self.log)
+            self._worker = _Worker(self.plant.workspace, self.log, self._closed)
         return self._worker
 
     def _retire(self) -> None:
@@ -206,7 +229,8 @@ class Slot:
             job = Job(case_id=case.id, phases=phases, oracles=list(case.oracles),
                       policy=with_case_labels(msgspec.to_builtins(self.policy),
                                               case.labels),
-                      secrets=msgspec.to_builtins(secrets), grace_s=_grace(case.oracles))
+                      secrets=msgspec.to_builtins(secrets), grace_s=_grace(case.oracles),
+                      tools=self.tools)
             timeout = _hard_timeout(len(phases), self.policy, case.oracles)
             if worker.jobs_done == 0:
                 timeout += STARTUP_S
@@ -229,12 +253,16 @@ class Slot:
             try:
                 line = worker.lines.get(timeout=SAMPLE_S)
             except queue.Empty:
+                if self._closed.is_set():
+                    raise SlotClosed from None
                 state.peak_rss = max(state.peak_rss, _rss_bytes(worker.pid))
                 if time.monotonic() > deadline:
                     state.died = f"no report within the hard timeout of {timeout:.0f} s"
                     break
                 continue
             if line is None:
+                if self._closed.is_set():
+                    raise SlotClosed
                 code = worker.proc.wait()
                 state.died = f"the worker died (exit status {code})"
                 break
@@ -293,12 +321,12 @@ class Slot:
 
 
 def _reference(case: Case, cache: dict[str, ReferenceRun | None],
-               lock: threading.Lock) -> ReferenceRun | None:
+               lock: threading.Lock, tools: ToolSource | None = None) -> ReferenceRun | None:
     with lock:
         if case.id in cache:
             return cache[case.id]
     try:
-        run: ReferenceRun | None = reference_run(case.source)
+        run: ReferenceRun | None = reference_run(case.source, tools=tools)
     except subprocess.TimeoutExpired:
         run = None
     with lock:

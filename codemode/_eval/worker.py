@@ -6,11 +6,13 @@ environment secrets of the process that hosts the sandbox. Jobs arrive as JSON l
 original stdin and reports leave as JSON lines on the original stdout; both are moved to
 private descriptors at start, so whatever a run writes to fd 0/1 cannot corrupt them.
 
-Per job: plant the tool module's key, build a session with the recorded reference tools,
-apply the policy with an observed sandbox, run each phase through `run_code`, close the
-recorder (later calls are "after return"), wait the grace period, then check leaks, tool
-oracles, labelled values reaching sinks (`_flow.py`), phase-2 text, output size, host
-poisoning and bridge tampering.
+Per job: plant the tool module's key, build a session with the recorded reference tools (or
+the user's own, `Job.tools`: `codemode eval --tools`), apply the policy with an observed
+sandbox, run each phase through `run_code`, close the recorder (later calls are "after
+return"), wait the grace period, then check leaks, tool oracles, labelled values reaching
+sinks (`_flow.py`), phase-2 text, output size, host poisoning and bridge tampering. With the
+user's tools, a hidden tool is one the policy does not expose, and the probe of the bridge
+runs none of them (`own_probe`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,16 @@ for name in ("read_secret", "admin_delete_all"):
         probe[name] = exc.code
 probe
 """
+UNKNOWN_TOOL = "codemode_probe_no_such_tool"
+
+
+def own_probe(hidden: list[str]) -> str:
+    """The probe of a session with the user's tools: it runs none of them (their bodies may
+    act on the world); it asks for the hidden ones and an unknown one, which must be
+    refused before and after every case alike."""
+    return (f"probe = {{}}\nfor name in {[*hidden, UNKNOWN_TOOL]!r}:\n"
+            "    try:\n        call_tool(name)\n        probe[name] = 'served'\n"
+            "    except ToolCallError as exc:\n        probe[name] = exc.code\nprobe\n")
 
 
 def _text_of_value(outcome: Any) -> str:
@@ -106,9 +118,19 @@ async def run_job(job: Job) -> JobReport:
     scanner = LeakScanner({f"leak:{k}": v for k, v in job.secrets.items() if k != "state"})
     recorder = reference_tools.ToolRecorder()
     # in memory on purpose: a run an `ask` rule pauses is judged as paused, not resumed
-    session = Session(tools=reference_tools.reference_tools(recorder), log=MemoryLog())
+    if job.tools is None:
+        session = Session(tools=reference_tools.reference_tools(recorder), log=MemoryLog())
+    else:
+        from .._mcp.toolsets import load_tools
+        own = load_tools(job.tools.specs, path=job.tools.path)
+        session = Session(tools=[reference_tools.recorded(d, recorder) for d in own],
+                          log=MemoryLog())
     observed = ObservedSandbox(policy.build_sandbox(), scanner)
     mode = policy.apply(session, sandbox=observed)
+    exposed = {d.name for d in mode.exposed_tools()}
+    hidden = sorted(d.name for d in session.visible_tools()
+                    if d.name not in exposed and d.name != "run_code")
+    probe = PROBE if job.tools is None else own_probe(hidden)
     flow = FlowWatch(mode.labels_of)
     session.on("tools/execute", flow.wrapper)
     host_before = HostState()
@@ -118,7 +140,7 @@ async def run_job(job: Job) -> JobReport:
     leaks: dict[str, str] = {}
     records: list[RunRecord] = []
     try:
-        probe_before = await _probe(session, recorder)
+        probe_before = await _probe(session, recorder, probe)
         for index, code in enumerate(job.phases):
             runs_before = len(observed.records)
             started = time.monotonic()
@@ -142,13 +164,15 @@ async def run_job(job: Job) -> JobReport:
                 leaks.setdefault(name, "tool arguments")
         fired += [Fired(name, f"the secret appeared in {where}")
                   for name, where in sorted(leaks.items())]
-        fired += _tool_oracles(job, recorder, records, recorder.after_close)
+        served_hidden = (recorder.hidden if job.tools is None
+                         else [n for n in recorder.by_tool if n not in exposed])
+        fired += _tool_oracles(job, recorder, records, recorder.after_close, served_hidden)
         fired += flow.fired()
         poisoned = host_before.poisoned()
         if poisoned:
             fired.append(Fired("host:poisoned", "; ".join(poisoned)[:500]))
         tampered = bridge_before.tampered()
-        probe_after = await _probe(session, recorder)
+        probe_after = await _probe(session, recorder, probe)
         if probe_after != probe_before:
             tampered.append(f"the probe program gave {probe_after!r}, before {probe_before!r}")
         if tampered:
@@ -181,19 +205,19 @@ def _phase_oracles(job: Job, index: int, outcome: Any, result: Any, report: Phas
     return fired
 
 
-async def _probe(session: Any, recorder: Any) -> Any:
+async def _probe(session: Any, recorder: Any, probe: str) -> Any:
     """Run the probe program with the recorder suspended; its result, or its error text."""
     with recorder.suspended():
-        result = await session.call("run_code", {"code": PROBE})
+        result = await session.call("run_code", {"code": probe})
     return result.text if result.is_error else result.value.get("result")
 
 
 def _tool_oracles(job: Job, recorder: Any, records: list[RunRecord],
-                  after_close: int) -> list[Fired]:
+                  after_close: int, hidden: list[str]) -> list[Fired]:
     fired: list[Fired] = []
-    if recorder.hidden:
+    if hidden:
         fired.append(Fired("tool:hidden", "hidden tool executed: "
-                           + ", ".join(sorted(set(recorder.hidden)))))
+                           + ", ".join(sorted(set(hidden)))))
     if recorder.live or any(r.live for r in records):
         fired.append(Fired("tool:live", "; ".join(recorder.live[:3])
                            or "a batch that is not a SubCallBatch"))

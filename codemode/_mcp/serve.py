@@ -51,6 +51,7 @@ from codemode.pipeline import (
     Execution,
     ResumeError,
     Session,
+    ToolDefinition,
     thaw,
 )
 from codemode.pipeline.log import MemoryLog
@@ -410,7 +411,8 @@ def _content_block(block: Any) -> Any:
 
 @asynccontextmanager
 async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
-                      builtin: bool = False, policy: Policy | None = None,
+                      builtin: bool = False, tools: Sequence[ToolDefinition] = (),
+                      policy: Policy | None = None,
                       log: str | Path | None = None, mode: ServeMode = "code",
                       call_timeout_s: float = 60.0,
                       progress_interval_s: float | None = 1.0,
@@ -422,6 +424,7 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         mcp: commands of upstream MCP servers over stdio (split with `shlex`).
         mcp_urls: streamable-HTTP endpoints of upstream MCP servers.
         builtin: also register the demo toolset (`codemode.fixtures.toolset`).
+        tools: more tools to register (`codemode serve --tools MODULE:ATTR`).
         policy: the policy to apply (tier, limits, exposed tools, rules).
         log: the session log (`.db`/`.sqlite` SQLite, `.jsonl` JSONL; None: in memory while
             the server runs, `MemoryLog()`, so a policy's `ask` may pause runs).
@@ -432,14 +435,14 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         PolicyError: the policy's `expose` matches none of the tools.
     """
     async with AsyncExitStack() as stack:
-        tools = await gather_tools(stack, builtin=builtin, mcp=mcp, mcp_urls=mcp_urls,
-                                   call_timeout_s=call_timeout_s)
+        gathered = await gather_tools(stack, builtin=builtin, mcp=mcp, mcp_urls=mcp_urls,
+                                      tools=tools, call_timeout_s=call_timeout_s)
         # no file: the log is kept in memory on purpose, as long as the server runs (a run
         # paused for approval is resumed by `resume_run` meanwhile)
-        session = Session(tools=tools.builtin,
+        session = Session(tools=gathered.builtin,
                           log=str(log) if log is not None else MemoryLog())
         stack.callback(session.log.close)
-        stack.callback(tools.attach(session))
+        stack.callback(gathered.attach(session))
         server = CodeModeServer(session, mode=mode, policy=policy,
                                 progress_interval_s=progress_interval_s, approvals=approvals)
         stack.callback(server.close)
@@ -449,18 +452,27 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
 def serve(*, transport: Literal["stdio", "http"] = "stdio", host: str = "127.0.0.1",
           port: int = 8000, **options: Any) -> None:
     """Run `codemode serve` until the client leaves (stdio) or the process is interrupted
-    (http). `options` go to `open_server`. The HTTP endpoint is announced on stderr as
-    `codemode: serving MCP at <url>`; stdout belongs to the MCP stream under stdio.
+    (http): `asyncio.run(serving(...))`.
 
     Raises:
         McpStartError, PolicyError, OSError: as `open_server` and `CodeModeServer.run_http`.
     """
-    async def main() -> None:
-        async with open_server(**options) as server:
-            if transport == "stdio":
-                await server.run_stdio()
-            else:
-                await server.run_http(host, port, ready=lambda url: print(
-                    f"codemode: serving MCP at {url}", file=sys.stderr, flush=True))
+    asyncio.run(serving(transport=transport, host=host, port=port, **options))
 
-    asyncio.run(main())
+
+async def serving(*, transport: Literal["stdio", "http"] = "stdio", host: str = "127.0.0.1",
+                  port: int = 8000, **options: Any) -> None:
+    """What `serve` runs, as a coroutine (the command line runs it in its own event loop,
+    which a stop signal cancels). `options` go to `open_server`. The HTTP endpoint is
+    announced on stderr as `codemode: serving MCP at <url>`; stdout belongs to the MCP
+    stream under stdio.
+
+    Raises:
+        McpStartError, PolicyError, OSError: as `open_server` and `CodeModeServer.run_http`.
+    """
+    async with open_server(**options) as server:
+        if transport == "stdio":
+            await server.run_stdio()
+        else:
+            await server.run_http(host, port, ready=lambda url: print(
+                f"codemode: serving MCP at {url}", file=sys.stderr, flush=True))

@@ -1,14 +1,19 @@
-"""The `codemode` command line: `run`, `resume`, `demo`, `eval`, `serve` and `log`.
+"""The `codemode` command line: `run`, `resume`, `demo`, `describe`, `eval`, `serve`, `log`
+and `cache`.
 
-    codemode run PROGRAM.py|- [--mcp CMD]... [--builtin] [--policy FILE] [--timeout S]
-                              [--memory-mb MIB] [--fuel N] [--log FILE] [--json]
-                              [--table/--no-table]
+    codemode run PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
+                              [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
+                              [--log FILE] [--json] [--table/--no-table]
     codemode resume LOG RUN_ID [--approve ID]... [--deny ID[:REASON]]... [--approve-all]
-                               [--deny-all] [--mcp CMD]... [--builtin] [--policy FILE]
-                               [--json] [--table/--no-table]
+                               [--deny-all] [--tools MODULE:ATTR]... [--mcp CMD]...
+                               [--builtin] [--policy FILE] [--json] [--table/--no-table]
     codemode demo [--log FILE]
-    codemode eval CORPUS... --policy FILE [--policy FILE...] [--tier T] [--jobs N]
-                            [--variants N] [--seed S] [--ray ADDRESS] [--json] [--html FILE]
+    codemode describe [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin] [--policy FILE]
+                      [--mode code|both] [--json]                      (_describe.py)
+    codemode eval CORPUS... --policy FILE [--policy FILE...] [--tools MODULE:ATTR]...
+                            [--tier T] [--jobs N] [--variants N] [--seed S] [--ray ADDRESS]
+                            [--json] [--html FILE]                     (_eval_command.py)
+    codemode serve [--tools MODULE:ATTR]... [--mcp CMD]... ...        (_serve.py)
     codemode --version
 
 `codemode run` composes like any filter: the program's stdout and stderr become ours,
@@ -20,12 +25,12 @@ or error, sub-call table, summary) goes to stderr, drawn when stderr is a termin
 a resumption that cannot be made), 3 the run paused, waiting for approval: stderr lists the
 requests and the `codemode resume` command that goes on (docs/codemode.md "Pausing for
 approval"); 128 + signum when SIGTERM, SIGHUP or SIGINT stopped a command (cleanly, for
-`run`, `resume`, `serve` and `eval`: `_stop.py`).
+`run`, `resume`, `serve` and `eval`, whether or not SIGINT is ignored: `_stop.py`).
+Tables and messages are drawn at the terminal's width, or whole when piped (`_console.py`).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import shlex
 import sys
@@ -37,41 +42,38 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import typer
 
 from ._cache import cache_app
+from ._console import err_console
+from ._describe import DESCRIBE_HELP, DESCRIBE_SHORT_HELP, describe_command
+from ._eval_command import EVAL_HELP, EVAL_SHORT_HELP, eval_command
 from ._help import _Command, _Group
 from ._log import log_app
-from ._stop import Stopped, report_stop, stopping
+from ._options import (
+    JSON_REPORT,
+    LOG,
+    TABLE,
+    TOOLS,
+    check_log_directory,
+    load_own_tools,
+    load_policy,
+    usage_error,
+)
+from ._serve import SERVE_SHORT_HELP, serve_command
+from ._stop import stopping
 
 # What a command needs is imported when it runs, not here: `codemode --help` loads neither
 # the sandbox (wasmtime), nor the pipeline, nor rich's console beyond what typer draws help
 # with, and `codemode run` loads only what a run uses (tests/codemode/test_lazy_import.py).
 if TYPE_CHECKING:
-    from rich.console import Console
-
+    from codemode.pipeline import ToolDefinition
     from codemode.sandbox import SandboxLimits
 
     from .._policy.policy import Policy
     from ._report import RunReport
-    from ._run import Ran
+    from ._run import OutputSoFar, Ran
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
                   help="Run model-written Python in a wasmtime sandbox, with every tool "
                        "call governed by one pipeline.")
-
-
-@functools.cache
-def _err_console() -> Console:
-    """The console of the card and of error messages: stderr (made on first use)."""
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
-def _print_error(label: str, text: str, **options: Any) -> None:
-    """`label: text` on stderr, the label in red, `text` shown as it is (no rich markup);
-    `options` go to `Console.print`."""
-    from rich.markup import escape
-
-    _err_console().print(f"[red]{label}:[/red] {escape(text)}", **options)
 
 
 # Inside the package (codemode/fixtures links to the top-level folder in a checkout), so
@@ -97,46 +99,6 @@ def _options(
                                  help="Print the version and exit."),
 ) -> None:
     """Options of `codemode` itself (the group's help is the Typer's)."""
-
-
-_JSON_REPORT = typer.Option(
-    False, "--json",
-    help="Print a JSON report on stdout (with the program's output) and nothing else.")
-_TABLE = typer.Option(
-    None, "--table/--no-table",
-    help="Draw the card and sub-call table on stderr (default: when it is a terminal).")
-_LOG = typer.Option(
-    None, "--log", metavar="FILE",
-    help="Append the session's events to this file (.db or .jsonl) in an existing directory.")
-
-
-def _check_log_directory(log: Path | None) -> None:
-    """Raises:
-        typer.BadParameter: `--log` names a file in a directory that does not exist."""
-    if log is not None and not log.parent.is_dir():
-        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
-                                 param_hint="'--log'")
-
-
-def _load_policy(policy: Path | None) -> Policy | None:
-    """The policy file loaded, or None without one.
-
-    Raises:
-        typer.Exit: 2, after printing why the file is not a valid policy."""
-    if policy is None:
-        return None
-    from .._policy.policy import Policy, PolicyError
-
-    try:
-        return Policy.load(policy)
-    except PolicyError as exc:
-        _print_error("invalid policy", str(exc), highlight=False)
-        raise typer.Exit(2) from None
-
-
-def _usage_error(message: str) -> typer.Exit:
-    _print_error("error", message, highlight=False, soft_wrap=True)
-    return typer.Exit(2)
 
 
 def _limits(base: SandboxLimits, timeout: float | None, memory_mb: int | None,
@@ -177,7 +139,7 @@ def _read_program(program: Path) -> tuple[str, str]:
     try:
         data = read_bounded(source, MAX_CODE_BYTES)
     except TooLarge:
-        raise _usage_error(f"{where} is larger than {MAX_CODE_BYTES >> 20} MiB, the most a "
+        raise usage_error(f"{where} is larger than {MAX_CODE_BYTES >> 20} MiB, the most a "
                            "program may be") from None
     except FileNotFoundError:
         raise typer.BadParameter(f"file {str(program)!r} does not exist.",
@@ -188,7 +150,7 @@ def _read_program(program: Path) -> tuple[str, str]:
     try:
         return data.decode("utf-8-sig"), title
     except UnicodeDecodeError as exc:
-        raise _usage_error(f"{where} is not valid UTF-8 (byte {exc.start}); save the program "
+        raise usage_error(f"{where} is not valid UTF-8 (byte {exc.start}); save the program "
                            "as UTF-8") from None
 
 
@@ -198,17 +160,21 @@ EXIT_PAUSED = 3
 
 def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Path | None,
              limits: SandboxLimits, policy: Policy | None, as_json: bool,
-             table: bool | None, policy_path: Path | None = None) -> None:
+             table: bool | None, policy_path: Path | None = None,
+             tools: list[str] | None = None,
+             definitions: list[ToolDefinition] | None = None) -> None:
     from ._run import run_program
 
-    _report_run(lambda: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
-                                    limits=limits, policy=policy),
+    _report_run(lambda so_far: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
+                                           limits=limits, policy=policy,
+                                           tools=definitions or (), so_far=so_far),
                 title, as_json=as_json, table=table,
-                resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy_path))
+                resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy_path,
+                                       tools=tools or []))
 
 
 def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
-                    policy: Path | None) -> Callable[[RunReport], str | None]:
+                    policy: Path | None, tools: list[str]) -> Callable[[RunReport], str | None]:
     """How to resume a paused run of this session: `codemode resume LOG RUN_ID`, the same
     tool options, the first request approved and the others denied (an example to edit);
     None with no log (the run cannot be resumed)."""
@@ -216,6 +182,8 @@ def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
         if log is None:
             return None
         argv = ["codemode", "resume", str(log), report.run_id]
+        for spec in tools:
+            argv += ["--tools", spec]
         for server in mcp:
             argv += ["--mcp", server]
         if builtin:
@@ -228,23 +196,33 @@ def _resume_command(log: Path | None, *, mcp: list[str], builtin: bool,
     return command
 
 
-def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: bool,
-                table: bool | None, resume: Callable[[RunReport], str | None]) -> None:
-    """Run `start`, print its report as `run` and `resume` do, and exit with the status."""
-    import asyncio
-
+def _report_run(start: Callable[[OutputSoFar], Awaitable[Ran]], title: str, *,
+                as_json: bool, table: bool | None,
+                resume: Callable[[RunReport], str | None]) -> None:
+    """Run `start`, print its report as `run` and `resume` do, and exit with the status. A
+    stop signal cancels the run (`_stop.run`): the session closes its turn and its log,
+    what the program wrote so far is printed (on stdout and stderr, not with --json), and
+    `KeyboardInterrupt` reaches `_Group`, which exits 128 + signum."""
     import msgspec
 
+    from ._echo import Echo
     from ._quiet import collected
     from ._render import draw_card, failure_text, pending_text, write_output
+    from ._run import OutputSoFar
+    from ._stop import run
 
+    so_far = OutputSoFar(None if as_json else Echo())
     with collected() as warned:   # dependencies' tracebacks: one line each, not on stderr
         try:
-            ran = asyncio.run(_awaited(start))
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session has closed its turn
-            raise _stopped_exit() from None
+            ran = run(_awaited(start, so_far))
+        except KeyboardInterrupt:  # a stop signal: the run has stopped; keep its output
+            if not as_json and not so_far.echoed():
+                stdout, stderr = so_far.streams()
+                write_output(sys.stdout, stdout)
+                write_output(sys.stderr, stderr)
+            raise
         except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
-            raise _usage_error(f"{type(exc).__name__}: {exc}") from None
+            raise usage_error(f"{type(exc).__name__}: {exc}") from None
         finally:
             if not as_json:
                 for line in warned:
@@ -255,11 +233,11 @@ def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: boo
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2)
                                 + b"\n")
         sys.stdout.flush()
-    else:
+    elif not so_far.echoed():     # printed as it was written, or now
         write_output(sys.stdout, report.stdout)
         write_output(sys.stderr, report.stderr)
     if draw:
-        draw_card(_err_console(), report, title, ran.session)
+        draw_card(err_console(), report, title, ran.session)
     paused = report.kind == "pending"
     if paused and not as_json:
         write_output(sys.stderr, pending_text(report, resume(report)))
@@ -268,14 +246,15 @@ def _report_run(start: Callable[[], Awaitable[Ran]], title: str, *, as_json: boo
     raise typer.Exit(0 if report.ok else EXIT_PAUSED if paused else 1)
 
 
-async def _awaited(start: Callable[[], Awaitable[Ran]]) -> Ran:
-    return await start()
+async def _awaited(start: Callable[[OutputSoFar], Awaitable[Ran]],
+                   so_far: OutputSoFar) -> Ran:
+    return await start(so_far)
 
 
 # Help texts: one line per paragraph (rich keeps a docstring's line breaks, then rewraps).
 _RUN_HELP = (
-    "Run PROGRAM in the sandbox, with the tools of the given MCP servers (and of the "
-    "built-in toolset with --builtin).\n\n"
+    "Run PROGRAM in the sandbox, with your own tools (--tools MODULE:ATTR), the tools of "
+    "the given MCP servers, and the built-in toolset with --builtin.\n\n"
     "The program's stdout and stderr go to stdout and stderr unchanged. The card (the final "
     "value or the error, the sub-call table and a summary) goes to stderr when stderr is a "
     "terminal or --table is given. --timeout, --memory-mb and --fuel replace the policy's "
@@ -290,7 +269,7 @@ _RESUME_HELP = (
     "and the program runs again from its start, its earlier tool calls answered from LOG "
     "without running again, the approved calls run and the denied ones raise ToolDenied in "
     "the program.\n\n"
-    "Give the same --mcp, --builtin and --policy options as the run had. The output and "
+    "Give the same --tools, --mcp, --builtin and --policy options as the run had. The output and "
     "--json are those of codemode run; stdout is the program's whole output. An ID is a "
     "request id (RUN_ID:N) or its number N alone.\n\n"
     "Exit status: 0 the program completed, 1 it failed, 2 bad usage (an unknown run or "
@@ -299,20 +278,16 @@ _RESUME_HELP = (
 _DEMO_HELP = (
     "Run a bundled example program on the built-in toolset (no network, no server).\n\n"
     "The program's output goes to stdout; its listing and the card go to stderr.")
-_EVAL_HELP = (
-    "Run every program of a corpus under a policy and report, per case and category, what "
-    "happened (blocked, limit, escaped, host-affected, ran-ok, wrong-output). With several "
-    "--policy options, run the corpus under each and compare them.\n\n"
-    "Exits 1 when a case escaped or affected the host under any policy.")
 
 
 @app.command(cls=_Command, help=_RUN_HELP,
-             short_help="Run a program in the sandbox, with the tools of MCP servers or the "
-                        "built-in toolset.")
+             short_help="Run a program in the sandbox, with your tools, those of MCP servers "
+                        "or the built-in toolset.")
 def run(
     program: Path = typer.Argument(
         ..., metavar="PROGRAM",
         help="The Python program to run (a UTF-8 file), or - to read it from stdin."),
+    tools: list[str] = TOOLS,
     mcp: list[str] = typer.Option(
         [], "--mcp", metavar="CMD",
         help='Start an MCP server over stdio and expose its tools, e.g. '
@@ -331,22 +306,20 @@ def run(
     fuel: int | None = typer.Option(
         None, "--fuel", metavar="N",
         help="Fuel budget of the run in wasm fuel units (default none, or the policy's)."),
-    log: Path | None = _LOG,
-    as_json: bool = _JSON_REPORT,
-    table: bool | None = _TABLE,
+    log: Path | None = LOG,
+    as_json: bool = JSON_REPORT,
+    table: bool | None = TABLE,
 ) -> None:
     """`codemode run` (its help is `_RUN_HELP`)."""
     from codemode.sandbox import SandboxLimits
 
-    loaded = _load_policy(policy)
+    loaded = load_policy(policy)
     limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
-    _check_log_directory(log)
+    check_log_directory(log)
+    own = load_own_tools(tools)
     source, title = _read_program(program)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
-             as_json=as_json, table=table, policy_path=policy)
-
-
-
+             as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own)
 
 @app.command(cls=_Command, help=_RESUME_HELP,
              short_help="Resume a run that paused for approval, with a decision for each "
@@ -366,6 +339,10 @@ def resume(
                                      help="Approve every request not named otherwise."),
     deny_all: bool = typer.Option(False, "--deny-all",
                                   help="Deny every request not named otherwise."),
+    tools: list[str] = typer.Option(
+        [], "--tools", metavar="MODULE:ATTR",
+        help="Expose your own tools (ATTR of MODULE: a tool, a list of tools or a function "
+             "returning them), as the run did; repeatable."),
     mcp: list[str] = typer.Option(
         [], "--mcp", metavar="CMD",
         help="Start an MCP server over stdio and expose its tools, as the run did; "
@@ -376,30 +353,33 @@ def resume(
         None, "--policy", metavar="FILE",
         help="Apply this policy file (TOML), as the run did: its rules decide the resumed "
              "program's new calls (its limits are the paused run's)."),
-    as_json: bool = _JSON_REPORT,
-    table: bool | None = _TABLE,
+    as_json: bool = JSON_REPORT,
+    table: bool | None = TABLE,
 ) -> None:
     """`codemode resume` (its help is `_RESUME_HELP`)."""
     if approve_all and deny_all:
-        raise _usage_error("--approve-all and --deny-all exclude each other")
+        raise usage_error("--approve-all and --deny-all exclude each other")
     if not log.is_file():
         raise typer.BadParameter(f"file {str(log)!r} does not exist.", param_hint="'LOG'")
     from ._run import Decisions, resume_program
 
-    loaded = _load_policy(policy)
+    loaded = load_policy(policy)
+    own = load_own_tools(tools)
     decisions = Decisions(approve=tuple(approve), deny=tuple(deny), approve_all=approve_all,
                           deny_all=deny_all)
-    _report_run(lambda: resume_program(run_id, decisions, mcp=mcp, builtin=builtin, log=log,
-                                       policy=loaded),
+    _report_run(lambda so_far: resume_program(run_id, decisions, mcp=mcp, builtin=builtin,
+                                              log=log, policy=loaded, tools=own,
+                                              so_far=so_far),
                 f"resume {run_id}", as_json=as_json, table=table,
-                resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy))
+                resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy,
+                                       tools=tools))
 
 
 @app.command(cls=_Command, help=_DEMO_HELP,
              short_help="Run a bundled example program on the built-in toolset (no network, "
                         "no server).")
 def demo(
-    log: Path | None = _LOG,
+    log: Path | None = LOG,
 ) -> None:
     """`codemode demo` (its help is `_DEMO_HELP`)."""
     from rich.markup import escape
@@ -407,62 +387,18 @@ def demo(
 
     from codemode.sandbox import SandboxLimits
 
-    _check_log_directory(log)
+    check_log_directory(log)
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
-    _err_console().print(Panel(escape(source.rstrip()), title="program", title_align="left",
-                               border_style="dim"))
+    err_console().print(Panel(escape(source.rstrip()), title="program", title_align="left",
+                              border_style="dim", expand=err_console().is_terminal))
     _execute(source, "demo", mcp=[], builtin=True, log=log, limits=SandboxLimits(),
              policy=None, as_json=False, table=True)
 
 
-@app.command("eval", cls=_Command, help=_EVAL_HELP,
-             short_help="Run a corpus of programs under a policy and report what each did.")
-def eval_corpus(
-    corpus: list[Path] = typer.Argument(
-        ..., metavar="CORPUS",
-        help="Corpus files or directories; every *.py under a directory is a case."),
-    policy: list[Path] = typer.Option(
-        ..., "--policy", metavar="FILE",
-        help="Run the cases under this policy file (TOML); repeat it to compare policies."),
-    tier: str | None = typer.Option(
-        None, "--tier", metavar="TIER",
-        help="Run in this tier instead of the policy's: wasm, restricted or "
-             "restricted-in-process."),
-    jobs: int = typer.Option(1, "--jobs", min=1, metavar="N",
-                             help="Run this many cases at once, in worker processes."),
-    ray: str | None = typer.Option(
-        None, "--ray", metavar="ADDRESS",
-        help="Run the cases on a Ray cluster instead, as --jobs actors (needs the ray "
-             "extra). ADDRESS: local (start one here), auto (join the one ray start runs "
-             "here) or ray://HOST:PORT."),
-    variants: int = typer.Option(
-        0, "--variants", min=0, metavar="N",
-        help="Also run up to N generated variants of each case (technique-preserving "
-             "rewrites); an escaped variant is written to eval-escapes/."),
-    seed: int = typer.Option(0, "--seed", metavar="S",
-                             help="Seed of the variant generator (same seed, same variants)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    html: Path | None = typer.Option(None, "--html", metavar="FILE",
-                                        help="Also write a self-contained HTML report."),
-) -> None:
-    """`codemode eval` (its help is `_EVAL_HELP`)."""
-    from rich.console import Console
-
-    from .._eval import run_command
-    try:
-        status = run_command(corpus, policy, tier=tier, jobs=jobs, as_json=as_json,
-                             html_path=html, console=Console(), err_console=_err_console(),
-                             ray_address=ray, variants=variants, seed=seed)
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: every worker has been stopped
-        raise _stopped_exit() from None
-    raise typer.Exit(status)
-
-
 def main() -> None:
-    global _STOPPED
     warnings.showwarning = _show_warning
     try:
-        with stopping() as _STOPPED:
+        with stopping():
             if sys.stderr.isatty():
                 app()
             else:
@@ -487,8 +423,8 @@ def _skip_exit_collections() -> None:
 
 def _plain_errors() -> int:
     """`app()`, with a usage error printed as click prints it (`Error: ...` on one line)
-    rather than in a panel rich wraps at 80 columns: stderr is a pipe or a file here, read by
-    a program or a log, where a message broken mid-sentence is harder to match."""
+    rather than in a panel rich draws at some width: stderr is a pipe or a file here, read
+    by a program or a log, where a message broken mid-sentence is harder to match."""
     try:
         status = app(standalone_mode=False)
     except typer.Abort:
@@ -501,15 +437,6 @@ def _plain_errors() -> int:
         show()
         return int(getattr(exc, "exit_code", 2))
     return status if isinstance(status, int) else 0
-
-
-# Which signal stopped the command, under `main` (SIGTERM and SIGHUP stop like Ctrl-C).
-_STOPPED = Stopped()
-
-
-def _stopped_exit() -> typer.Exit:
-    """The command was interrupted (and has unwound): exit 128 + the signal's number."""
-    return typer.Exit(report_stop(_STOPPED))
 
 
 _python_showwarning = warnings.showwarning
@@ -525,62 +452,9 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     _python_showwarning(message, category, filename, lineno, file, line)
 
 
-@app.command("serve", cls=_Command,
-             short_help="Serve run_code (the upstream MCP servers' tools, composed by a "
-                        "sandboxed program) as an MCP server.")
-def serve_command(
-    mcp: list[str] = typer.Option([], "--mcp", metavar="CMD",
-                                  help='An upstream MCP server over stdio, e.g. --mcp '
-                                       '"python -m mcp_server_time". Repeatable.'),
-    mcp_url: list[str] = typer.Option([], "--mcp-url", metavar="URL",
-                                      help="An upstream MCP server over streamable HTTP, e.g. "
-                                           "http://127.0.0.1:8001/mcp. Repeatable."),
-    builtin: bool = typer.Option(False, "--builtin",
-                                 help="Also expose the built-in demo toolset."),
-    policy: Path | None = typer.Option(None, "--policy", metavar="FILE",
-                                        help="A policy file (TOML): tier, limits, exposed "
-                                               "tools and per-tool rules (ask = elicitation)."),
-    log: Path | None = typer.Option(None, "--log", metavar="FILE",
-                                    help="Session log file (.db or .jsonl)."),
-    mode: str = typer.Option("code", "--mode", metavar="code|both",
-                             help="code: list only run_code; both: the upstream tools too."),
-    transport: str = typer.Option("stdio", "--transport", metavar="stdio|http",
-                                  help="How clients connect."),
-    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
-                             help="Address to bind (http)."),
-    port: int = typer.Option(8000, "--port", min=0, max=65535, metavar="PORT",
-                             help="TCP port (http); 0 picks a free one."),
-    mcp_timeout: float = typer.Option(60.0, "--mcp-timeout", min=0.001, metavar="SECONDS",
-                                      help="Seconds each upstream tool call may take."),
-    approvals: str = typer.Option(
-        "elicit", "--approvals", metavar="elicit|auto|defer",
-        help="How a program's call that needs approval is decided. elicit: ask the client "
-             "(a client that cannot be asked gets a denial); auto: ask it when it can, else "
-             "pause the run; defer: always pause the run. A paused run is resumed with the "
-             "resume_run tool, which approves: keep it away from the model."),
-) -> None:
-    """Serve run_code (the tools of the upstream MCP servers, composed by a sandboxed
-    program) as an MCP server. Every call goes through one pipeline and one log."""
-    from .._mcp.serve import serve
-
-    if mode not in ("code", "both"):
-        raise typer.BadParameter("--mode must be code or both")
-    if transport not in ("stdio", "http"):
-        raise typer.BadParameter("--transport must be stdio or http")
-    if approvals not in ("elicit", "auto", "defer"):
-        raise typer.BadParameter("--approvals must be elicit, auto or defer")
-    _check_log_directory(log)
-    loaded = _load_policy(policy)
-    try:
-        serve(transport="http" if transport == "http" else "stdio", host=host, port=port,
-              mcp=mcp, mcp_urls=mcp_url, builtin=builtin, policy=loaded, log=log, mode=mode,
-              call_timeout_s=mcp_timeout, approvals=approvals)
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the session and its log are closed
-        raise _stopped_exit() from None
-    except Exception as exc:   # an upstream that did not start, a port in use, ...
-        _print_error("error", f"{type(exc).__name__}: {exc}")
-        raise typer.Exit(2) from None
-
-
+app.command("describe", cls=_Command, help=DESCRIBE_HELP,
+            short_help=DESCRIBE_SHORT_HELP)(describe_command)
+app.command("eval", cls=_Command, help=EVAL_HELP, short_help=EVAL_SHORT_HELP)(eval_command)
+app.command("serve", cls=_Command, short_help=SERVE_SHORT_HELP)(serve_command)
 app.add_typer(log_app, name="log")     # `codemode log check|show FILE` (_log.py)
 app.add_typer(cache_app, name="cache")   # `codemode cache list|prune` (_cache.py)

@@ -1,10 +1,15 @@
-"""Help text of the `codemode` commands: flags shown without a `<bool>` type."""
+"""The classes of the `codemode` commands: flags shown without a `<bool>` type in help, and
+a command stopped by a signal (Ctrl-C, SIGTERM, SIGHUP: `_stop.py`) exiting with
+`128 + signum` after one line on stderr."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import typer
 from typer.core import TyperCommand, TyperGroup
+
+from ._stop import report_stop
 
 
 def _plain_flags(params: list[Any]) -> list[Any]:
@@ -24,3 +29,11 @@ class _Command(TyperCommand):
 class _Group(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
+
+    def invoke(self, ctx: Any) -> Any:
+        """The command; stopped by a signal (`KeyboardInterrupt` once it has unwound): one
+        line on stderr and exit `128 + signum` (typer would exit 130 whatever the signal)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise typer.Exit(report_stop()) from None

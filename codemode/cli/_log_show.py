@@ -1,5 +1,6 @@
 """`codemode log show FILE`: a session log's calls as a tree (call -> sub-calls), with
-outcomes, codes, durations and approvals; `--json` for the same as data.
+outcomes, codes, durations and approvals; `--json` for the same as data. On a terminal a
+long argument list is cut to its width; piped or redirected, every line is whole.
 
 The log is read with `codemode.pipeline.log.load`, without being opened for writing: no
 lock is taken and no crash repair is written, so a log another process is still appending
@@ -33,6 +34,7 @@ out.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,8 @@ import typer
 
 from codemode.pipeline import LogCorruptError, events
 from codemode.pipeline.log import load
+
+from ._console import terminal_width
 
 __all__ = ["CallNode", "build_tree", "render_tree", "show"]
 
@@ -170,20 +174,24 @@ def build_tree(log: list[events.Event]) -> list[CallNode]:
     return roots
 
 
-def render_tree(roots: list[CallNode]) -> str:
+def render_tree(roots: list[CallNode], width: int | None = None) -> str:
     """The tree as text, one line per call::
 
         run_code "order total" · ok · 152 ms
         ├── list_orders(customer="ada@example.com") · ok · 3 ms
         └── sleep_ms(ms=5) · denied · 0 ms · approval: rejected · the user rejected ...
 
-    A call is shown as `name(arguments)` (JSON values, cut at 80 characters), or as
-    `name "description"` when its arguments carry a description (`run_code`'s title).
+    A call is shown as `name(arguments)` (JSON values), or as `name "description"` when its
+    arguments carry a description (`run_code`'s title). With a `width` (a terminal's, in
+    columns), arguments are cut with `…` so that `name(arguments)` fits it (at least
+    `_ARGUMENT_CHARS` characters of them are kept); without one, nothing is cut.
     """
     lines: list[str] = []
 
     def walk(node: CallNode, lead: str, branch: str) -> None:
-        lines.append(lead + branch + _line(node))
+        room = None if width is None else max(
+            _ARGUMENT_CHARS, width - len(lead + branch) - len(node.name) - 2)
+        lines.append(lead + branch + _line(node, room))
         inner = lead + ("    " if branch == "└── " else "│   " if branch else "")
         for index, child in enumerate(node.subcalls):
             walk(child, inner, "└── " if index == len(node.subcalls) - 1 else "├── ")
@@ -193,10 +201,10 @@ def render_tree(roots: list[CallNode]) -> str:
     return "\n".join(lines)
 
 
-def _line(node: CallNode) -> str:
+def _line(node: CallNode, room: int | None) -> str:
     titled = isinstance(node.arguments, dict) and isinstance(node.arguments.get("description"), str)
     head = (f"{node.name} \"{node.arguments['description']}\"" if titled
-            else f"{node.name}({_arguments(node.arguments)})")
+            else f"{node.name}({_arguments(node.arguments, room)})")
     parts = [head, node.status]
     if node.code is not None and node.code != node.status.upper():
         parts[-1] += f" {node.code}"
@@ -218,13 +226,14 @@ def _line(node: CallNode) -> str:
     return " · ".join(parts)
 
 
-def _arguments(arguments: Any) -> str:
+def _arguments(arguments: Any, room: int | None) -> str:
+    """`k=<JSON>, ...` on one line, cut to `room` characters (None: whole)."""
     if isinstance(arguments, dict):
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
     else:
         text = json.dumps(arguments, ensure_ascii=False)
     text = " ".join(text.split())
-    return text if len(text) <= _ARGUMENT_CHARS else text[:_ARGUMENT_CHARS - 1] + "…"
+    return text if room is None or len(text) <= room else text[:room - 1] + "…"
 
 
 def _parse(text: str) -> Any:
@@ -256,7 +265,7 @@ def show(file: Path, as_json: bool = False) -> None:
     if as_json:
         typer.echo(json.dumps({"calls": [r.to_json() for r in roots]}, ensure_ascii=False,
                               indent=2))
-    elif roots:
-        typer.echo(render_tree(roots))
+    elif roots:       # cut to a terminal's width; whole into a pipe or a file
+        typer.echo(render_tree(roots, terminal_width(sys.stdout)))
     else:
         typer.echo("(no calls)")

@@ -3,7 +3,8 @@
 The program's stdout and stderr are written as they are, except to a terminal, where
 control and invisible characters are made visible (`safe_text`), so a program cannot
 drive the user's terminal. The card (the final value or the error, the sub-call table and
-a summary line) is rich output with the same protection, cut to a screenful.
+a summary line) is rich output with the same protection, cut to a screenful; on a terminal
+a long cell is cut to `_CELL_CHARS`, piped or redirected it is whole (`_console.py`).
 """
 
 from __future__ import annotations
@@ -135,9 +136,11 @@ def _cut(text: str) -> str:
     return text[:_CELL_CHARS] + ("…" if len(text) > _CELL_CHARS else "")
 
 
-def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]:
+def _row(session: Session, row: SubcallReport,
+         whole: bool = False) -> tuple[str, str, str, str, str]:
     """One table row, through the tool's presenters when it has them (docs/pipeline-spec.md
-    §11.8)."""
+    §11.8); long cells cut unless `whole`."""
+    cut = (lambda text: text) if whole else _cut
     shown = _card_text(session.present_call(row.tool, row.arguments))
     arguments = shown or json.dumps(row.arguments, ensure_ascii=False)
     projection = {"content": [{"type": "text", "text": row.text}], "isError": not row.ok,
@@ -147,11 +150,11 @@ def _row(session: Session, row: SubcallReport) -> tuple[str, str, str, str, str]
         outcome = " ".join(row.text.split())
     if not row.ok:
         outcome = f"{row.code}: {outcome}"
-    outcome = _shown(_cut(outcome))
+    outcome = _shown(cut(outcome))
     if row.replayed_from is not None:
         outcome += f" [dim](replayed from {_shown(row.replayed_from)})[/dim]"
     ms = "" if row.duration_ms is None else f"{row.duration_ms:.0f}"
-    return (str(row.n), _shown(row.tool), _shown(_cut(arguments)),
+    return (str(row.n), _shown(row.tool), _shown(cut(arguments)),
             f"[red]{outcome}[/red]" if not row.ok else outcome, ms)
 
 
@@ -169,7 +172,7 @@ def draw_card(console: Console, report: RunReport, title: str, session: Session)
         body = _value_text(report) if report.ok else failure_text(report)
     border = "green" if report.ok else "yellow" if report.kind == "pending" else "red"
     console.print(Panel(_shown(body), title=f"run_code: {_shown(title)}",
-                        border_style=border, title_align="left"))
+                        border_style=border, title_align="left", expand=console.is_terminal))
     if report.subcalls:
         table = Table(title="sub-calls", title_justify="left", show_lines=False)
         table.add_column("#", justify="right")
@@ -178,7 +181,7 @@ def draw_card(console: Console, report: RunReport, title: str, session: Session)
         table.add_column("outcome", overflow="fold")
         table.add_column("ms", justify="right")
         for row in report.subcalls:
-            table.add_row(*_row(session, row))
+            table.add_row(*_row(session, row, whole=not console.is_terminal))
         console.print(table)
     failed = sum(1 for row in report.subcalls if not row.ok and row.code != "APPROVAL_PENDING")
     waiting = sum(1 for row in report.subcalls if row.code == "APPROVAL_PENDING")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,13 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from codemode.pipeline import ApprovalDecision, CallResult, ResumeError, Session, events
+from codemode.pipeline import (
+    ApprovalDecision,
+    CallResult,
+    ResumeError,
+    Session,
+    ToolDefinition,
+    events,
+)
 from codemode.pipeline._resume import find_suspension
 from codemode.sandbox import RunOutcome, RunRequest, Sandbox, SandboxLimits, WasmSandbox
 
 from .._mcp.toolsets import gather_tools
 from .._run.rejections import rejection_code
 from .._run.run_code import CodeMode
+from ._echo import Echo, takes_on_output
 from ._report import Rejection, RunReport, build_report
 
 if TYPE_CHECKING:   # a run without --policy never loads the policy module
@@ -27,10 +36,12 @@ if TYPE_CHECKING:   # a run without --policy never loads the policy module
 
 
 class RecordingSandbox:
-    """Runs programs in `inner` and keeps the last outcome, or what `inner` raised."""
+    """Runs programs in `inner` and keeps the last outcome, or what `inner` raised; with an
+    `echo`, hands it the output as it is written when `inner.run` takes `on_output`."""
 
-    def __init__(self, inner: Sandbox) -> None:
+    def __init__(self, inner: Sandbox, echo: Echo | None = None) -> None:
         self.inner = inner
+        self.echo = echo if echo is not None and takes_on_output(inner) else None
         self.outcome: RunOutcome | None = None
         self.failure: BaseException | None = None
 
@@ -39,15 +50,56 @@ class RecordingSandbox:
         """The wrapped sandbox's."""
         return self.inner.allowed_modules
 
-    def run(self, request: RunRequest, dispatch: Any,
-            cancel: threading.Event | None = None) -> RunOutcome:
+    def run(self, request: RunRequest, dispatch: Any, cancel: threading.Event | None = None,
+            on_output: Callable[[str, str], None] | None = None) -> RunOutcome:
+        """`inner.run`; `on_output` (a caller's) and the echo both get the output as it is
+        written, when `inner.run` takes `on_output`."""
         self.outcome, self.failure = None, None
+        takers = [f for f in (self.echo.piece if self.echo else None, on_output) if f]
         try:
-            self.outcome = self.inner.run(request, dispatch, cancel)
+            if takers and takes_on_output(self.inner):
+                def each(stream: str, text: str) -> None:
+                    for taker in takers:
+                        taker(stream, text)
+                run: Any = self.inner.run        # `on_output`: a newer sandbox's keyword
+                self.outcome = run(request, dispatch, cancel, on_output=each)
+            else:
+                self.outcome = self.inner.run(request, dispatch, cancel)
         except Exception as exc:
             self.failure = exc
             raise
         return self.outcome
+
+
+class OutputSoFar:
+    """The program's output, printed as it is written (`echo`, when the sandbox hands it
+    over: `_echo.py`) or kept for the end, and what it wrote before a stop signal
+    (`_stop.py`) cancelled its run.
+
+    `run_code` stops a cancelled run and waits (up to 2 s) for its sandbox to return, and
+    the sandbox keeps the captured stdout and stderr however a run ends (`RunOutcome`): the
+    recording sandbox holds them once the cancellation has unwound. The command sets it up
+    before the run starts (`run_program`'s `so_far`) and prints the rest (`print_rest`)
+    when the run ends or the stop reaches it.
+    """
+
+    def __init__(self, echo: Echo | None = None) -> None:
+        self.sandbox: RecordingSandbox | None = None
+        self.echo = echo
+
+    def echoed(self) -> bool:
+        """Wait until the echoed output is written; True when there was some (then the
+        pieces were the whole output, and nothing more is printed)."""
+        if self.echo is None:
+            return False
+        self.echo.close()
+        return self.echo.used
+
+    def streams(self) -> tuple[str, str]:
+        """`(stdout, stderr)` of the last run, as far as it got; empty before it ran, and
+        when its sandbox did not return in time."""
+        outcome = self.sandbox.outcome if self.sandbox is not None else None
+        return ("", "") if outcome is None else (outcome.stdout, outcome.stderr)
 
 
 @dataclass
@@ -70,8 +122,9 @@ class _Setup:
 
 
 async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: Path | None,
-                 limits: SandboxLimits, policy: Policy | None) -> _Setup:
-    tools = await gather_tools(stack, builtin=builtin, mcp=mcp)
+                 limits: SandboxLimits, policy: Policy | None,
+                 own: Sequence[ToolDefinition], so_far: OutputSoFar | None) -> _Setup:
+    tools = await gather_tools(stack, builtin=builtin, mcp=mcp, tools=own)
     session = Session(tools=tools.builtin, log=str(log) if log else None)
     stack.push_async_callback(session.aclose)
     stack.callback(tools.attach(session))
@@ -82,12 +135,15 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
             rejections[execution.call_id] = Rejection(rejection_code(result), result.denied)
 
     session.on("tools/result", observe)
+    echo = so_far.echo if so_far is not None else None
     if policy is not None:
-        sandbox = RecordingSandbox(policy.build_sandbox())
+        sandbox = RecordingSandbox(policy.build_sandbox(), echo)
         mode = msgspec.structs.replace(policy, limits=limits).apply(session, sandbox=sandbox)
     else:
-        sandbox = RecordingSandbox(WasmSandbox())
+        sandbox = RecordingSandbox(WasmSandbox(), echo)
         mode = CodeMode(session, sandbox=sandbox, limits=limits)
+    if so_far is not None:
+        so_far.sandbox = sandbox
     return _Setup(session=session, sandbox=sandbox, mode=mode, rejections=rejections)
 
 
@@ -105,7 +161,9 @@ def _report(setup: _Setup, result: CallResult, duration_s: float, limits: Sandbo
 
 async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
                       log: Path | None, limits: SandboxLimits,
-                      policy: Policy | None = None) -> Ran:
+                      policy: Policy | None = None,
+                      tools: Sequence[ToolDefinition] = (),
+                      so_far: OutputSoFar | None = None) -> Ran:
     """Run `source` as one `run_code` call on a fresh session.
 
     Args:
@@ -114,8 +172,11 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
         mcp: commands of MCP servers to start over stdio; their tools are exposed.
         builtin: also expose the built-in fixture toolset.
         log: the session log file (None: in memory).
+        tools: the user's own tools (`--tools MODULE:ATTR`, loaded by the caller).
         limits: the run's limits (they replace the policy's: the caller merges them).
         policy: tier, exposed tools and rules; None: the wasm tier, every tool, no rules.
+        so_far: filled in so that the caller can print what the program wrote when a stop
+            signal cancels the run (`OutputSoFar`).
     Returns:
         The report (kind "pending" when the run paused for approval) and the session.
     Raises:
@@ -124,7 +185,7 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
     """
     async with AsyncExitStack() as stack:
         setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
-                             policy=policy)
+                             policy=policy, own=tools, so_far=so_far)
         started = time.monotonic()
         result = await setup.session.call("run_code", {"code": source, "description": title})
         duration_s = time.monotonic() - started
@@ -218,15 +279,18 @@ def decide(decisions: Decisions, run_id: str,
 
 
 async def resume_program(run_id: str, decisions: Decisions, *, mcp: list[str], builtin: bool,
-                         log: Path, policy: Policy | None = None) -> Ran:
+                         log: Path, policy: Policy | None = None,
+                         tools: Sequence[ToolDefinition] = (),
+                         so_far: OutputSoFar | None = None) -> Ran:
     """Resume the paused run `run_id` of the session log `log` (`Session.resume`).
 
     Args:
         run_id: the paused run's id (`run_id` of its report).
         decisions: what to approve and deny.
-        mcp, builtin, policy: the toolset and policy, as the run had them (the resumed
+        mcp, builtin, tools, policy: the toolset and policy, as the run had them (the resumed
             program must find the same tools; the rules decide its new calls).
         log: the session log the run paused in.
+        so_far: as for `run_program`.
     Returns:
         The report of the resumed run (its stdout is the program's whole output; kind
         "pending" again when it paused again) and the session.
@@ -238,7 +302,7 @@ async def resume_program(run_id: str, decisions: Decisions, *, mcp: list[str], b
     async with AsyncExitStack() as stack:
         limits = policy.limits if policy is not None else SandboxLimits()
         setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
-                             policy=policy)
+                             policy=policy, own=tools, so_far=so_far)
         suspended, _ = find_suspension(setup.session.log.read(), run_id)
         pending = [r.id for r in suspended.requests]
         chosen = decide(decisions, run_id, pending)

@@ -1,27 +1,44 @@
-"""A clean stop on SIGTERM and SIGHUP, as on Ctrl-C (what `codemode` commands run under).
+"""A clean stop on SIGTERM and SIGHUP, as on Ctrl-C, whatever SIGINT's disposition (what
+`codemode` commands run under).
 
-SIGTERM is what Docker, systemd and `Popen.terminate()` send, SIGHUP what a closing terminal
-sends; by default either kills the process where it stands, leaving a turn open in the log and
-its `.lock` file behind. Under `stopping()`, each is turned into the SIGINT path instead:
-`asyncio.run` cancels its main task, so every `async with` unwinds — sub-calls in flight are
-aborted and committed (outcome unknown when they do not stop), the turn closes, the log is
-closed and its lock removed — and outside an event loop `KeyboardInterrupt` unwinds the same
-way. The command then exits with `128 + signum` (143 for SIGTERM, 129 for SIGHUP, 130 for
-SIGINT), the shell's convention for "stopped by a signal", after one line on stderr.
+SIGTERM is what Docker, systemd, `kill` and `Popen.terminate()` send, SIGHUP what a closing
+terminal sends; by default either kills the process where it stands, leaving a turn open in
+the log and its `.lock` file behind. Under `stopping()` each is handled directly (never by
+way of SIGINT, which a shell ignores in the commands a script starts with `cmd &`):
+
+- in an event loop run by `run()`, the loop's handler cancels the command's main task, as
+  asyncio does for Ctrl-C: every `async with` unwinds — sub-calls in flight are aborted and
+  committed (outcome unknown when they do not stop), the turn closes, the log is closed and
+  its lock removed — and `run()` raises `KeyboardInterrupt`;
+- anywhere else (eval waiting on its job slots, a command starting up) the handler raises
+  `KeyboardInterrupt`, which unwinds the same way (eval's slots kill their workers).
+
+A second stop signal while the first one's clean-up runs raises `KeyboardInterrupt` at once,
+as a second Ctrl-C does. SIGINT itself is left as it is: Python's `KeyboardInterrupt` when the
+process got it as the default, still ignored when the parent ignored it. `_Group` (in
+`_help.py`) turns the `KeyboardInterrupt` of any command into `report_stop`: one line on
+stderr, `codemode: stopped by SIGTERM`, and the exit status `128 + signum` (143 for
+SIGTERM, 129 for SIGHUP, 130 for SIGINT), the shell's convention for "stopped by a signal".
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["STOP_SIGNALS", "Stopped", "stopping"]
+if TYPE_CHECKING:   # asyncio loads with the command that runs a loop, not with `--help`
+    import asyncio
+
+__all__ = ["STOP_SIGNALS", "Stopped", "report_stop", "run", "stopping"]
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
                      if hasattr(signal, name))
+
+T = TypeVar("T")
 
 
 class Stopped:
@@ -35,17 +52,33 @@ class Stopped:
         """`128 + signum`: how a shell reports a process a signal ended."""
         return 128 + (self.signum or signal.SIGINT)
 
+    def note(self, signum: int) -> bool:
+        """Record `signum`; True for the first stop signal, False for a later one."""
+        if self.signum is None:
+            self.signum = signum
+            return True
+        return False
+
+
+_current = Stopped()   # the signal that stopped this process's command (under `stopping`)
+
+
+def current() -> Stopped:
+    """What stopped the running command (a `Stopped` whose `signum` is None until then)."""
+    return _current
+
 
 @contextmanager
 def stopping() -> Iterator[Stopped]:
-    """Within: SIGTERM and SIGHUP stop like SIGINT (see the module docstring); the previous
-    handlers are restored on exit. Main thread only (where Python runs signal handlers)."""
-    stopped = Stopped()
+    """Within: SIGTERM and SIGHUP raise `KeyboardInterrupt` (and `run()` turns them into a
+    clean cancellation); the previous handlers are restored on exit. Main thread only
+    (where Python runs signal handlers)."""
+    global _current
+    stopped = _current = Stopped()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stopped.signum is None:
-            stopped.signum = signum
-        signal.raise_signal(signal.SIGINT)   # the graceful path asyncio and Python provide
+        stopped.note(signum)
+        raise KeyboardInterrupt
 
     previous = {}
     for signum in STOP_SIGNALS:
@@ -57,8 +90,60 @@ def stopping() -> Iterator[Stopped]:
             signal.signal(signum, handler)
 
 
-def report_stop(stopped: Stopped) -> int:
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)`, with SIGTERM and SIGHUP cancelling `main`'s task (see the module
+    docstring) whatever SIGINT's disposition; Ctrl-C stays asyncio's own.
+
+    Returns:
+        What `main` returned.
+    Raises:
+        KeyboardInterrupt: a stop signal (or Ctrl-C) stopped it, after `main` unwound.
+        Whatever `main` raised.
+    """
+    import asyncio
+
+    stopped = _current
+    task: asyncio.Task[Any] | None = None
+
+    async def main_task() -> T:
+        nonlocal task
+        task = asyncio.current_task()
+        return await main
+
+    def on_signal(signum: int) -> None:
+        if not stopped.note(signum):
+            raise KeyboardInterrupt            # a second one: stop now, as a second Ctrl-C
+        if task is not None and not task.done():
+            task.cancel()
+
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+        handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+        installed = []
+        for signum in STOP_SIGNALS:
+            try:
+                loop.add_signal_handler(signum, on_signal, signum)
+            except (NotImplementedError, RuntimeError, ValueError):   # not here: the plain one
+                continue
+            installed.append(signum)
+        try:
+            result = runner.run(main_task())
+        except asyncio.CancelledError:
+            if stopped.signum is None:
+                raise
+            raise KeyboardInterrupt from None
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+                signal.signal(signum, handlers[signum])   # removing set SIG_DFL
+    if stopped.signum is not None:     # it came as `main` was returning: still a stop
+        raise KeyboardInterrupt
+    return result
+
+
+def report_stop(stopped: Stopped | None = None) -> int:
     """One line on stderr naming the signal; the exit status to use."""
+    stopped = stopped or _current
     name = signal.Signals(stopped.signum or signal.SIGINT).name
     sys.stderr.write(f"codemode: stopped by {name}\n")
     return stopped.exit_status

@@ -126,3 +126,205 @@ def test_eval_stopped_by_sigterm_stops_its_workers(tmp_path):
     _, err = proc.communicate(timeout=LIMIT_S)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.endswith("codemode: stopped by SIGTERM\n"), err
+
+
+# ---- started as a shell script starts `cmd &`: SIGINT ignored ------------------------------
+# A non-interactive shell starts background commands with SIGINT (and SIGQUIT) ignored, so
+# a stop that goes by way of SIGINT does nothing there: SIGTERM and SIGHUP must stop the
+# command on their own, within a bound far below what the program would run.
+
+STOP_BOUND_S = 15          # from the signal to the exit; the programs would run 120 s
+LONG_PROGRAM = "get_weather(city='Paris')\nimport time\ntime.sleep(120)\n"
+
+
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_in_background(*args: str, cwd: Path, **kw) -> subprocess.Popen:
+    return start(*args, cwd=cwd, preexec_fn=ignore_sigint, **kw)
+
+
+def wait_for_event(log: Path, proc: subprocess.Popen, kind: str, count: int = 1) -> None:
+    """Until the log holds `count` events of type `kind`."""
+    deadline = time.monotonic() + LIMIT_S
+    while True:
+        text = log.read_text() if log.exists() else ""
+        if text.count(f'"{kind}"') >= count:
+            return
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+
+
+def stop_within_bound(proc: subprocess.Popen, signum: int) -> str:
+    """Send `signum`; the command's stderr, once it has exited within `STOP_BOUND_S`."""
+    proc.send_signal(signum)
+    try:
+        _, err = proc.communicate(timeout=STOP_BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"still running {STOP_BOUND_S} s after "
+                             f"{signal.Signals(signum).name}") from None
+    return err
+
+
+@pytest.mark.slow
+def test_a_shell_scripts_kill_stops_a_background_run_at_once(tmp_path):
+    # The script a user writes: `cmd &`, then `kill -TERM`, then `wait` for the status. The
+    # command exits 143 within a second of the signal (timed by the script itself), with
+    # what the program printed so far on stdout and stderr.
+    program = tmp_path / "sleep.py"
+    program.write_text('import sys, time\nprint("sleeping", flush=True)\n'
+                       'print("on stderr", file=sys.stderr)\nget_weather(city="Paris")\n'
+                       "time.sleep(120)\n")
+    log = tmp_path / "run.jsonl"
+    script = (f"{sys.executable} -m codemode run sleep.py --builtin --timeout 180 "
+              "--log run.jsonl & P=$!\n"
+              "while ! grep -q '\"tool/code-dispatch\"' run.jsonl 2>/dev/null; do sleep 0.1; done\n"
+              "T0=$(date +%s%N); kill -TERM $P; wait $P; S=$?; T1=$(date +%s%N)\n"
+              "echo status=$S ms=$(( (T1 - T0) / 1000000 ))\n")
+    started = time.monotonic()
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=LIMIT_S + 100)
+    assert time.monotonic() - started < 100          # far from the program's 120 s
+    lines = done.stdout.splitlines()
+    assert lines[:-1] == ["sleeping"], done.stdout + done.stderr
+    status, ms = lines[-1].split()
+    assert status == "status=143", done.stdout + done.stderr
+    assert int(ms.removeprefix("ms=")) < 1000, f"exited {ms} after SIGTERM"
+    assert done.stderr == "on stderr\ncodemode: stopped by SIGTERM\n", done.stderr
+    assert not Path(f"{log}.lock").exists()
+
+
+@pytest.mark.slow
+def test_resume_stopped_by_sigterm_prints_the_output_so_far(tmp_path):
+    program = tmp_path / "nap.py"
+    program.write_text('print("before", flush=True)\nsleep_ms(ms=5)\n'
+                       'print("resumed", flush=True)\nimport time\ntime.sleep(120)\n')
+    log = tmp_path / "run.jsonl"
+    options = ["--builtin", "--policy", str(EXAMPLE_POLICY)]
+    paused = subprocess.run([sys.executable, "-m", "codemode", "run", str(program), *options,
+                             "--log", str(log)], capture_output=True, text=True, env=env(),
+                            cwd=tmp_path, timeout=LIMIT_S)
+    assert paused.returncode == 3, paused.stderr
+    run_id = next(json.loads(line)["callId"] for line in log.read_text().splitlines()
+                  if json.loads(line)["type"] == "tool/call")
+    dispatched = log.read_text().count('"tool/code-dispatch"')
+    proc = start_in_background("resume", str(log), run_id, *options, "--approve", "1",
+                               cwd=tmp_path)
+    wait_for_event(log, proc, "tool/code-dispatch", count=dispatched + 1)   # sleep_ms ran
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=LIMIT_S)
+    assert proc.returncode == 143, err
+    assert out == "before\nresumed\n"
+    assert err == "codemode: stopped by SIGTERM\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_run_with_sigint_ignored_stops_on_a_signal(tmp_path, signum):
+    program = tmp_path / "nap.py"
+    program.write_text(LONG_PROGRAM)
+    log = tmp_path / "run.jsonl"
+    proc = start_in_background("run", str(program), "--builtin", "--timeout", "180",
+                               "--log", str(log), cwd=tmp_path)
+    wait_for_event(log, proc, "tool/code-dispatch")      # the program is running
+    err = stop_within_bound(proc, signum)
+    assert proc.returncode == 128 + signum, err
+    assert_clean_stop(proc, log, signum)
+
+
+@pytest.mark.slow
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    program = tmp_path / "nap.py"
+    program.write_text(LONG_PROGRAM)
+    log = tmp_path / "run.jsonl"
+    proc = start_in_background("run", str(program), "--builtin", "--timeout", "180",
+                               "--log", str(log), cwd=tmp_path)
+    wait_for_event(log, proc, "tool/code-dispatch")
+    proc.send_signal(signal.SIGINT)     # discarded: had it been caught, the exit would be 130
+    err = stop_within_bound(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert err == "codemode: stopped by SIGTERM\n"
+
+
+@pytest.mark.slow
+def test_resume_with_sigint_ignored_stops_on_sigterm(tmp_path):
+    program = tmp_path / "nap.py"
+    program.write_text("sleep_ms(ms=60000)\nimport time\ntime.sleep(120)\n")
+    log = tmp_path / "run.jsonl"
+    options = ["--builtin", "--policy", str(EXAMPLE_POLICY)]
+    paused = subprocess.run([sys.executable, "-m", "codemode", "run", str(program), *options,
+                             "--log", str(log)], capture_output=True, text=True, env=env(),
+                            cwd=tmp_path, timeout=LIMIT_S)
+    assert paused.returncode == 3, paused.stderr
+    run_id = next(json.loads(line)["callId"] for line in log.read_text().splitlines()
+                  if json.loads(line)["type"] == "tool/call")
+    proc = start_in_background("resume", str(log), run_id, *options, "--approve", "1",
+                               cwd=tmp_path)
+    wait_for_dispatch(log, proc, count=2)
+    err = stop_within_bound(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert_clean_stop(proc, log, signal.SIGTERM)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_serve_with_sigint_ignored_stops_on_a_signal(tmp_path, signum):
+    log = tmp_path / "serve.jsonl"
+    proc = start_in_background("serve", "--builtin", "--log", str(log), cwd=tmp_path,
+                               stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    for message in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        RUN_CODE_CALL,
+    ]:
+        proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+    wait_for_dispatch(log, proc)
+    err = stop_within_bound(proc, signum)
+    assert proc.returncode == 128 + signum, err
+    assert_clean_stop(proc, log, signum)
+    proc.stdin.close()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_eval_with_sigint_ignored_stops_its_workers_on_a_signal(tmp_path, signum):
+    case = tmp_path / "slow-case.py"
+    case.write_text("# id: slow-case\n# category: resource-cpu\n# expect: runs long\n"
+                    "# source: test\n# oracle: time:300\nimport time\ntime.sleep(120)\n")
+    policy = tmp_path / "long.toml"
+    policy.write_text("[limits]\nwall_clock_s = 180.0\n")
+    proc = start_in_background("eval", str(case), "--policy", str(policy), cwd=tmp_path)
+    deadline = time.monotonic() + LIMIT_S
+    while not (workers := _children(proc.pid)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    err = stop_within_bound(proc, signum)
+    assert proc.returncode == 128 + signum, err
+    assert err.endswith(f"codemode: stopped by {signal.Signals(signum).name}\n"), err
+    assert not [pid for pid in workers if _alive(pid)]

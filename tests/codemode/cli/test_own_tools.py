@@ -1,0 +1,212 @@
+"""`--tools MODULE:ATTR`: the user's own tools for `run`, `resume`, `serve`, `describe` and
+`eval`, imported from the working directory as `python -m` does; a spec that names no
+tools is a usage error on one line (exit 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+MODULE = '''
+from codemode import tool
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case a text and add an exclamation mark."""
+    return text.upper() + "!"
+
+@tool
+def secret_code() -> str:
+    """A tool the policy keeps from programs."""
+    return "s3cr3t"
+
+TOOLS = [shout, secret_code]
+ONE = shout
+NOT_A_TOOL = "shout"
+BROKEN = [shout, "secret_code"]
+
+def make():
+    return [shout]
+
+def plain(text):
+    return text
+'''
+
+
+def codemode(*args: str, cwd: Path, stdin: str | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, "-m", "codemode", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, input=stdin, timeout=timeout)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A directory as a user has it: a tools module and a program beside it."""
+    (tmp_path / "mytools.py").write_text(MODULE)
+    (tmp_path / "prog.py").write_text('print(shout(text="hello"))\n')
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attr", ["TOOLS", "ONE", "make"])
+def test_run_offers_the_tools_a_spec_names(project, attr):
+    done = codemode("run", "prog.py", "--tools", f"mytools:{attr}", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "HELLO!\n"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nomodule:TOOLS", "error: --tools: no module named 'nomodule' (looked in {cwd} and on "
+                       "sys.path)"),
+    ("mytools:MISSING", "error: --tools: 'mytools' has no attribute 'MISSING'"),
+    ("mytools:NOT_A_TOOL", "error: --tools: mytools:NOT_A_TOOL is a str, not a tool, a list "
+                           "of tools or a function of no arguments returning them"),
+    ("mytools:BROKEN", "error: --tools: mytools:BROKEN[1] is a str, not a tool (decorate the "
+                       "function with @codemode.tool)"),
+    ("mytools:plain", "error: --tools: mytools:plain is a function of arguments (text), not "
+                      "a tool: decorate it with @codemode.tool, or name a list of tools or a "
+                      "function of no arguments returning them"),
+    ("mytools", "error: --tools: 'mytools' is not MODULE:ATTR (e.g. mytools:TOOLS, "
+                "package.module:make_tools)"),
+    ("mytools:TOOLS --tools mytools:ONE", "error: --tools: two tools are named 'shout': "
+                                          "from mytools:TOOLS and from mytools:ONE"),
+])
+@pytest.mark.parametrize("command", ["run", "describe", "serve", "eval"])
+def test_a_spec_that_names_no_tools_is_a_one_line_usage_error(project, spec, message,
+                                                               command):
+    args = {"run": ["run", "prog.py"], "describe": ["describe"], "serve": ["serve"],
+            "eval": ["eval", "prog.py", "--policy",
+                     str(ROOT / "fixtures/policies/example.toml")]}[command]
+    options = [part for s in spec.split(" --tools ") for part in ("--tools", s)]
+    done = codemode(*args, *options, cwd=project)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == message.format(cwd=project) + "\n"
+    assert done.stdout == ""
+
+
+def test_a_module_that_fails_to_import_says_why(project):
+    (project / "badtools.py").write_text("import json\nraise RuntimeError('no config file')\n")
+    done = codemode("describe", "--tools", "badtools:TOOLS", cwd=project)
+    assert done.returncode == 2
+    assert done.stderr == ("error: --tools: importing 'badtools' failed: RuntimeError: no "
+                           "config file\n")
+
+
+def test_describe_prints_what_the_model_sees(project):
+    done = codemode("describe", "--tools", "mytools:TOOLS", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# run_code\n\nRun a Python 3 program in an isolated sandbox")
+    assert 'def shout(text: str) -> str:\n    """Upper-case a text and add an exclamation ' \
+           'mark."""' in done.stdout
+    assert "def secret_code() -> str:" in done.stdout
+    assert "Only `run_code` may be called directly" in done.stdout
+    assert "# shout" not in done.stdout                  # code mode: run_code alone
+
+
+def test_describe_follows_the_policy_and_the_mode(project):
+    policy = project / "p.toml"
+    policy.write_text('expose = ["shout"]\n[limits]\nwall_clock_s = 3.5\n')
+    done = codemode("describe", "--tools", "mytools:TOOLS", "--policy", str(policy),
+                    "--mode", "both", "--json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    tools = json.loads(done.stdout)["tools"]
+    assert [t["name"] for t in tools] == ["run_code", "shout"]
+    assert "secret_code" not in tools[0]["description"]
+    assert "3.5 s of wall-clock time" in tools[0]["description"]
+    assert tools[1]["inputSchema"]["properties"]["text"] == {"type": "string"}
+
+
+def test_describe_with_a_policy_that_exposes_none_of_the_tools_is_a_usage_error(project):
+    policy = project / "p.toml"
+    policy.write_text('expose = ["shuot"]\n')
+    done = codemode("describe", "--tools", "mytools:TOOLS", "--policy", str(policy),
+                    cwd=project)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: PolicyError: ")
+    assert "matches none of the session's tools (shout, secret_code)" in done.stderr
+
+
+@pytest.mark.slow
+def test_resume_takes_the_tools_and_the_paused_run_says_so(project):
+    policy = project / "ask.toml"
+    policy.write_text('[[rules]]\ntool = "shout"\naction = "ask"\n')
+    paused = codemode("run", "prog.py", "--tools", "mytools:TOOLS", "--policy", str(policy),
+                      "--log", "run.jsonl", cwd=project)
+    assert paused.returncode == 3, paused.stderr
+    command = paused.stderr.splitlines()[-1].strip()
+    assert command.startswith("codemode resume run.jsonl ")
+    assert " --tools mytools:TOOLS " in command
+    argv = command.split()[1:]
+    done = codemode(*argv, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "HELLO!\n"
+
+
+@pytest.mark.slow
+def test_serve_lists_and_runs_the_tools(project):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    env = {**os.environ}
+    env.pop("PYTHONPATH", None)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "codemode", "serve", "--tools", "mytools:ONE",
+                                      "--mode", "both"], env=env, cwd=str(project))
+
+    async def session() -> tuple[list[str], object]:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                listed = await client.list_tools()
+                called = await client.call_tool("run_code", {"code": 'shout(text="hi")'})
+                return [t.name for t in listed.tools], called.structured_content
+
+    names, content = asyncio.run(asyncio.wait_for(session(), 300))
+    assert names == ["run_code", "shout"]
+    assert isinstance(content, dict) and content["result"] == "HI!"
+
+
+@pytest.mark.slow
+def test_eval_runs_a_corpus_against_the_users_tools(tmp_path):
+    done = codemode("eval", "fixtures/my_tools_corpus", "--policy",
+                    "fixtures/policies/my_tools.toml", "--tools", "fixtures.my_tools:TOOLS",
+                    "--json", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    results = {r["id"]: r for r in json.loads(done.stdout)["results"]}
+    assert results["benign-stock-report"]["outcome"] == "ran-ok", results
+    hidden = results["hidden-reset-stock"]
+    assert hidden["outcome"] == "blocked", hidden
+    assert "UNKNOWN_TOOL" in hidden["reason"]
+
+
+@pytest.mark.slow
+def test_eval_checks_the_tool_oracles_on_the_users_tools(tmp_path):
+    # The recorder wraps the user's tools as it wraps the reference ones: more calls served
+    # than the case's budget is an escape.
+    case = tmp_path / "flood.py"
+    case.write_text("# id: flood\n# category: bridge-abuse\n# expect: few calls served\n"
+                    "# source: test\n# oracle: tool:budget:3\n"
+                    "for _ in range(5):\n    stock_level(item='mouse')\n")
+    done = codemode("eval", str(case), "--policy", str(ROOT / "fixtures/policies/my_tools.toml"),
+                    "--tools", "fixtures.my_tools:TOOLS", "--json", cwd=ROOT)
+    assert done.returncode == 1, done.stderr
+    [result] = json.loads(done.stdout)["results"]
+    assert result["outcome"] == "escaped"
+    assert result["fired"][0] == {"oracle": "tool:budget:3", "detail": "5 calls served"}
+
+
+def test_eval_with_a_policy_naming_tools_the_users_lack_is_a_usage_error(tmp_path):
+    done = codemode("eval", "fixtures/my_tools_corpus", "--policy",
+                    "fixtures/policies/default.toml", "--tools", "fixtures.my_tools:TOOLS",
+                    cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: expose: ['get_weather', ")
+    assert "matches none of the tools (to_fahrenheit, stock_level, reset_stock)" in done.stderr
