@@ -41,7 +41,7 @@ from .budget import summary_of
 from .description import describe_tool
 from .stubs import ToolStub
 
-__all__ = ["DESCRIBE", "DISCOVERY_NAMES", "DISCOVERY_SPECS", "MAX_QUERY_CHARS",
+__all__ = ["DESCRIBE", "DISCOVERY_NAMES", "DISCOVERY_SPECS", "DISCOVERY_STUBS", "MAX_QUERY_CHARS",
            "MAX_SEARCH_LIMIT", "SEARCH_TOOLS", "ToolIndex"]
 
 SEARCH_TOOLS = "codemode/search_tools"
@@ -69,6 +69,19 @@ DISCOVERY_SPECS = (
                  "`name` (its Python name or tool name), as the full listing shows it.",
              params=(ParamSpec(name="name", required=True),)),
 )
+
+DISCOVERY_STUBS = '''\
+def search_tools(query: str, limit: int = 10) -> list[dict[str, str]]:
+    """The run's tools that best match the words of `query`, best first."""
+    ...
+
+
+def describe(name: str) -> str:
+    """The full typed signature and docstring of the tool `name`."""
+    ...
+'''
+"""The two functions as typed stubs, for a module a type checker reads besides the tools'
+(`description.stubs_module`)."""
 
 _STOP_WORDS = frozenset("a an and as at be by for from in is it of on or that the this to with"
                         .split())

@@ -213,3 +213,17 @@ async def test_a_resumed_run_replays_its_discovery_calls(tmp_path: Path) -> None
     assert done.value["result"] == ["def add(a: int, b: int) -> int:", "sent 5 to ada"]
     assert done.value["subcalls"]["discovery"] == {"search_tools": 1, "describe": 1}
     assert check(list(Session(log=log).log.read())) == []
+
+
+def test_the_typed_stubs_of_discovery_match_what_the_guest_binds() -> None:
+    import ast
+
+    from codemode._run.discovery import DISCOVERY_SPECS, DISCOVERY_STUBS
+
+    functions = {f.name: f for f in ast.parse(DISCOVERY_STUBS).body
+                 if isinstance(f, ast.FunctionDef)}
+    for spec in DISCOVERY_SPECS:
+        args = functions[spec.alias].args
+        defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
+        assert [(a.arg, d is None) for a, d in zip(args.args, defaults, strict=True)] == [
+            (p.name, p.required) for p in spec.params]
