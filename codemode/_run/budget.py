@@ -51,9 +51,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 def summary_of(stub: ToolStub, max_chars: int = 100) -> str:
     """The first sentence of `stub`'s docstring's first paragraph, whitespace collapsed, cut
     to `max_chars` characters ending in "…"; "" when it has no docstring."""
-    paragraph = re.split(r"\n\s*\n", stub.docstring, maxsplit=1)[0]
-    text = " ".join(paragraph.split())
-    text = _SENTENCE_END.split(text, maxsplit=1)[0]
+    return _cut_summary(_first_sentence(stub.docstring), max_chars)
+
+
+def _first_sentence(docstring: str) -> str:
+    paragraph = re.split(r"\n\s*\n", docstring, maxsplit=1)[0]
+    return _SENTENCE_END.split(" ".join(paragraph.split()), maxsplit=1)[0]
+
+
+def _cut_summary(text: str, max_chars: int) -> str:
     if len(text) > max_chars:
         text = text[: max(max_chars - 1, 0)].rstrip() + "…"
     return text
@@ -81,9 +87,11 @@ def bounded(full: Callable[[], str], head: str, stubs: Sequence[ToolStub],
         `full()` when it has at most `budget` characters, else `head`, the discovery
         paragraph and the longest index of `stubs` that fits (see the module docstring).
     """
-    text = full()
-    if len(text) <= budget:
-        return text
+    # Every signature is in the full listing: when they alone overflow, it is not made.
+    if len(head) + sum(len(stub.signature) for stub in stubs) <= budget:
+        text = full()
+        if len(text) <= budget:
+            return text
     lead = head + DISCOVERY_TEXT + _INDEX_HEADING.format(n=len(stubs))
     room = budget - len(lead)
     index = _index(stubs, room) if room > 0 else None
@@ -107,8 +115,12 @@ def _index(stubs: Sequence[ToolStub], room: int) -> str | None:
     """The most detailed index of `stubs` of at most `room` characters, or None when not
     even the shortest form fits."""
     groups = _groups(stubs)
+    sentences = {stub.alias: _first_sentence(stub.docstring) for stub in stubs}
     for chars in (100, 60, 30):
-        text = _with_summaries(groups, chars)
+        # Each line has at least its name: when the names alone overflow, no need to try.
+        if sum(len(a) + 3 for a in sentences) > room:
+            break
+        text = _with_summaries(groups, sentences, chars)
         if len(text) <= room:
             return text
     text = "".join(_names_line(group, members) for group, members in groups)
@@ -118,12 +130,13 @@ def _index(stubs: Sequence[ToolStub], room: int) -> str | None:
     return shortened if len(shortened) <= room else None
 
 
-def _with_summaries(groups: list[tuple[str, list[ToolStub]]], chars: int) -> str:
+def _with_summaries(groups: list[tuple[str, list[ToolStub]]], sentences: dict[str, str],
+                    chars: int) -> str:
     lines: list[str] = []
     for group, members in groups:
         lines.append(f"[{group}]\n")
         for stub in members:
-            summary = summary_of(stub, chars)
+            summary = _cut_summary(sentences[stub.alias], chars)
             lines.append(f"- {stub.alias}: {summary}\n" if summary else f"- {stub.alias}\n")
     return "".join(lines)
 
