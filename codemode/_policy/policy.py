@@ -6,6 +6,7 @@ A policy file is TOML::
     tier = "wasm"                       # or "restricted" (a supervised worker process), or
                                         # "restricted-in-process" (trusted code only)
     expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
+    description_budget = 50000          # characters of run_code's description (the default)
 
     [limits]                            # sandbox.SandboxLimits fields, with their units
     wall_clock_s = 5
@@ -83,6 +84,7 @@ from msgspec import UNSET, UnsetType
 from codemode.pipeline import Allow, Ask, Deny, Session
 from codemode.sandbox import Sandbox, SandboxLimits
 
+from .._run.budget import DEFAULT_DESCRIPTION_BUDGET, MIN_DESCRIPTION_BUDGET
 from .._run.labels import LabelRule, RunFlow, describe_evidence, describe_sources
 from .._run.run_code import RUN_CODE, CodeMode
 from .._run.seal import SealKey
@@ -299,6 +301,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         labels: `[[labels]]` entries: the labels the results of matching tools carry (on
             top of each tool definition's own `labels`).
         description: what the policy is for, for people.
+        description_budget: the most characters `run_code`'s description may have
+            (`CodeMode(description_budget=...)`; default 50,000, at least 4,000); past it
+            the description indexes the tools and programs find the rest with
+            `search_tools` and `describe`.
     """
 
     tier: Tier = "wasm"
@@ -307,6 +313,13 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     rules: tuple[Rule, ...] = ()
     labels: tuple[LabelRule, ...] = ()
     description: str = ""
+    description_budget: int = DEFAULT_DESCRIPTION_BUDGET
+
+    def __post_init__(self) -> None:
+        if self.description_budget < MIN_DESCRIPTION_BUDGET:
+            raise ValueError(f"`description_budget`: {self.description_budget} is below "
+                             f"{MIN_DESCRIPTION_BUDGET}, the fewest characters a description "
+                             "with an index of the tools needs")
 
     # ---- loading ------------------------------------------------------------------------
 
@@ -438,7 +451,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         resumable = True if any(r.defer for r in self.rules) else None
         mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=self._exposes,
-                        resumable=resumable, labels=self.labels, seal_key=seal_key)
+                        resumable=resumable, labels=self.labels, seal_key=seal_key,
+                        description_budget=self.description_budget)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
         return mode

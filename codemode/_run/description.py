@@ -14,9 +14,10 @@ from collections.abc import Iterable, Sequence
 
 from codemode.sandbox import SandboxLimits
 
+from .budget import bounded
 from .stubs import ToolStub, _docstring_block
 
-__all__ = ["describe_tools", "run_code_description", "stubs_module"]
+__all__ = ["describe_tool", "describe_tools", "run_code_description", "stubs_module"]
 
 _MODULE_HEADER = '''\
 # mypy: disable-error-code="empty-body, assignment"
@@ -83,14 +84,21 @@ def _limits_text(limits: SandboxLimits) -> str:
 
 
 def run_code_description(stubs: Sequence[ToolStub], *, modules: frozenset[str],
-                         limits: SandboxLimits, code_mode: bool) -> str:
+                         limits: SandboxLimits, code_mode: bool,
+                         budget: int | None = None) -> str:
     """The description of `run_code`: how to write a program, the `modules` it may import,
     the `limits` of a run, the rule of code mode when `code_mode`, then the listing of
-    `stubs` (`describe_tools`)."""
-    listing = describe_tools(stubs) if stubs else "(no tools are available)"
+    `stubs` (`describe_tools`). With a `budget` (characters), a listing that does not fit
+    gives way to an index of the tools and how to discover them (`budget.bounded`): the
+    result never has more than `budget` characters."""
     rule = _CODE_MODE_RULE if code_mode else ""
-    return (_PREAMBLE + _modules_text(modules) + _limits_text(limits) + rule
-            + _LISTING_HEADING + listing)
+    head = _PREAMBLE + _modules_text(modules) + _limits_text(limits) + rule
+
+    def full() -> str:
+        listing = describe_tools(stubs) if stubs else "(no tools are available)"
+        return head + _LISTING_HEADING + listing
+
+    return full() if budget is None else bounded(full, head, stubs, budget)
 
 
 def stubs_module(stubs: Sequence[ToolStub]) -> str:
@@ -129,18 +137,28 @@ def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = 300) -> st
     ordered = sorted(stubs, key=lambda s: s.alias)
     classes = _collect_classes(ordered)
     blocks = list(classes.values())
-    for stub in ordered:
-        paragraph = re.split(r"\n\s*\n", stub.docstring, maxsplit=1)[0]
-        doc = " ".join(paragraph.split())
-        if len(doc) > max_doc_chars:
-            doc = doc[: max(max_doc_chars - 1, 0)].rstrip() + "…"
-        if stub.extra_note:
-            doc = f"{doc}\n{stub.extra_note}" if doc else stub.extra_note
-        if doc:
-            blocks.append(f"{stub.signature}\n{_docstring_block(doc, '    ')}")
-        else:
-            blocks.append(f"{stub.signature} ...")
+    blocks.extend(_tool_block(stub, max_doc_chars) for stub in ordered)
     return "\n\n".join(blocks) + "\n"
+
+
+def describe_tool(stub: ToolStub) -> str:
+    """What the full listing (`describe_tools`) shows of one tool: the TypedDicts its
+    signature refers to, then its signature and docstring, in the same words."""
+    return "\n\n".join([*_collect_classes([stub]).values(), _tool_block(stub, 300)]) + "\n"
+
+
+def _tool_block(stub: ToolStub, max_doc_chars: int) -> str:
+    """One tool's signature with the first paragraph of its docstring (whitespace
+    collapsed, cut to `max_doc_chars` characters ending in "…") and its `extra_note`."""
+    paragraph = re.split(r"\n\s*\n", stub.docstring, maxsplit=1)[0]
+    doc = " ".join(paragraph.split())
+    if len(doc) > max_doc_chars:
+        doc = doc[: max(max_doc_chars - 1, 0)].rstrip() + "…"
+    if stub.extra_note:
+        doc = f"{doc}\n{stub.extra_note}" if doc else stub.extra_note
+    if doc:
+        return f"{stub.signature}\n{_docstring_block(doc, '    ')}"
+    return f"{stub.signature} ..."
 
 
 def _collect_classes(stubs: Iterable[ToolStub]) -> dict[str, str]:

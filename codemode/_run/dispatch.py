@@ -79,6 +79,7 @@ from codemode.sandbox import (
 )
 
 from .approvals import _RunApprovals
+from .discovery import DISCOVERY_NAMES, ToolIndex
 from .rejections import rejection_code
 from .replay import Exchange, RecordedCall, RunRecord, sealed_answer
 from .resumed import Replay, Replaying
@@ -114,13 +115,18 @@ class SubCallDispatcher(Replaying):
         run_id: the run's stable id (the first call's id); it prefixes the idempotency key
             and the approval request id of every sub-call.
         replay: the paused run to replay (a resumed run), or None.
+        discovery: the run's tools as `search_tools` and `describe` see them; their calls
+            are answered from it at once, outside the pipeline (`discovery`). None: they
+            are unknown names like any other.
     """
 
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
                  run_signal: Signal, *, run_id: str | None = None,
-                 replay: Replay | None = None, seal: SealKey | None = None) -> None:
+                 replay: Replay | None = None, seal: SealKey | None = None,
+                 discovery: ToolIndex | None = None) -> None:
         self._session = session
+        self._discovery = discovery
         self._outer = outer
         self._exposed = exposed
         self._reachable = frozenset(exposed)
@@ -319,6 +325,10 @@ class SubCallDispatcher(Replaying):
                         signal=Signal.any(self._run_signal))
 
     def _start_live(self, wire_call: SubCall, n: int) -> None:
+        if (self._discovery is not None and wire_call.name in DISCOVERY_NAMES
+                and wire_call.name not in self._exposed):
+            self._answer_now(wire_call, n, self._discovery.answer(wire_call))
+            return
         earlier = self._earlier.pop(n, None)
         if earlier is not None and earlier.fits(wire_call):   # ran before a crash: not again
             self._answer_from_log(wire_call, n, msgspec.structs.replace(
@@ -336,6 +346,18 @@ class SubCallDispatcher(Replaying):
         self._by_guest_id[sub.guest_id] = slot
         self._by_sub_call_id[sub.sub_call_id] = slot
         self._unreported.append(slot)
+
+    def _answer_now(self, wire_call: SubCall, n: int, answer: SubCallOutcome) -> None:
+        """Call `n`, a discovery call, answered with `answer`: no tool runs, nothing of it
+        goes through the pipeline; the run's record keeps it (for a replay) and its value
+        counts it (`SubCallSummary.discovery`)."""
+        sub = self._sub_call(wire_call, n)
+        done: asyncio.Future[None] = self._loop.create_future()
+        done.set_result(None)
+        slot = _Slot(sub=sub, done=done, reply=answer, answered_by=sub.sub_call_id)
+        self._by_guest_id[sub.guest_id] = slot
+        self._unreported.append(slot)
+        self._count(sub.name, None)
 
     def _exclusive(self, call: Scheduled) -> bool:
         """Concurrency-safe only by the tool's own classifier; an unexposed name or a call
@@ -381,6 +403,11 @@ class SubCallDispatcher(Replaying):
         self._count(sub.name, code)
 
     def _count(self, name: str, code: str | None) -> None:
+        if self._discovery is not None and name in DISCOVERY_NAMES \
+                and name not in self._exposed:
+            shown = DISCOVERY_NAMES[name]
+            self.summary.discovery[shown] = self.summary.discovery.get(shown, 0) + 1
+            return
         self.summary.total += 1
         self.summary.by_tool[name] = self.summary.by_tool.get(name, 0) + 1
         if code is not None:

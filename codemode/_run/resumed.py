@@ -21,6 +21,7 @@ from codemode.pipeline import ApprovalDecision, PendingApproval, RunContext, Ses
 from codemode.sandbox import SubCall, SubCallBatch, SubCallErr, SubCallOutcome, SubCallReply
 
 from .approvals import _RunApprovals
+from .discovery import DISCOVERY_NAMES
 from .replay import EarlierAnswer, Exchange, ReplayDiverged, RunRecord, describe, divergence
 from .subcalls import _Slot, _SubCall
 
@@ -122,7 +123,7 @@ class Replaying:
         self._by_guest_id[sub.guest_id] = slot
         self._unreported.append(slot)
         self._count(sub.name, answer.code if isinstance(answer, SubCallErr) else None)
-        if self._logging:
+        if self._logging and sub.name not in DISCOVERY_NAMES:   # no tool: nothing replayed
             outer = self._outer.execution
             self._session.log.append(events.CodeReplayed(
                 root_call_id=outer.root_call_id, parent_call_id=outer.call_id,

@@ -42,7 +42,9 @@ from codemode.sandbox import (
     WasmSandbox,
 )
 
+from .budget import DEFAULT_DESCRIPTION_BUDGET, MIN_DESCRIPTION_BUDGET
 from .description import run_code_description
+from .discovery import DISCOVERY_SPECS, ToolIndex
 from .dispatch import SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .output import FullOutputs, OnRunOutput, cut_json, loop_output
@@ -177,6 +179,14 @@ class CodeMode:
             prints it, `on_output(call_id, stream, text)` on the event loop's thread
             (`OnRunOutput`, docs/codemode.md "Output as it is printed"); also settable as
             the attribute `on_output`.
+        description_budget: the most characters `run_code`'s description may have
+            (default `DEFAULT_DESCRIPTION_BUDGET`, 50,000). While the full listing fits,
+            the description holds it; past it, an index of the tools and how a program
+            finds the rest (`search_tools`, `describe`; `budget`). None: always the full
+            listing, however long.
+
+    Raises:
+        ValueError: `description_budget` is below `MIN_DESCRIPTION_BUDGET` (4,000).
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
@@ -185,7 +195,16 @@ class CodeMode:
                  resumable: bool | None = None,
                  labels: Sequence[LabelRule] = (),
                  seal_key: SealKey | bytes | str | None = None,
-                 on_output: OnRunOutput | None = None) -> None:
+                 on_output: OnRunOutput | None = None,
+                 description_budget: int | None = DEFAULT_DESCRIPTION_BUDGET) -> None:
+        if description_budget is not None and (
+                type(description_budget) is not int
+                or description_budget < MIN_DESCRIPTION_BUDGET):
+            raise ValueError(f"description_budget must be an int of at least "
+                             f"{MIN_DESCRIPTION_BUDGET} characters (or None), not "
+                             f"{description_budget!r}")
+        self.description_budget = description_budget
+        self._indexes: dict[int, tuple[tuple[ToolStub, ...], ToolIndex]] = {}
         self.session = session
         self.on_output = on_output
         self._full = FullOutputs()
@@ -277,7 +296,22 @@ class CodeMode:
         code_mode = self.session.mode_for(agent) == "code"
         modules = getattr(self.sandbox, "allowed_modules", WasmSandbox.allowed_modules)
         return run_code_description(stubs, modules=modules, limits=self.limits,
-                                    code_mode=code_mode)
+                                    code_mode=code_mode, budget=self.description_budget)
+
+    def tool_index(self, agent: str | None = None) -> ToolIndex:
+        """What `search_tools` and `describe` see in `agent`'s programs: the exposed tools'
+        stubs (`discovery.ToolIndex`), built once per set of tools."""
+        return self._index_of(self._stubs_and_specs(agent)[0])
+
+    def _index_of(self, stubs: tuple[ToolStub, ...]) -> ToolIndex:
+        kept = self._indexes.get(id(stubs))
+        if kept is not None and kept[0] is stubs:
+            return kept[1]
+        index = ToolIndex(stubs)
+        if len(self._indexes) >= _STUB_CACHE_SIZE:
+            self._indexes.pop(next(iter(self._indexes)))
+        self._indexes[id(stubs)] = (stubs, index)
+        return index
 
     def flow_of(self, execution: Any) -> RunFlow | None:
         """The labels of the run `execution` is a sub-call of, while it runs; None for a
@@ -335,7 +369,8 @@ class CodeMode:
             run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
-                                       run_id=run_id, replay=replay, seal=self.seal_key)
+                                       run_id=run_id, replay=replay, seal=self.seal_key,
+                                       discovery=self._index_of(stubs))
         outer_id = ctx.execution.call_id
         labelled = bool(self.label_rules) or any(d.labels for d in definitions)
         flow = RunFlow(self._labeller(agent) if labelled else no_labels,
@@ -343,7 +378,7 @@ class CodeMode:
         close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
-        request = RunRequest(code=code, tools=specs,
+        request = RunRequest(code=code, tools=specs + DISCOVERY_SPECS,
                              limits=limits, tape=tape)
         # `on_output` only when there is one: a sandbox without it still fits `Sandbox`.
         stream = loop_output(self.on_output, outer_id, loop)

@@ -25,16 +25,22 @@ from .rejections import rejection_code
 
 @dataclass
 class SubCallSummary:
-    """Counts over one run's sub-calls, for the `run_code` result."""
+    """Counts over one run's sub-calls, for the `run_code` result: tool calls (`total`,
+    `failed`, `denied`, `by_tool`) and, apart from them, calls of `search_tools` and
+    `describe` (`discovery`, in the JSON only when the program made any)."""
 
     total: int = 0
     failed: int = 0
     denied: int = 0
     by_tool: dict[str, int] = field(default_factory=dict)
+    discovery: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"total": self.total, "failed": self.failed, "denied": self.denied,
-                "by_tool": dict(self.by_tool)}
+        value: dict[str, Any] = {"total": self.total, "failed": self.failed,
+                                 "denied": self.denied, "by_tool": dict(self.by_tool)}
+        if self.discovery:
+            value["discovery"] = dict(self.discovery)
+        return value
 
 
 class _SubCall(msgspec.Struct, frozen=True, kw_only=True):
