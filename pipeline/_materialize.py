@@ -39,7 +39,10 @@ def success(defn: ToolDefinition, execution: Execution, value: Any, *,
     try:
         frozen = snapshot(value, what="value")
     except NotLosslessError as exc:
-        raise invalid(exc.message) from None
+        convert = defn.convert_output
+        if convert is None:
+            raise invalid(exc.message) from None
+        frozen = _converted(convert, value, invalid)
     except Exception as exc:
         raise invalid(f"value could not be read ({message_of(exc)})") from None
     schema, fits = defn.output_schema, defn.output_fits
@@ -69,6 +72,23 @@ def success(defn: ToolDefinition, execution: Execution, value: Any, *,
     return CallResult(
         is_error=False, value=frozen, content=content, meta=meta, concludes_turn=concludes
     )
+
+
+def _converted(convert: Any, value: Any, invalid: Any) -> Any:
+    """The frozen snapshot of ``convert(value)`` (the tool's ``convert_output``), for a
+    value that is not lossless JSON as returned. Raises ``invalid(problem)``."""
+    try:
+        converted = convert(value)
+    except RecursionError:
+        raise invalid("value could not be converted to JSON: nested too deeply") from None
+    except Exception as exc:
+        raise invalid(f"value could not be converted to JSON: {message_of(exc)}") from None
+    try:
+        return snapshot(converted, what="value")
+    except NotLosslessError as exc:
+        raise invalid(exc.message) from None
+    except Exception as exc:
+        raise invalid(f"value could not be read ({message_of(exc)})") from None
 
 
 def rebuild_failure(result: CallResult, contexts: tuple[Any, ...]) -> CallResult:
