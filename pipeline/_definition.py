@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from ._convert import check_return, to_json
+from ._deadline import thread_started
 from ._errors import InvalidArgumentsError
 from ._execution import Execution, RunContext
 from ._lossless import snapshot
@@ -38,7 +39,10 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         presentation_meta: ``(args, value) -> JSON``; computed for top-level calls only.
         finalize_content: ``(execution, result) -> blocks | None``; synchronous; runs exactly
             once at the end of every call of this tool, whatever the outcome.
-        timeout_ms: budget in milliseconds, enforced only by the timeout wrapper.
+        timeout_ms: budget in milliseconds, enforced around the body by the pipeline
+            (``_deadline``, docs/pipeline.md "Timeouts"): ``TOOL_TIMEOUT`` when the body
+            stopped at the deadline, ``TOOL_OUTCOME_UNKNOWN`` when it could not be stopped
+            (a sync body in its worker thread). ``None``: no budget.
         is_concurrency_safe: ``(args) -> bool``; a call runs in the parallel pool only when
             this returns exactly ``True``.
         present_call: pure ``(args) -> JSON | None`` for the pending UI card.
@@ -431,11 +435,16 @@ async def _in_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     frame: a ``GeneratorExit`` travelling through a future's ``await`` escapes every
     ``except`` above it (CPython), so the thread hands back the exception as a value."""
 
+    ended = thread_started()    # watched by the call's deadline, if it has one
+
     def run() -> tuple[bool, Any]:
         try:
             return True, func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from argparse included
             return False, exc
+        finally:
+            if ended is not None:
+                ended.set()
 
     ok, outcome = await asyncio.to_thread(run)
     if not ok:
