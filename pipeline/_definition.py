@@ -62,6 +62,10 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
+        show_traceback: a failure of the body shows its traceback to whoever reads the
+            result (the model, a program): appended to ``error.message`` and the content.
+            Default ``False``: the traceback is only in the log's result event and the
+            ``codemode.pipeline.tools`` logger (docs/pipeline.md "Tracebacks").
         labels: what this tool's results carry (``"private"``, ``"untrusted"``): a Code-Mode
             run that receives one of its results holds these labels, and policy rules can
             decide later calls on them (docs/codemode.md "Labels"). Empty: none.
@@ -84,6 +88,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     present_call: Callable[[Any], Any] | None = None
     present_result: Callable[[Any, Any], Any] | None = None
     resumable: bool = False
+    show_traceback: bool = False
     labels: frozenset[str] = frozenset()
     arguments_fit: Callable[[Any], bool] | None = None
     output_fits: Callable[[Any], bool] | None = None
@@ -219,6 +224,7 @@ def tool(
     finalize_content: Callable[[Execution, Any], Any] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
+    show_traceback: bool = False,
     labels: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
@@ -237,6 +243,7 @@ def tool(
     finalize_content: Callable[[Execution, Any], Any] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
+    show_traceback: bool = False,
     labels: Iterable[str] = (),
 ) -> Any:
     """Build a ``ToolDefinition`` from a typed function (sync or async).
@@ -263,6 +270,8 @@ def tool(
     - ``present_call``/``present_result`` are called only for arguments that validate and
       return ``None`` (generic card) on any problem: they never raise.
     - ``labels``: what the tool's results carry (``ToolDefinition.labels``).
+    - ``show_traceback``: the body's traceback shown with its failure
+      (``ToolDefinition.show_traceback``); by default only the log and ``logging`` keep it.
 
     Usable as ``@tool`` or ``@tool(name=..., ...)``.
     """
@@ -281,6 +290,7 @@ def tool(
             finalize_content=finalize_content,
             present_call=present_call,
             present_result=present_result,
+            show_traceback=show_traceback,
             labels=frozenset(labels),
         )
 
@@ -301,6 +311,7 @@ def _build_tool(
     finalize_content: Callable[[Execution, Any], Any] | None,
     present_call: Callable[[Any], Any] | None,
     present_result: Callable[[Any, Any], Any] | None,
+    show_traceback: bool = False,
     labels: frozenset[str] = frozenset(),
 ) -> ToolDefinition:
     tool_name = name or func.__name__
@@ -423,6 +434,7 @@ def _build_tool(
         is_concurrency_safe=classifier,
         present_call=soft(present_call),
         present_result=soft(present_result),
+        show_traceback=show_traceback,
         labels=labels,
         arguments_fit=fits,
         output_fits=None if output_schema is None else output_fits,

@@ -18,7 +18,7 @@ from ._deadline import within_deadline
 from ._errors import HookError, InvalidArgumentsError, InvalidToolOutputError, UnknownToolError
 from ._execution import DispatchExecution, RunContext
 from ._materialize import fingerprint, rebuild_failure, success
-from ._normalize import body_failure, failure_from, listener_failure
+from ._normalize import body_failure, failure_from, listener_failure, shown_traceback
 from ._pending_state import PendingState, aborted
 from ._result import CallResult
 from ._shield import own_cancellation
@@ -115,7 +115,8 @@ class DispatchPhase(PendingState):
         except BaseException as exc:  # SystemExit from argparse included: a result, never an exit
             if own_cancellation(exc):
                 raise  # our own task is being cancelled: not the body's outcome
-            return body_failure(exc, self.execution.name)
+            failure = body_failure(exc, self.execution.name)
+            return shown_traceback(failure) if defn.show_traceback else failure
         finally:
             if fused is not installed:
                 view.signal = installed

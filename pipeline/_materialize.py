@@ -111,7 +111,7 @@ def rebuild_failure(result: CallResult, contexts: tuple[Any, ...]) -> CallResult
     return CallResult(
         is_error=True,
         content=content,
-        error=ToolErrorDetail(message=message, info=info),
+        error=ToolErrorDetail(message=message, info=info, traceback=_trace(error)),
         meta=meta,
         additional_contexts=contexts,
         denied=result.denied is True,
@@ -162,7 +162,8 @@ def materialize(result: Any) -> CallResult:
         return CallResult(
             is_error=True,
             content=content,
-            error=ToolErrorDetail(message=str(error.message), info=info),
+            error=ToolErrorDetail(message=str(error.message), info=info,
+                                  traceback=_trace(error)),
             meta=meta,
             additional_contexts=contexts,
             denied=result.denied is True,
@@ -172,3 +173,9 @@ def materialize(result: Any) -> CallResult:
         is_error=False, content=content, value=value, meta=meta,
         additional_contexts=contexts, concludes_turn=bool(result.concludes_turn is True),
     )
+
+
+def _trace(error: Any) -> str | None:
+    """The developer's traceback a failure carries (a string), else ``None``."""
+    trace = getattr(error, "traceback", None) if isinstance(error, ToolErrorDetail) else None
+    return trace if isinstance(trace, str) else None
