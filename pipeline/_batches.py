@@ -297,5 +297,7 @@ class Batches(Turns):
             ),
             error=info if info is not None else msgspec.UNSET,
             meta=result.meta if result.meta is not None else msgspec.UNSET,
+            traceback=(result.error.traceback if result.error is not None
+                       and result.error.traceback is not None else msgspec.UNSET),
             source_event_seqs=(call_seq,),
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import re
 import typing
@@ -12,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from ._convert import check_return, to_json
+from ._deadline import thread_started
 from ._errors import InvalidArgumentsError
 from ._execution import Execution, RunContext
 from ._lossless import snapshot
@@ -38,7 +39,10 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         presentation_meta: ``(args, value) -> JSON``; computed for top-level calls only.
         finalize_content: ``(execution, result) -> blocks | None``; synchronous; runs exactly
             once at the end of every call of this tool, whatever the outcome.
-        timeout_ms: budget in milliseconds, enforced only by the timeout wrapper.
+        timeout_ms: budget in milliseconds, enforced around the body by the pipeline
+            (``_deadline``, docs/pipeline.md "Timeouts"): ``TOOL_TIMEOUT`` when the body
+            stopped at the deadline, ``TOOL_OUTCOME_UNKNOWN`` when it could not be stopped
+            (a sync body in its worker thread). ``None``: no budget.
         is_concurrency_safe: ``(args) -> bool``; a call runs in the parallel pool only when
             this returns exactly ``True``.
         present_call: pure ``(args) -> JSON | None`` for the pending UI card.
@@ -49,9 +53,19 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         output_fits: the same for the value and ``output_schema`` (``@tool`` sets msgspec's
             check of the return annotation): the value is validated against the schema only
             when it is false.
+        convert_output: ``(value) -> JSON value`` for a value that is not lossless JSON as
+            the body returned it (a dataclass, Struct, enum or datetime, at any depth): the
+            registry calls it only then, before the value is validated, so a JSON value
+            never pays for it (``@tool`` sets msgspec's conversion, ``_convert.to_json``).
+            What it raises makes the call fail ``INVALID_TOOL_OUTPUT``. ``None``: a value
+            that is not lossless JSON fails as it is.
         resumable: the body may suspend (log ``tool/suspended`` and return a pending value)
             and knows how to go on when ``Session.resume`` calls it again with
             ``ctx.resumption`` set (Code Mode's ``run_code``). Only such tools are resumed.
+        show_traceback: a failure of the body shows its traceback to whoever reads the
+            result (the model, a program): appended to ``error.message`` and the content.
+            Default ``False``: the traceback is only in the log's result event and the
+            ``codemode.pipeline.tools`` logger (docs/pipeline.md "Tracebacks").
         labels: what this tool's results carry (``"private"``, ``"untrusted"``): a Code-Mode
             run that receives one of its results holds these labels, and policy rules can
             decide later calls on them (docs/codemode.md "Labels"). Empty: none.
@@ -74,9 +88,11 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     present_call: Callable[[Any], Any] | None = None
     present_result: Callable[[Any, Any], Any] | None = None
     resumable: bool = False
+    show_traceback: bool = False
     labels: frozenset[str] = frozenset()
     arguments_fit: Callable[[Any], bool] | None = None
     output_fits: Callable[[Any], bool] | None = None
+    convert_output: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -92,6 +108,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             raise TypeError(f"tool {self.name!r}: parameters must be a JSON Schema object")
         if not callable(self.execute):
             raise TypeError(f"tool {self.name!r}: execute must be callable")
+        if self.convert_output is not None and not callable(self.convert_output):
+            raise TypeError(f"tool {self.name!r}: convert_output must be callable")
         if self.timeout_ms is not None and (
             not isinstance(self.timeout_ms, (int, float)) or self.timeout_ms <= 0
         ):
@@ -152,7 +170,7 @@ def _inline_schema(kind: Any) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 1:
         name = ref[len("#/$defs/"):]
-        if not any(_ref_uses(defn, name) for key, defn in defs.items() if key != name):
+        if not any(_ref_uses(defn, name) for defn in defs.values()):  # itself included
             schema = dict(defs.pop(name))
         else:
             schema = dict(defs[name])
@@ -206,6 +224,7 @@ def tool(
     finalize_content: Callable[[Execution, Any], Any] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
+    show_traceback: bool = False,
     labels: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
@@ -224,6 +243,7 @@ def tool(
     finalize_content: Callable[[Execution, Any], Any] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
+    show_traceback: bool = False,
     labels: Iterable[str] = (),
 ) -> Any:
     """Build a ``ToolDefinition`` from a typed function (sync or async).
@@ -241,10 +261,17 @@ def tool(
       sleeping, no locks) runs on the event loop itself, sparing two thread hand-offs per
       call (~100-300 us). The declaration is the author's promise: a body that blocks
       anyway stalls every other call of the session while it runs. Ignored for async
-      functions. A returned msgspec Struct or dataclass is converted to builtins.
+      functions.
+    - The returned value is converted to JSON as msgspec encodes it, at any depth
+      (``list[Issue]`` of dataclasses or Structs, enums, datetimes: ``_convert``), when it
+      is not JSON as returned; a return annotation msgspec cannot encode (a plain class,
+      ``object``, an iterator) raises ``TypeError`` here, naming the tool and the type,
+      not when the tool is called.
     - ``present_call``/``present_result`` are called only for arguments that validate and
       return ``None`` (generic card) on any problem: they never raise.
     - ``labels``: what the tool's results carry (``ToolDefinition.labels``).
+    - ``show_traceback``: the body's traceback shown with its failure
+      (``ToolDefinition.show_traceback``); by default only the log and ``logging`` keep it.
 
     Usable as ``@tool`` or ``@tool(name=..., ...)``.
     """
@@ -263,6 +290,7 @@ def tool(
             finalize_content=finalize_content,
             present_call=present_call,
             present_result=present_result,
+            show_traceback=show_traceback,
             labels=frozenset(labels),
         )
 
@@ -283,6 +311,7 @@ def _build_tool(
     finalize_content: Callable[[Execution, Any], Any] | None,
     present_call: Callable[[Any], Any] | None,
     present_result: Callable[[Any, Any], Any] | None,
+    show_traceback: bool = False,
     labels: frozenset[str] = frozenset(),
 ) -> ToolDefinition:
     tool_name = name or func.__name__
@@ -319,7 +348,13 @@ def _build_tool(
     if strict:
         parameters["additionalProperties"] = False
     ret = hints.get("return", Any)
-    output_schema = None if ret is Any else _inline_schema(None if ret is type(None) else ret)
+    check_return(tool_name, ret)
+    try:
+        output_schema = (None if ret is Any else
+                         _inline_schema(None if ret is type(None) else ret))
+    except TypeError as exc:       # msgspec's, for an annotation check_return let through
+        raise TypeError(f"@tool {tool_name}: no JSON Schema for the return annotation: "
+                        f"{str(exc).strip().splitlines()[-1]}") from None
     is_async = inspect.iscoroutinefunction(func)
     inline = blocking is False
 
@@ -341,10 +376,11 @@ def _build_tool(
             value = func(*positional, **keywords)
         else:
             value = await _in_thread(func, *positional, **keywords)
-        if type(value) not in _PLAIN and (isinstance(value, msgspec.Struct) or (
-            dataclasses.is_dataclass(value) and not isinstance(value, type)
-        )):
-            value = msgspec.to_builtins(value)
+        if type(value) not in _PLAIN:   # a Struct, a dataclass, ...: surely not JSON as it is
+            try:                        # (JSON containers holding one: the registry converts)
+                value = to_json(value)
+            except Exception:
+                pass                    # the registry's conversion fails it, with the reason
         return value
 
     def fits(args: Any) -> bool:
@@ -398,9 +434,11 @@ def _build_tool(
         is_concurrency_safe=classifier,
         present_call=soft(present_call),
         present_result=soft(present_result),
+        show_traceback=show_traceback,
         labels=labels,
         arguments_fit=fits,
         output_fits=None if output_schema is None else output_fits,
+        convert_output=to_json,
     )
 
 
@@ -409,11 +447,16 @@ async def _in_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     frame: a ``GeneratorExit`` travelling through a future's ``await`` escapes every
     ``except`` above it (CPython), so the thread hands back the exception as a value."""
 
+    ended = thread_started()    # watched by the call's deadline, if it has one
+
     def run() -> tuple[bool, Any]:
         try:
             return True, func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from argparse included
             return False, exc
+        finally:
+            if ended is not None:
+                ended.set()
 
     ok, outcome = await asyncio.to_thread(run)
     if not ok:

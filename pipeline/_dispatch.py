@@ -14,10 +14,11 @@ from typing import Any
 import msgspec
 
 from ._content import freeze_contexts
+from ._deadline import within_deadline
 from ._errors import HookError, InvalidArgumentsError, InvalidToolOutputError
 from ._execution import DispatchExecution, RunContext
 from ._materialize import fingerprint, rebuild_failure, success
-from ._normalize import body_failure, failure_from, listener_failure
+from ._normalize import body_failure, failure_from, listener_failure, shown_traceback
 from ._pending_state import PendingState, aborted
 from ._result import CallResult
 from ._shield import own_cancellation
@@ -96,21 +97,31 @@ class DispatchPhase(PendingState):
         if changed is not None:
             return changed
         self.body_invoked = True
-        ctx = RunContext(self.execution, fused, self._defer, self._conclude)
+        budget = defn.timeout_ms
+        deadline = Signal() if budget else None
+        signal = fused if deadline is None else Signal.any(fused, deadline)
+        ctx = RunContext(self.execution, signal, self._defer, self._conclude)
         installed = view.signal
         if fused is not installed:
             view.signal = fused
         try:
-            value = defn.execute(self.execution.arguments, ctx)
-            if inspect.isawaitable(value):
-                value = await value
+            if deadline is None:
+                value = defn.execute(self.execution.arguments, ctx)
+                if inspect.isawaitable(value):
+                    value = await value
+            else:                   # the declared budget, enforced (_deadline)
+                value = await within_deadline(defn.timeout_ms or 0, lambda: _run(defn, ctx),
+                                              deadline)
         except BaseException as exc:  # SystemExit from argparse included: a result, never an exit
             if own_cancellation(exc):
                 raise  # our own task is being cancelled: not the body's outcome
-            return body_failure(exc, self.execution.name)
+            failure = body_failure(exc, self.execution.name)
+            return shown_traceback(failure) if defn.show_traceback else failure
         finally:
             if fused is not installed:
                 view.signal = installed
+            if signal is not fused:
+                signal.detach()
         if fused.aborted:
             return aborted(False)
         try:
@@ -148,3 +159,9 @@ class DispatchPhase(PendingState):
                         concludes=bool(result.concludes_turn))
         self._own.append(built)
         return msgspec.structs.replace(built, additional_contexts=contexts)
+
+
+async def _run(defn: Any, ctx: RunContext) -> Any:
+    """The body, as a coroutine of its own (a budget runs it as a task: ``_deadline``)."""
+    value = defn.execute(ctx.execution.arguments, ctx)
+    return await value if inspect.isawaitable(value) else value

@@ -39,7 +39,10 @@ def success(defn: ToolDefinition, execution: Execution, value: Any, *,
     try:
         frozen = snapshot(value, what="value")
     except NotLosslessError as exc:
-        raise invalid(exc.message) from None
+        convert = defn.convert_output
+        if convert is None:
+            raise invalid(exc.message) from None
+        frozen = _converted(convert, value, invalid)
     except Exception as exc:
         raise invalid(f"value could not be read ({message_of(exc)})") from None
     schema, fits = defn.output_schema, defn.output_fits
@@ -71,6 +74,23 @@ def success(defn: ToolDefinition, execution: Execution, value: Any, *,
     )
 
 
+def _converted(convert: Any, value: Any, invalid: Any) -> Any:
+    """The frozen snapshot of ``convert(value)`` (the tool's ``convert_output``), for a
+    value that is not lossless JSON as returned. Raises ``invalid(problem)``."""
+    try:
+        converted = convert(value)
+    except RecursionError:
+        raise invalid("value could not be converted to JSON: nested too deeply") from None
+    except Exception as exc:
+        raise invalid(f"value could not be converted to JSON: {message_of(exc)}") from None
+    try:
+        return snapshot(converted, what="value")
+    except NotLosslessError as exc:
+        raise invalid(exc.message) from None
+    except Exception as exc:
+        raise invalid(f"value could not be read ({message_of(exc)})") from None
+
+
 def rebuild_failure(result: CallResult, contexts: tuple[Any, ...]) -> CallResult:
     """S10: a failed result a wrapper made, rebuilt from its readable parts."""
     error = result.error
@@ -91,7 +111,7 @@ def rebuild_failure(result: CallResult, contexts: tuple[Any, ...]) -> CallResult
     return CallResult(
         is_error=True,
         content=content,
-        error=ToolErrorDetail(message=message, info=info),
+        error=ToolErrorDetail(message=message, info=info, traceback=_trace(error)),
         meta=meta,
         additional_contexts=contexts,
         denied=result.denied is True,
@@ -142,7 +162,8 @@ def materialize(result: Any) -> CallResult:
         return CallResult(
             is_error=True,
             content=content,
-            error=ToolErrorDetail(message=str(error.message), info=info),
+            error=ToolErrorDetail(message=str(error.message), info=info,
+                                  traceback=_trace(error)),
             meta=meta,
             additional_contexts=contexts,
             denied=result.denied is True,
@@ -152,3 +173,9 @@ def materialize(result: Any) -> CallResult:
         is_error=False, content=content, value=value, meta=meta,
         additional_contexts=contexts, concludes_turn=bool(result.concludes_turn is True),
     )
+
+
+def _trace(error: Any) -> str | None:
+    """The developer's traceback a failure carries (a string), else ``None``."""
+    trace = getattr(error, "traceback", None) if isinstance(error, ToolErrorDetail) else None
+    return trace if isinstance(trace, str) else None

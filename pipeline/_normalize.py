@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import traceback as _traceback
 from typing import Any
+
+import msgspec
 
 from ._errors import HarnessError, HookError, ToolExitError
 from ._result import CallResult, ToolErrorDetail, text_block
 from .events import ErrorInfo
 
 __all__ = [
+    "TOOLS_LOGGER",
     "UNPRINTABLE",
     "body_failure",
     "describe_thrown",
@@ -17,9 +22,15 @@ __all__ = [
     "failure_from",
     "listener_failure",
     "message_of",
+    "shown_traceback",
+    "traceback_of",
 ]
 
 UNPRINTABLE = "<unprintable error>"
+
+#: the logger a tool body's exception is recorded on (INFO, with its traceback as exc_info)
+TOOLS_LOGGER = "codemode.pipeline.tools"
+_tools_log = logging.getLogger(TOOLS_LOGGER)
 
 
 def message_of(thrown: Any) -> str:
@@ -124,10 +135,56 @@ def body_failure(thrown: BaseException, tool_name: str) -> CallResult:
     code. Any other ``BaseException`` (``SystemExit`` from ``sys.exit`` or ``argparse``,
     ``KeyboardInterrupt``, ``GeneratorExit``, a class of its own) is contained as
     ``TOOL_EXITED``: ``tool "<name>" raised SystemExit(2)``.
+
+    What the body raised itself (not a typed ``HarnessError``, which says what happened in
+    its message) keeps its traceback for the developer: in ``error.traceback`` (the log's
+    result event, never the content) and in an INFO record on the ``codemode.pipeline.tools``
+    logger (``TOOLS_LOGGER``) with the exception as ``exc_info`` and the tool's name as
+    ``record.tool``.
     """
     if isinstance(thrown, (Exception, asyncio.CancelledError)) or error_info(thrown) is not None:
-        return failure_from(thrown)
-    return failure_from(ToolExitError(f'tool "{tool_name}" raised {describe_thrown(thrown)}'))
+        failure = failure_from(thrown)
+    else:
+        failure = failure_from(
+            ToolExitError(f'tool "{tool_name}" raised {describe_thrown(thrown)}'))
+    if error_info(thrown) is not None or failure.error is None:
+        return failure
+    trace = traceback_of(thrown)
+    if trace is None:
+        return failure
+    try:
+        _tools_log.info("tool %r raised %s", tool_name, describe_thrown(thrown),
+                        exc_info=thrown, extra={"tool": tool_name})
+    except Exception:                  # a handler that fails: the call's outcome stands
+        pass
+    return msgspec.structs.replace(
+        failure, error=msgspec.structs.replace(failure.error, traceback=trace))
+
+
+def shown_traceback(failure: CallResult) -> CallResult:
+    """``failure`` with its ``error.traceback`` (if any) appended to its message and content,
+    for a tool declared ``show_traceback=True``; as it is otherwise."""
+    error = failure.error
+    if error is None or error.traceback is None:
+        return failure
+    message = f"{error.message}\n{error.traceback.rstrip()}"
+    return msgspec.structs.replace(
+        failure, content=(text_block(f"Error: {message}"),),
+        error=msgspec.structs.replace(error, message=message))
+
+
+def traceback_of(thrown: BaseException) -> str | None:
+    """``thrown``'s formatted traceback (chained causes included), or ``None`` when it has
+    none or it cannot be formatted; never raises."""
+    if getattr(thrown, "__traceback__", None) is None:
+        return None
+    try:
+        text = "".join(_traceback.format_exception(thrown))
+        if not text.isascii():         # a lone surrogate would break the log's encoding
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return text
+    except Exception:
+        return None
 
 
 def listener_failure(thrown: BaseException, where: str) -> CallResult:

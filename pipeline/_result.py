@@ -19,10 +19,16 @@ def text_block(text: str) -> dict[str, Any]:
 
 
 class ToolErrorDetail(msgspec.Struct, frozen=True, kw_only=True):
-    """``error`` of a failed result: the bare ``message`` and, for typed errors, ``info``."""
+    """``error`` of a failed result: the bare ``message`` and, for typed errors, ``info``.
+
+    ``traceback``: for an exception the tool's body raised (not a typed ``HarnessError``),
+    its formatted traceback (``traceback.format_exception``), for the developer: written to
+    the log's result event, never to ``content``, the model or a program. ``None`` otherwise.
+    """
 
     message: str
     info: ErrorInfo | None = None
+    traceback: str | None = None
 
     @property
     def code(self) -> str | None:

@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._errors import ToolTimeoutError
+from ._deadline import timeout_message
+from ._errors import OutcomeUnknownError, ToolTimeoutError
 from ._execution import DispatchExecution
 from ._normalize import failure_from
 from ._result import CallResult
@@ -20,25 +21,28 @@ from ._signal import Signal
 __all__ = ["RETRY_NEVER_CODES", "retry_wrapper", "timeout_wrapper"]
 
 Next = Callable[[], Awaitable[CallResult]]
+UNKNOWN = OutcomeUnknownError.code
 
 
 async def timeout_wrapper(execution: DispatchExecution, next: Next) -> CallResult:
-    """Enforce the tool's declarative ``timeout_ms``.
+    """Bound everything inside it (a retry's attempts together) by the tool's ``timeout_ms``.
 
-    Installs a signal that fires on the caller's abort or the deadline, calls ``next()``,
-    restores the previous signal, and if its own deadline fired replaces whatever came back
-    with ``TOOL_TIMEOUT`` ("tool call timed out after <ms>ms"). Cooperative: the body must
-    honour ``ctx.signal``; a started body is always awaited. Tools without a budget pass
-    through untouched.
+    The pipeline enforces ``timeout_ms`` around each run of the body by itself (``_deadline``):
+    this wrapper is only for bounding what other wrappers do around it. Installs a signal
+    that fires on the caller's abort or the deadline, calls ``next()``, restores the
+    previous signal, and if its own deadline fired replaces whatever came back with
+    ``TOOL_TIMEOUT`` ("tool call timed out after <ms>ms"), except a ``TOOL_OUTCOME_UNKNOWN``
+    (a body that could not be stopped), which is kept. Tools without a budget pass through
+    untouched.
     """
     definition = execution.definition
     budget = definition.timeout_ms if definition is not None else None
     if not budget:
         return await next()
-    ms = int(budget) if float(budget).is_integer() else budget
+    message = timeout_message(budget)
     deadline = Signal()
     timer = asyncio.get_running_loop().call_later(
-        budget / 1000, deadline.abort, ToolTimeoutError(f"tool call timed out after {ms}ms")
+        budget / 1000, deadline.abort, ToolTimeoutError(message)
     )
     previous = execution.signal
     installed = Signal.any(previous, deadline)
@@ -49,8 +53,10 @@ async def timeout_wrapper(execution: DispatchExecution, next: Next) -> CallResul
         execution.signal = previous
         timer.cancel()
         installed.detach()
+    if deadline.aborted and result.error is not None and result.error.code == UNKNOWN:
+        return result
     if deadline.aborted:
-        return failure_from(ToolTimeoutError(f"tool call timed out after {ms}ms"))
+        return failure_from(ToolTimeoutError(message))
     return result
 
 
@@ -63,6 +69,7 @@ RETRY_NEVER_CODES = frozenset(
         "INVALID_ARGS",
         "INVALID_TOOL_OUTPUT",
         "TOOL_TIMEOUT",
+        "TOOL_OUTCOME_UNKNOWN",     # it may have taken effect: never run it again
     }
 )
 

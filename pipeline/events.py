@@ -148,6 +148,8 @@ class ToolResult(Event, tag="tool/result", frozen=True):
     message: ToolResultMessage
     error: ErrorInfo | UnsetType = UNSET      # only for structured failures
     meta: Any | UnsetType = UNSET             # only when present
+    # the traceback of what the tool's body raised, for the developer (never the model)
+    traceback: str | UnsetType = UNSET
     surface_op: str = "append"
     source_event_seqs: tuple[int, ...] = ()   # (seq of the matching tool/call,)
 
@@ -197,6 +199,8 @@ class CodeDispatch(Event, tag="tool/code-dispatch", frozen=True):
     content: tuple[Any, ...]
     code: str | UnsetType = UNSET
     answer: Any | UnsetType = UNSET
+    # the traceback of what the tool's body raised, for the developer (never the program)
+    traceback: str | UnsetType = UNSET
 
 
 class CodeReplayed(Event, tag="tool/code-replayed", frozen=True):

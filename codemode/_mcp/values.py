@@ -7,7 +7,13 @@ tool's `outputSchema`. A program, its stub and the model should see the value it
 
     outputSchema marked "x-fastmcp-wrap-result": true          (FastMCP)
     outputSchema with exactly one property, "result", required,
-    titled "<tool name>Output" or untitled                      (the MCP Python SDK)
+    titled "<function name>Output" or untitled                  (the MCP Python SDK)
+
+The SDK titles the envelope after the Python function (`_create_wrapped_model` in
+`mcp.server.mcpserver.utilities.func_metadata`), not after the tool's published name: a tool
+declared `@server.tool(name="get-weather")` on `def get_weather() -> str` has the envelope
+"get_weatherOutput". So the title is read by its shape (a Python identifier followed by
+"Output"), whatever the tool is called.
 
 For such a tool `wrapped_result` gives the inner schema (the envelope's `$defs` kept, so its
 `$ref`s still resolve) and `unwrap` takes the value out of each answer. An object type that
@@ -17,6 +23,7 @@ and is left as it is.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._run.stubs import LOSSLESS_MARKER_KEY
@@ -24,6 +31,8 @@ from .._run.stubs import LOSSLESS_MARKER_KEY
 __all__ = ["MARKER_KEY", "admit_markers", "lossless", "unwrap", "wrapped_result"]
 
 WRAP_MARK = "x-fastmcp-wrap-result"
+# the MCP Python SDK's envelope title: f"{func.__name__}Output"
+_SDK_TITLE = re.compile(r"[^\W\d]\w*Output", re.ASCII)
 
 # Lossless values. The pipeline keeps only values a JSON round trip returns unchanged (ints
 # within 64 bits: many readers turn bigger ones into lossy floats). A server may send more
@@ -42,7 +51,13 @@ _DIGITS_LIMIT = 4300      # CPython's int/str conversion limit: beyond it, hex (
 
 
 def wrapped_result(tool_name: str, output_schema: Any) -> dict[str, Any] | None:
-    """The schema of the wrapped value, or None when `output_schema` is not an envelope."""
+    """The schema of the wrapped value, or None when `output_schema` is not an envelope.
+
+    Args:
+        tool_name: the tool's published name (for the messages of callers; the envelope is
+            recognised by the schema's shape alone, see the module docstring).
+        output_schema: the tool's `outputSchema` as listed (any JSON).
+    """
     if not isinstance(output_schema, dict):
         return None
     props = output_schema.get("properties")
@@ -51,7 +66,8 @@ def wrapped_result(tool_name: str, output_schema: Any) -> dict[str, Any] | None:
     marked = output_schema.get(WRAP_MARK) is True
     title = output_schema.get("title")
     sdk_wrap = (output_schema.get("required") == ["result"]
-                and (title is None or title == f"{tool_name}Output"))
+                and (title is None
+                     or (isinstance(title, str) and _SDK_TITLE.fullmatch(title) is not None)))
     if not (marked or sdk_wrap):
         return None
     inner = props["result"]

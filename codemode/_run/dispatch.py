@@ -428,7 +428,9 @@ class SubCallDispatcher(Replaying):
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
-            is_error=result.is_error, content=content, code=code, answer=answer))
+            is_error=result.is_error, content=content, code=code, answer=answer,
+            traceback=(result.error.traceback if result.error is not None
+                       and result.error.traceback is not None else msgspec.UNSET)))
 
     def _reply(self, slot: _Slot) -> SubCallOutcome:
         if slot.reply is not None:

@@ -46,6 +46,23 @@ SERVER = textwrap.dedent('''
     def point() -> dict[str, int]:
         return {"x": 1}
 
+    @server.tool(name="get-weather")
+    def get_weather(city: str) -> str:
+        return f"sunny in {city}"
+
+    @server.tool(name="forecast")
+    def five_days() -> list[int]:
+        return [20, 21]
+
+    class ForecastOutput(BaseModel):
+        """Its title ends in Output, but it has two fields: not an envelope."""
+        result: int
+        unit: str
+
+    @server.tool()
+    def reading() -> ForecastOutput:
+        return ForecastOutput(result=3, unit="C")
+
     class Record(BaseModel):
         id: int
         name: str
@@ -94,6 +111,22 @@ async def test_a_direct_call_and_the_stub_see_the_inner_value_and_type(values, t
     session = Session(tools=values.definitions)
     direct = await session.call("label", {"x": "y"})
     assert (direct.is_error, direct.value) == (False, "A:y")
+    session.close()
+
+
+async def test_a_tool_named_apart_from_its_function_is_unwrapped_too(values, tmp_path):
+    # The SDK titles the envelope after the function ("get_weatherOutput"), not the tool.
+    by_name = {d.name: d for d in values.definitions}
+    assert (stub_return(by_name["get-weather"]), stub_return(by_name["forecast"])) == (
+        "str", "list[int]")
+    session = Session(tools=values.definitions, log=str(tmp_path / "s.jsonl"))
+    direct = await session.call("get-weather", {"city": "Oslo"})
+    assert (direct.is_error, direct.value) == (False, "sunny in Oslo")
+    CodeMode(session)
+    code = "[get_weather(city='Oslo'), forecast(), reading()]"
+    result = await session.call("run_code", {"code": code})
+    assert not result.is_error, result.text
+    assert result.value["result"] == ["sunny in Oslo", [20, 21], {"result": 3, "unit": "C"}]
     session.close()
 
 
