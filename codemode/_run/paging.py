@@ -42,10 +42,11 @@ READ_OUTPUT_SPEC = ToolSpec(
 _JSON = msgspec.json.Encoder()
 
 
-def paging_line(handle: str) -> str:
-    """The sentence the model reads after the cut line: the handle and how to read more."""
+def paging_line(handle: str, part: str = "stdout") -> str:
+    """The sentence the model reads after the cut line: the handle and how to read more
+    (`part`: the first part that was cut)."""
     return (f"[the whole output is kept as handle {handle!r}: in a later program, "
-            f"read_output({handle!r}, part='stdout', offset=0, size={PAGE_CHARS}) returns a "
+            f"read_output({handle!r}, part={part!r}, offset=0, size={PAGE_CHARS}) returns a "
             f"slice of it as text (part 'stdout', 'stderr' or 'value' as JSON; at most "
             f"{PAGE_CHARS} characters a call).]")
 

@@ -80,7 +80,7 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     if value.get("cut"):
         parts.append(cut_line(value["cut"]))
         if value.get("output_handle"):
-            parts.append(paging_line(value["output_handle"]))
+            parts.append(paging_line(value["output_handle"], value["cut"][0]["part"]))
     summary = value.get("subcalls") or {}
     if summary.get("total"):
         line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"
