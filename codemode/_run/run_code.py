@@ -30,6 +30,7 @@ from codemode.pipeline import (
     events,
 )
 from codemode.sandbox import (
+    Dispatch,
     FullOutput,
     ParamSpec,
     RunOutcome,
@@ -352,7 +353,7 @@ class CodeMode:
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
         reads: list[dict[str, Any]] = []
-        dispatch = dispatcher.dispatch
+        dispatch: Dispatch = dispatcher.dispatch
         if self.output_paging:
             specs = (*specs, READ_OUTPUT_SPEC)
             dispatch = paging_dispatch(dispatch, self._full.get, reads)

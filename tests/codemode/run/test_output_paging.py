@@ -2,9 +2,7 @@
 handle of a run whose output was cut, and a later program of the same session pages through
 the whole with `read_output`. Off by default."""
 
-import asyncio
 import hashlib
-import json
 
 import pytest
 
