@@ -108,6 +108,12 @@ class _Worker:
         try:
             while True:
                 line = stream.readline(self.cap + 1)
+                # The cap may have grown (a run sets it) while this read waited: read on.
+                while line and not line.endswith(b"\n") and len(line) <= self.cap:
+                    more = stream.readline(self.cap + 1 - len(line))
+                    if not more:
+                        break
+                    line += more
                 if not line:
                     break
                 if not line.endswith(b"\n"):

@@ -7,6 +7,7 @@ A policy file is TOML::
                                         # "restricted-in-process" (trusted code only)
     expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
     description_budget = 50000          # characters of run_code's description (the default)
+    output_paging = true                # programs may page through a cut run's output
 
     [limits]                            # sandbox.SandboxLimits fields, with their units
     wall_clock_s = 5
@@ -300,6 +301,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         rules: per-tool rules, first match wins; a call no rule matches is allowed.
         labels: `[[labels]]` entries: the labels the results of matching tools carry (on
             top of each tool definition's own `labels`).
+        output_paging: whether programs get `read_output` to page through the whole output
+            of an earlier run that was cut (`CodeMode(output_paging=...)`); default False.
         description: what the policy is for, for people.
         description_budget: the most characters `run_code`'s description may have
             (`CodeMode(description_budget=...)`; default 50,000, at least 4,000); past it
@@ -312,6 +315,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     expose: tuple[str, ...] = ("*",)
     rules: tuple[Rule, ...] = ()
     labels: tuple[LabelRule, ...] = ()
+    output_paging: bool = False
     description: str = ""
     description_budget: int = DEFAULT_DESCRIPTION_BUDGET
 
@@ -452,7 +456,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         resumable = True if any(r.defer for r in self.rules) else None
         mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=self._exposes,
                         resumable=resumable, labels=self.labels, seal_key=seal_key,
-                        description_budget=self.description_budget)
+                        description_budget=self.description_budget,
+                        output_paging=self.output_paging)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
         return mode

@@ -13,6 +13,7 @@ from typing import Any
 from codemode.sandbox import RunOutcome
 
 from .output import cut_line
+from .paging import paging_line
 
 MODEL_TEXT_CHARS = 20_000
 """Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
@@ -78,6 +79,8 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
                      if "result" in value else "(the program completed with no output)")
     if value.get("cut"):
         parts.append(cut_line(value["cut"]))
+        if value.get("output_handle"):
+            parts.append(paging_line(value["output_handle"], value["cut"][0]["part"]))
     summary = value.get("subcalls") or {}
     if summary.get("total"):
         line = f"[{summary['total']} tool call{'s' if summary['total'] != 1 else ''}"

@@ -30,6 +30,7 @@ from codemode.pipeline import (
     events,
 )
 from codemode.sandbox import (
+    Dispatch,
     FullOutput,
     ParamSpec,
     RunOutcome,
@@ -48,6 +49,7 @@ from .discovery import DISCOVERY_SPECS, ToolIndex
 from .dispatch import SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .output import FullOutputs, OnRunOutput, cut_json, loop_output
+from .paging import READ_OUTPUT_SPEC, paging_dispatch
 from .render import _failure_message, _labels_line, _render
 from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from .resumed import Replay
@@ -179,6 +181,11 @@ class CodeMode:
             prints it, `on_output(call_id, stream, text)` on the event loop's thread
             (`OnRunOutput`, docs/codemode.md "Output as it is printed"); also settable as
             the attribute `on_output`.
+        output_paging: whether programs get `read_output(handle, part, offset, size)`, which
+            reads the whole output of an earlier run of this `CodeMode` that was cut (its
+            `full_output`), and the model reads that run's handle (docs/codemode.md, "Output
+            over its limit"; a policy's `output_paging = true`). Default False: no such
+            function, and no handle named.
         description_budget: the most characters `run_code`'s description may have
             (default `DEFAULT_DESCRIPTION_BUDGET`, 50,000). While the full listing fits,
             the description holds it; past it, an index of the tools and how a program
@@ -196,7 +203,8 @@ class CodeMode:
                  labels: Sequence[LabelRule] = (),
                  seal_key: SealKey | bytes | str | None = None,
                  on_output: OnRunOutput | None = None,
-                 description_budget: int | None = DEFAULT_DESCRIPTION_BUDGET) -> None:
+                 description_budget: int | None = DEFAULT_DESCRIPTION_BUDGET,
+                 output_paging: bool = False) -> None:
         if description_budget is not None and (
                 type(description_budget) is not int
                 or description_budget < MIN_DESCRIPTION_BUDGET):
@@ -206,6 +214,7 @@ class CodeMode:
         self.description_budget = description_budget
         self._indexes: dict[int, tuple[tuple[ToolStub, ...], ToolIndex]] = {}
         self.session = session
+        self.output_paging = output_paging
         self.on_output = on_output
         self._full = FullOutputs()
         self.label_rules = tuple(labels)
@@ -378,14 +387,19 @@ class CodeMode:
         close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
+        reads: list[dict[str, Any]] = []
+        dispatch: Dispatch = dispatcher.dispatch
+        if self.output_paging:
+            specs = (*specs, READ_OUTPUT_SPEC)
+            dispatch = paging_dispatch(dispatch, self._full.get, reads)
         request = RunRequest(code=code, tools=specs + DISCOVERY_SPECS,
                              limits=limits, tape=tape)
         # `on_output` only when there is one: a sandbox without it still fits `Sandbox`.
         stream = loop_output(self.on_output, outer_id, loop)
         extra: dict[str, Any] = {} if stream is None else {"on_output": stream}
         submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
-        running = (submit(request, dispatcher.dispatch, cancel, **extra) if submit is not None
-                   else _run_waiters().submit(self.sandbox.run, request, dispatcher.dispatch,
+        running = (submit(request, dispatch, cancel, **extra) if submit is not None
+                   else _run_waiters().submit(self.sandbox.run, request, dispatch,
                                               cancel, **extra))
         try:
             await _ended(running, loop)
@@ -420,7 +434,12 @@ class CodeMode:
         if outcome.status == "paused":
             return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
                              flow)
-        return _labelled(self._value(outcome, dispatcher, flow), flow)
+        value = self._value(outcome, dispatcher, flow)
+        if self.output_paging and "cut" in value:
+            value["output_handle"] = outer_id
+        if reads:
+            value["output_reads"] = reads
+        return _labelled(value, flow)
 
     def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
         """The replay of a resumed run (`_replay_of`), with the answers of its resumptions

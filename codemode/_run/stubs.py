@@ -63,7 +63,7 @@ NO_DEFAULT: Any = msgspec.UNSET
 # module imports, the guest's tool entry points (§3) and discovery functions (`discovery`), and
 # the builtins a program may call. A tool whose name is one of these gets a trailing "_" rather
 # than shadowing it.
-_GUEST_NAMES = frozenset({"tools", "call_tool", "search_tools", "describe"})
+_GUEST_NAMES = frozenset({"tools", "call_tool", "search_tools", "describe", "read_output"})
 _BUILTIN_NAMES = frozenset(
     """abs aiter all anext any ascii bin bool breakpoint bytearray bytes callable chr classmethod
     compile complex delattr dict dir divmod enumerate eval exec filter float format frozenset
@@ -165,8 +165,8 @@ def aliases_for(names: Iterable[str]) -> dict[str, str]:
     and a leading digit gets a "tool_" prefix ("_private" -> "private", "2fa" -> "tool_2fa"),
     so that every tier can call the alias (the restricted tier refuses names that start with
     "_"); a keyword, or a name the program needs otherwise (a builtin such as `list`,
-    `tools`, `call_tool`, `search_tools`, `describe`, the typing names), gets a trailing "_"
-    ("class" -> "class_").
+    `tools`, `call_tool`, `search_tools`, `describe`, `read_output`, the typing names),
+    gets a trailing "_" ("class" -> "class_").
     A name that is already such an identifier, not starting with "_", maps to itself. The
     others take their identifier in sorted order of the original names, the first free one
     of `base`, `base_2`, `base_3`, ... ("get-time" beside "get_time" -> "get_time_2").

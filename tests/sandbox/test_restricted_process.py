@@ -161,3 +161,16 @@ def test_a_worker_holds_none_of_the_hosts_environment(monkeypatch):
         pool.give(worker, reuse=False)
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_a_fresh_workers_first_run_may_print_past_a_mebibyte():
+    # the worker's reader waits for its first run's messages before the run sets their cap
+    fresh = WorkerPool()
+    try:
+        outcome = run(RestrictedProcessSandbox(fresh), "print('x' * 3_000_000)",
+                      wall_clock_s=30.0, memory_bytes=256 << 20)
+    finally:
+        fresh.close()
+    assert outcome.status == "ok", outcome.error
+    assert outcome.full is not None and len(outcome.full.stdout) == 3_000_001
