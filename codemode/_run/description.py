@@ -9,14 +9,16 @@ the limits of a run).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from codemode.sandbox import SandboxLimits
 
 from .stubs import ToolStub, _docstring_block
 
-__all__ = ["describe_tools", "run_code_description", "stubs_module"]
+__all__ = ["MAX_DOC_CHARS", "describe_tools", "run_code_description", "stubs_module"]
+
+MAX_DOC_CHARS = 1200
+"""A tool's description in the listing is cut to this many characters (`describe_tools`)."""
 
 _MODULE_HEADER = '''\
 # mypy: disable-error-code="empty-body, assignment"
@@ -111,12 +113,14 @@ def stubs_module(stubs: Sequence[ToolStub]) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = 300) -> str:
+def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = MAX_DOC_CHARS) -> str:
     """Compact text that tells the model which functions it can call.
 
-    The TypedDicts come first, each once; then, sorted by alias, each tool's signature with the
-    first paragraph of its docstring (whitespace collapsed, cut to `max_doc_chars` characters
-    ending in "…") and the note on keys that are not Python names. No JSON Schema is shown.
+    The TypedDicts come first, each once; then, sorted by alias, each tool's signature with
+    its docstring (`ToolStub.doc_text`): the tool's description, cut to `max_doc_chars`
+    characters and marked `[… N more characters]` when cut, the note on keys that are not
+    Python names, and the `Args:` section (each parameter's description, format, bounds and
+    such). No JSON Schema is shown.
 
     Raises:
         ValueError: two stubs define one class name differently.
@@ -125,12 +129,7 @@ def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = 300) -> st
     classes = _collect_classes(ordered)
     blocks = list(classes.values())
     for stub in ordered:
-        paragraph = re.split(r"\n\s*\n", stub.docstring, maxsplit=1)[0]
-        doc = " ".join(paragraph.split())
-        if len(doc) > max_doc_chars:
-            doc = doc[: max(max_doc_chars - 1, 0)].rstrip() + "…"
-        if stub.extra_note:
-            doc = f"{doc}\n{stub.extra_note}" if doc else stub.extra_note
+        doc = stub.doc_text(max_doc_chars)
         if doc:
             blocks.append(f"{stub.signature}\n{_docstring_block(doc, '    ')}")
         else:

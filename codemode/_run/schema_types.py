@@ -36,10 +36,11 @@ import json
 import keyword
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["LOSSLESS_MARKER_KEY", "MAX_LITERAL_VALUES"]
+__all__ = ["LOSSLESS_MARKER_KEY", "MAX_LITERAL_VALUES", "MAX_PARAM_DOC_CHARS"]
 
 LOSSLESS_MARKER_KEY = "x-codemode-lossless-marker"
 """Marks a branch of an output schema that admits the run's lossless tags (`{"$int": ...}`,
@@ -49,6 +50,10 @@ the return type. MCP results are where the tags arise (`codemode._mcp.values`)."
 MAX_LITERAL_VALUES = 50
 """An enum with more values than this is typed by its base type (`str`), to keep stubs small."""
 
+MAX_PARAM_DOC_CHARS = 400
+"""A parameter's line in a stub's `Args:` section (its description and what its schema says
+it accepts) is cut to this many characters, ending in "…"."""
+
 # The typing names the stubs module imports: no class takes one (nor a tool alias: `stubs`).
 _TYPING_NAMES = frozenset({"Any", "Literal", "NotRequired", "TypedDict", "annotations"})
 
@@ -56,7 +61,11 @@ _MAX_DEPTH = 32  # schema nesting deeper than this is typed Any
 
 
 def _is_name(key: str) -> bool:
-    return key.isascii() and key.isidentifier() and not keyword.iskeyword(key)
+    """`key` can be written as a Python name and arrives as itself: an identifier, not a
+    keyword, and unchanged by NFKC (the parser normalizes identifiers, so `ﬁle=` would
+    reach the tool as `file`)."""
+    return (key.isidentifier() and not keyword.iskeyword(key)
+            and (key.isascii() or unicodedata.normalize("NFKC", key) == key))
 
 
 def _camel(text: str) -> str:
@@ -246,7 +255,7 @@ class _Converter:
             lines = [f"class {name}(TypedDict):", *(f"    {k}: {t}" for k, t in fields)]
             text = "\n".join(lines)
         else:
-            items = ", ".join(f"{json.dumps(k)}: {t}" for k, t in fields)
+            items = ", ".join(f"{_py_literal(k)}: {t}" for k, t in fields)
             text = f"{name} = TypedDict({json.dumps(name)}, {{{items}}})"
         self.classes[name] = text
         self.class_source[name] = source
@@ -394,3 +403,103 @@ def _py_literal(value: Any) -> str | None:
         ]
         return "{" + ", ".join(pairs) + "}" if len(pairs) == len(value) else None
     return None
+
+
+# --------------------------------------------------------------------------- what a value accepts
+
+_MAX_FACT_CHARS = 120  # one fact (a pattern, an example, a list of values) is cut to this
+_MAX_LISTED_VALUES = 20  # an enum not shown as a Literal lists this many values, then a count
+
+
+def _accepts(schema: Any, *, shown_default: bool) -> list[str]:
+    """What `schema` says a value accepts beyond its Python type, as short phrases:
+    `format`, `pattern`, numeric bounds (`>= 1`, `< 10`, `multiple of 5`), string lengths,
+    item counts, `unique items`, the values of an enum too long for `Literal[...]`, the
+    default when the signature cannot show it (`shown_default` False), the first example,
+    and `deprecated`. A nullable schema (`anyOf`/`oneOf` with one branch besides null, or
+    an `allOf` of one) is read through to that branch."""
+    if not isinstance(schema, dict):
+        return []
+    facts: list[str] = []
+    if schema.get("deprecated") is True:
+        facts.append("deprecated")
+    if not shown_default and "default" in schema:
+        facts.append("default " + _fact_value(schema["default"]))
+    branch = _one_branch(schema)
+    if "enum" in branch or "const" in branch:
+        values = [branch["const"]] if "const" in branch else branch["enum"]
+        if isinstance(values, list) and values and _literal(values) is None:
+            shown = ", ".join(_fact_value(v) for v in values[:_MAX_LISTED_VALUES])
+            more = len(values) - _MAX_LISTED_VALUES
+            facts.append(f"one of {shown}" + (f" and {more} more" if more > 0 else ""))
+    fmt = branch.get("format")
+    if isinstance(fmt, str) and fmt:
+        facts.append(f"format {_cut(fmt)}")
+    pattern = branch.get("pattern")
+    if isinstance(pattern, str) and pattern:
+        facts.append(f"pattern {_cut(pattern)}")
+    facts += _bounds(branch)
+    examples = schema.get("examples", branch.get("examples"))
+    if isinstance(examples, list) and examples:
+        facts.append("e.g. " + _fact_value(examples[0]))
+    return facts
+
+
+def _bounds(schema: dict[str, Any]) -> list[str]:
+    facts: list[str] = []
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    lo_x, hi_x = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if _is_number(lo_x):  # JSON Schema 2019+: the bound itself
+        facts.append(f"> {lo_x}")
+    elif _is_number(lo):
+        facts.append(f"{'>' if lo_x is True else '>='} {lo}")  # draft 4: a flag on minimum
+    if _is_number(hi_x):
+        facts.append(f"< {hi_x}")
+    elif _is_number(hi):
+        facts.append(f"{'<' if hi_x is True else '<='} {hi}")
+    if _is_number(schema.get("multipleOf")):
+        facts.append(f"multiple of {schema['multipleOf']}")
+    for low, high, what in (("minLength", "maxLength", "characters"),
+                            ("minItems", "maxItems", "items"),
+                            ("minProperties", "maxProperties", "keys")):
+        n, m = schema.get(low), schema.get(high)
+        n = n if _is_number(n) else None
+        m = m if _is_number(m) else None
+        if n is not None and m is not None:
+            facts.append(f"exactly {_count(n, what)}" if n == m else f"{n}-{m} {what}")
+        elif n is not None:
+            facts.append(f"at least {_count(n, what)}")
+        elif m is not None:
+            facts.append(f"at most {_count(m, what)}")
+    if schema.get("uniqueItems") is True:
+        facts.append("unique items")
+    return facts
+
+
+def _count(n: float, what: str) -> str:
+    return f"{n} {what[:-1] if n == 1 else what}"
+
+
+def _one_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    """The branch of a nullable union (or a lone `allOf`) that says what a value is."""
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            real = [o for o in options if isinstance(o, dict) and o.get("type") != "null"]
+            if len(real) == 1:
+                return _one_branch(real[0])
+    return schema
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fact_value(value: Any) -> str:
+    text = _py_literal(value)
+    return _cut(text if text is not None else json.dumps(value, ensure_ascii=False))
+
+
+def _cut(text: str, limit: int = _MAX_FACT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
