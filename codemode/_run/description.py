@@ -49,13 +49,27 @@ Only `run_code` may be called directly: call every other tool inside a program.
 _LISTING_HEADING = "\nAvailable tools:\n"
 
 
+# What a program is likely to import, in the order a model reads them: the modules the
+# paragraph names when the sandbox allows them. Debugging, profiling and interpreter
+# modules (`pdb`, `dis`, `gc`, `tracemalloc`, ...) stay importable but unnamed.
+_LIKELY_MODULES = (
+    "json", "re", "datetime", "zoneinfo", "time", "math", "statistics", "decimal",
+    "fractions", "random", "collections", "itertools", "functools", "operator", "heapq",
+    "bisect", "asyncio", "typing", "dataclasses", "enum", "string", "textwrap", "difflib",
+    "unicodedata", "html", "csv", "base64", "hashlib", "uuid", "urllib.parse", "ipaddress",
+    "copy", "pprint", "calendar",
+)
+
+
 def _modules_text(modules: frozenset[str]) -> str:
-    """The importable modules as one paragraph: each top-level name once (the full dotted
-    list is several hundred names; the model needs the packages, not every submodule)."""
-    packages = sorted({name.partition(".")[0] for name in modules})
-    return ("\nImportable modules (nothing else): " + ", ".join(packages)
-            + "; and their submodules that need no host access (such as `asyncio.tasks`, "
-            "`xml.etree.ElementTree`).\n")
+    """The modules a program is likely to import, those of `_LIKELY_MODULES` that `modules`
+    holds, as one paragraph, with how many more there are (the full dotted list is several
+    hundred names, most of which a program never needs)."""
+    named = [m for m in _LIKELY_MODULES if m in modules]
+    others = {n.partition(".")[0] for n in modules} - {m.partition(".")[0] for m in named}
+    more = (f" and {len(others)} more standard-library packages" if others else "")
+    return ("\nModules to import: " + ", ".join(named) + more
+            + "; importing one the sandbox does not offer raises ModuleNotFoundError.\n")
 
 
 def _size(n_bytes: int) -> str:
