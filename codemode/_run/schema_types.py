@@ -25,9 +25,15 @@ Type mapping (anything else, or no schema at all, is `Any`):
 Class names. Nested objects are named `<Alias><Prop>...` (`get_weather`'s `address.geo` is
 `GetWeatherAddressGeo`), array items add `Item`, dict values add `Value`, the object returned by
 a tool is `<Alias>Result`, a `$defs` entry keeps its own name. A name already used for a
-different definition (or reserved: typing names, tool aliases) gets a suffix `_2`, `_3`, ...;
-identical definitions under one name are shared, so `stubs_module` and `describe_tools` print
-each once.
+different definition (or reserved: typing names, tool aliases) gets a suffix `_2`, `_3`, ...
+A class with the same fields (keys and types) as one already made, by this tool or by a tool
+built before it in `build_stubs` (sorted by name), is that class, under its first name: the
+same user object returned inline by a hundred tools is one `TypedDict`, which `stubs_module`
+and `describe_tools` print once. A class whose fields refer back to a class under
+construction (a recursive schema) keeps its own name.
+
+What a value accepts beyond its type (`format`, `pattern`, bounds, lengths, long enums, an
+example) is not a type: `_accepts` says it in words for the docstring's `Args:` section.
 """
 
 from __future__ import annotations
@@ -84,6 +90,11 @@ class _ClassTable:
     def __init__(self, reserved: Iterable[str]) -> None:
         self.reserved = set(reserved) | _TYPING_NAMES
         self.defs: dict[str, str] = {}
+        self.shapes: dict[_Shape, str] = {}  # the fields of a class -> its name
+
+
+# A TypedDict's fields, (key, type as written): two classes with the same are one class.
+_Shape = tuple[tuple[str, str], ...]
 
 
 _Source = tuple[str, str]  # (schema tag "in"/"out", JSON pointer of the position)
@@ -102,6 +113,8 @@ class _Converter:
         self.local_names: dict[str, _Source] = {}
         self.used_index: dict[_Source, int] = {}
         self.classes: dict[str, str] = {}  # name -> definition, in completion order
+        self.shapes: dict[_Shape, str] = {}  # the fields of a class made here -> its name
+        self.hits = 0  # how often a position under construction was reached again
         self.class_source: dict[str, _Source] = {}
         self.memo: dict[_Source, str] = {}
         self.active: dict[_Source, str | None] = {}  # under construction -> its class name
@@ -146,6 +159,7 @@ class _Converter:
         if source in self.memo:
             return self.memo[source]
         if source in self.active:
+            self.hits += 1
             self.lowest_hit = min(self.lowest_hit, self.stack.index(source))
             name = self.active[source]
             return json.dumps(name) if name else "Any"
@@ -246,11 +260,20 @@ class _Converter:
         self.active[source] = name
         required = _required(schema)
         fields: list[tuple[str, str]] = []
+        hits = self.hits
         for key, sub in props.items():
             t = self.type_of(
                 sub, tag, f"{path}/properties/{_escape(key)}", base + _camel(key), depth + 1
             )
             fields.append((key, t if key in required else f"NotRequired[{t}]"))
+        shape = tuple(fields)
+        same = self.shapes.get(shape) or self.table.shapes.get(shape)
+        if same is not None and self.hits == hits:
+            # The fields of a class already made (here or by an earlier tool), and none is
+            # a class under construction: that class, under its name. This name stays
+            # taken, so that a position computed again keeps its answer.
+            self.classes.setdefault(same, self.table.defs.get(same, ""))
+            return same
         if all(_is_name(k) and not k.startswith("__") for k, _ in fields):
             lines = [f"class {name}(TypedDict):", *(f"    {k}: {t}" for k, t in fields)]
             text = "\n".join(lines)
@@ -259,6 +282,7 @@ class _Converter:
             text = f"{name} = TypedDict({json.dumps(name)}, {{{items}}})"
         self.classes[name] = text
         self.class_source[name] = source
+        self.shapes.setdefault(shape, name)
         return name
 
     def _ref(self, ref: str, tag: str, depth: int) -> str:

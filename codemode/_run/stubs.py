@@ -305,6 +305,8 @@ def _build(
         conflicts = conv.conflicts()
         if not conflicts:
             table.defs.update(conv.classes)
+            for shape, class_name in conv.shapes.items():
+                table.shapes.setdefault(shape, class_name)
             return stub
         for source in conflicts:
             bumps[source] = conv.used_index[source] + 1

@@ -10,7 +10,7 @@ import pytest
 
 from codemode import CodeMode, McpServer, Session
 from codemode._run.description import describe_tools, stubs_module
-from codemode._run.stubs import build_stub
+from codemode._run.stubs import build_stub, build_stubs
 from tests.conftest import git_server
 
 
@@ -112,3 +112,73 @@ async def test_the_git_servers_description_says_what_each_parameter_accepts(git_
     log = text[text.index("def git_log("):]
     assert "        start_timestamp: Start timestamp for filtering commits. Accepts: ISO" in log
 
+
+
+# --------------------------------------------------------------------------- shapes once
+
+
+def _api_tools() -> list[tuple[str, str, dict[str, Any], dict[str, Any] | None]]:
+    """150 tools of a REST API as servers generated from one describe them: five verbs on
+    30 resources, every output schema inline (no `$defs`), so the same user, label and
+    timestamps come back under a different path in each."""
+    user = obj({"login": STR, "id": {"type": "integer"}, "url": STR,
+                "site_admin": {"type": "boolean"}}, ["login", "id"])
+    label = obj({"name": STR, "color": STR, "description": {"type": ["string", "null"]}},
+                ["name"])
+    page = obj({"cursor": STR, "size": {"type": "integer", "minimum": 1, "maximum": 100}})
+
+    def resource(i: int) -> dict[str, Any]:
+        return obj({"id": {"type": "integer"}, "title": STR, "state": {"enum": ["open", "closed"]},
+                    "user": user, "assignees": {"type": "array", "items": user},
+                    "labels": {"type": "array", "items": label},
+                    f"field_{i}": STR, "created_at": {**STR, "format": "date-time"}},
+                   ["id", "title", "user"])
+
+    tools = []
+    for i in range(30):
+        res, one = resource(i), f"thing{i}"
+        by_id = obj({"owner": STR, "id": {"type": "integer"}}, ["owner", "id"])
+        tools += [
+            (f"list_{one}s", f"List {one}s.", obj({"owner": STR, "page": page}, ["owner"]),
+             obj({"items": {"type": "array", "items": res}, "total": {"type": "integer"}},
+                 ["items"])),
+            (f"get_{one}", f"Get a {one}.", by_id, res),
+            (f"create_{one}", f"Create a {one}.",
+             obj({"owner": STR, "title": STR, "labels": {"type": "array", "items": label}},
+                 ["owner", "title"]), res),
+            (f"update_{one}", f"Update a {one}.",
+             obj({"owner": STR, "id": {"type": "integer"}, "title": STR, "assignee": user},
+                 ["owner", "id"]), res),
+            (f"delete_{one}", f"Delete a {one}.", by_id,
+             obj({"deleted": {"type": "boolean"}, "by": user}, ["deleted"])),
+        ]
+    return tools
+
+
+def _class_fields(text: str) -> list[str]:
+    """The field lines of every `class X(TypedDict):` in `text`, one string per class."""
+    blocks = text.split("class ")[1:]
+    return ["\n".join(line for line in b.splitlines()[1:] if line.startswith("    "))
+            for b in blocks if "(TypedDict):" in b.splitlines()[0]]
+
+
+def test_identical_shapes_are_printed_once_under_one_name():
+    tools = _api_tools()
+    stubs = build_stubs(tools)
+    text = describe_tools(stubs)
+    fields = _class_fields(text)
+    assert len(fields) == len(set(fields))          # no two classes with the same fields
+    # The user, the label and the 30 resources (they differ by one field), the page, the
+    # list and the delete results: each one class, whatever tool and path it came from.
+    assert len(fields) == 1 + 1 + 30 + 1 + 30 + 1
+    user = ("    login: str\n    id: int\n    url: NotRequired[str]\n"
+            "    site_admin: NotRequired[bool]")
+    [user_class] = [b.split("(", 1)[0] for b in text.split("class ")[1:]
+                    if b.split(":\n", 1)[1].startswith(user)]
+    assert text.count(f"assignee: {user_class} | None = None") == 30   # every update_thing
+    assert text.count(f"by: NotRequired[{user_class}]") == 1            # one delete result
+    # The same tools in another order name the same classes.
+    assert describe_tools(build_stubs(list(reversed(tools)))) == text
+    ns: dict[str, Any] = {}
+    exec(compile(stubs_module(stubs), "tools_stubs.py", "exec"), ns)
+    assert len(text) < 60_000
