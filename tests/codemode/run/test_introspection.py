@@ -123,3 +123,16 @@ async def test_a_signature_on_the_restricted_tier_gives_no_host_object(tier):
         [str(sig), type(nil) is list, type(again.parameters["_nil"].default) is list]
         """)
     assert value["result"] == ["(x, memo=None, _nil=[])", False, False]
+
+
+@pytest.mark.parametrize("tier", ["wasm", "restricted"])
+def test_a_tool_spec_without_a_signature_shows_its_parameters(tier):
+    from codemode.sandbox import ParamSpec, RunRequest, SubCallReply, ToolSpec
+
+    spec = ToolSpec(name="send-mail", alias="send_mail", doc="Send a mail.", accepts_extra=False,
+                    params=(ParamSpec(name="to", required=True), ParamSpec(name="cc"),
+                            ParamSpec(name="from", keyword_only=True)))
+    code = "import inspect\n[str(inspect.signature(send_mail)), inspect.getdoc(send_mail)]"
+    outcome = TIERS[tier]().run(RunRequest(code=code, tools=(spec,)),
+                                lambda batch: SubCallReply())
+    assert outcome.value == ["(to, cc=None, **kwargs)", "Send a mail."], outcome.error
