@@ -97,13 +97,16 @@ class ParamSpec(msgspec.Struct, frozen=True, kw_only=True):
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A tool as the guest sees it: the name dispatched, the Python alias the program
     calls, the parameters it checks call shapes against (Python's own rules: a keyword
-    beyond `params` is refused unless `accepts_extra`), its docstring."""
+    beyond `params` is refused unless `accepts_extra`), its docstring, and `signature`,
+    the stub's `def` line (`def f(a: int, b: str = "x") -> R:`) that `inspect.signature`
+    and `help` show inside the program ("": made from `params`, without types)."""
 
     name: str
     alias: str
     params: tuple[ParamSpec, ...] = ()
     accepts_extra: bool = True
     doc: str = ""
+    signature: str = ""
 
 
 class PauseRun(Exception):

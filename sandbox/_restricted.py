@@ -116,7 +116,8 @@ def _execute(run: _Run, request: RunRequest) -> None:
         try:
             modules = _Modules(run)
             code, has_value, run.bridge.callsites = _compile(request.code)
-            ns = runtime._namespace(run.bridge, [msgspec.to_builtins(t) for t in request.tools])
+            ns = runtime._namespace(run.bridge, [msgspec.to_builtins(t) for t in request.tools],
+                                    run.out.write)
             ns["__builtins__"] = _program_builtins(run, modules, set())
             if code.co_flags & 0x80:       # CO_COROUTINE: top-level await
                 modules.asyncio_run(eval(code, ns))

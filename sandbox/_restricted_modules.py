@@ -24,7 +24,7 @@ from typing import Any
 
 from ._restricted_policy import _check_attr_name
 from ._restricted_run import _Run, _RunLoop
-from .guest.cm_guest import aio, modules, pending, runtime
+from .guest.cm_guest import aio, introspect, modules, pending, runtime
 
 # The restricted tier's own list, a subset of the guest's (`modules.txt`): pure-computation
 # modules whose members are safe to share with the host process through a read-only view.
@@ -34,7 +34,7 @@ from .guest.cm_guest import aio, modules, pending, runtime
 ALLOWED_MODULES = frozenset("""
     __future__ abc array asyncio base64 binascii bisect calendar collections collections.abc
     colorsys contextlib copy csv dataclasses datetime decimal difflib enum fractions
-    functools graphlib hashlib heapq html io ipaddress itertools json math numbers operator
+    functools graphlib hashlib heapq html inspect io ipaddress itertools json math numbers operator
     pprint random re secrets statistics string struct textwrap time types typing
     unicodedata urllib urllib.parse uuid warnings zlib
 """.split()) & modules.AVAILABLE
@@ -45,15 +45,21 @@ _IMPLICIT_MODULES = frozenset({"_strptime", "_pydatetime", "_pydecimal"})
 
 
 class _ModuleView:
-    """A read-only, filtered view of an allowed module (one per module per run).
+    # A read-only, filtered view of an allowed module (one per module per run). It has no
+    # `__name__`, so `from m import x` cannot fall back to `sys.modules`; its `__doc__` is
+    # the module's (what `help(module)` shows).
 
-    It has no `__name__`, so `from m import x` cannot fall back to `sys.modules`."""
+    __slots__ = ("_attrs", "_doc", "_label")
 
-    __slots__ = ("_attrs", "_label")
-
-    def __init__(self, label: str, attrs: dict[str, Any]) -> None:
+    def __init__(self, label: str, attrs: dict[str, Any], doc: str | None = None) -> None:
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_attrs", attrs)
+        object.__setattr__(self, "_doc", doc)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        doc: str | None = self._doc
+        return doc
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -105,8 +111,11 @@ _DROPPED = {
     "typing": {"get_type_hints"},
     "uuid": {"getnode", "uuid1"},                  # the host's MAC address, maybe via `ip`
 }
+# `inspect`: reading signatures and docstrings only, `signature` replaced (`_overrides`) by
+# one that shows a host object in a signature as text; no frames, sources or members.
+_INSPECT_NAMES = frozenset({"signature", "getdoc", "cleandoc", "Parameter"})
 _ONLY = {"asyncio": _ASYNCIO_NAMES, "io": _IO_NAMES, "types": _TYPES_NAMES,
-         "warnings": frozenset()}
+         "warnings": frozenset(), "inspect": _INSPECT_NAMES}
 _MUTABLE = (list, dict, set, bytearray)
 
 
@@ -153,7 +162,7 @@ class _Modules:
         if cached is not None:
             return cached
         attrs: dict[str, Any] = {}
-        view = _ModuleView(name, attrs)
+        view = _ModuleView(name, attrs, module.__doc__)
         self.views[name] = view       # before filling: modules refer to each other
         only = _ONLY.get(name)
         dropped = _DROPPED.get(name, ())
@@ -190,6 +199,8 @@ class _Modules:
         if name == "decimal":
             return {k: copy.copy(v) for k, v in vars(module).items()
                     if isinstance(v, module.Context)}
+        if name == "inspect":
+            return {"signature": introspect.signature}
         if name == "operator":
             return {"attrgetter": _safe_attrgetter, "methodcaller": _safe_methodcaller}
         if name == "functools":

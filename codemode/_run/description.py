@@ -9,7 +9,6 @@ the limits of a run).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from codemode.sandbox import SandboxLimits
@@ -17,7 +16,12 @@ from codemode.sandbox import SandboxLimits
 from .budget import bounded
 from .stubs import ToolStub, _docstring_block
 
-__all__ = ["describe_tool", "describe_tools", "run_code_description", "stubs_module"]
+__all__ = [
+    "MAX_DOC_CHARS", "describe_tool", "describe_tools", "run_code_description", "stubs_module",
+]
+
+MAX_DOC_CHARS = 1200
+"""A tool's description in the listing is cut to this many characters (`describe_tools`)."""
 
 _MODULE_HEADER = '''\
 # mypy: disable-error-code="empty-body, assignment"
@@ -51,13 +55,27 @@ Only `run_code` may be called directly: call every other tool inside a program.
 _LISTING_HEADING = "\nAvailable tools:\n"
 
 
+# What a program is likely to import, in the order a model reads them: the modules the
+# paragraph names when the sandbox allows them. Debugging, profiling and interpreter
+# modules (`pdb`, `dis`, `gc`, `tracemalloc`, ...) stay importable but unnamed.
+_LIKELY_MODULES = (
+    "json", "re", "datetime", "zoneinfo", "time", "math", "statistics", "decimal",
+    "fractions", "random", "collections", "itertools", "functools", "operator", "heapq",
+    "bisect", "asyncio", "typing", "dataclasses", "enum", "string", "textwrap", "difflib",
+    "unicodedata", "html", "csv", "base64", "hashlib", "uuid", "urllib.parse", "ipaddress",
+    "copy", "pprint", "calendar",
+)
+
+
 def _modules_text(modules: frozenset[str]) -> str:
-    """The importable modules as one paragraph: each top-level name once (the full dotted
-    list is several hundred names; the model needs the packages, not every submodule)."""
-    packages = sorted({name.partition(".")[0] for name in modules})
-    return ("\nImportable modules (nothing else): " + ", ".join(packages)
-            + "; and their submodules that need no host access (such as `asyncio.tasks`, "
-            "`xml.etree.ElementTree`).\n")
+    """The modules a program is likely to import, those of `_LIKELY_MODULES` that `modules`
+    holds, as one paragraph, with how many more there are (the full dotted list is several
+    hundred names, most of which a program never needs)."""
+    named = [m for m in _LIKELY_MODULES if m in modules]
+    others = {n.partition(".")[0] for n in modules} - {m.partition(".")[0] for m in named}
+    more = (f" and {len(others)} more standard-library packages" if others else "")
+    return ("\nModules to import: " + ", ".join(named) + more
+            + "; importing one the sandbox does not offer raises ModuleNotFoundError.\n")
 
 
 def _size(n_bytes: int) -> str:
@@ -124,12 +142,14 @@ def stubs_module(stubs: Sequence[ToolStub]) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = 300) -> str:
+def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = MAX_DOC_CHARS) -> str:
     """Compact text that tells the model which functions it can call.
 
-    The TypedDicts come first, each once; then, sorted by alias, each tool's signature with the
-    first paragraph of its docstring (whitespace collapsed, cut to `max_doc_chars` characters
-    ending in "…") and the note on keys that are not Python names. No JSON Schema is shown.
+    The TypedDicts come first, each once; then, sorted by alias, each tool's signature with
+    its docstring (`ToolStub.doc_text`): the tool's description, cut to `max_doc_chars`
+    characters and marked `[… N more characters]` when cut, the note on keys that are not
+    Python names, and the `Args:` section (each parameter's description, format, bounds and
+    such). No JSON Schema is shown.
 
     Raises:
         ValueError: two stubs define one class name differently.
@@ -144,18 +164,14 @@ def describe_tools(stubs: Sequence[ToolStub], *, max_doc_chars: int = 300) -> st
 def describe_tool(stub: ToolStub) -> str:
     """What the full listing (`describe_tools`) shows of one tool: the TypedDicts its
     signature refers to, then its signature and docstring, in the same words."""
-    return "\n\n".join([*_collect_classes([stub]).values(), _tool_block(stub, 300)]) + "\n"
+    classes = _collect_classes([stub]).values()
+    return "\n\n".join([*classes, _tool_block(stub, MAX_DOC_CHARS)]) + "\n"
 
 
 def _tool_block(stub: ToolStub, max_doc_chars: int) -> str:
-    """One tool's signature with the first paragraph of its docstring (whitespace
-    collapsed, cut to `max_doc_chars` characters ending in "…") and its `extra_note`."""
-    paragraph = re.split(r"\n\s*\n", stub.docstring, maxsplit=1)[0]
-    doc = " ".join(paragraph.split())
-    if len(doc) > max_doc_chars:
-        doc = doc[: max(max_doc_chars - 1, 0)].rstrip() + "…"
-    if stub.extra_note:
-        doc = f"{doc}\n{stub.extra_note}" if doc else stub.extra_note
+    """One tool's signature with its docstring as the listing shows it (`ToolStub.doc_text`:
+    the whole description cut to `max_doc_chars` and marked, its `Args:` and its note)."""
+    doc = stub.doc_text(max_doc_chars)
     if doc:
         return f"{stub.signature}\n{_docstring_block(doc, '    ')}"
     return f"{stub.signature} ..."

@@ -125,7 +125,7 @@ class CodeRunFailed(HarnessError):
 def _tool_spec(stub: ToolStub) -> ToolSpec:
     return ToolSpec(
         name=stub.name, alias=stub.alias, accepts_extra=stub.accepts_extra,
-        doc=stub.docstring,
+        doc=stub.doc_text(), signature=stub.signature,
         params=tuple(ParamSpec(name=p.name, required=p.required, omit_if_none=p.omit_if_none,
                                keyword_only=p.keyword_only)
                      for p in stub.params))

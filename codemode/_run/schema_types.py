@@ -25,9 +25,15 @@ Type mapping (anything else, or no schema at all, is `Any`):
 Class names. Nested objects are named `<Alias><Prop>...` (`get_weather`'s `address.geo` is
 `GetWeatherAddressGeo`), array items add `Item`, dict values add `Value`, the object returned by
 a tool is `<Alias>Result`, a `$defs` entry keeps its own name. A name already used for a
-different definition (or reserved: typing names, tool aliases) gets a suffix `_2`, `_3`, ...;
-identical definitions under one name are shared, so `stubs_module` and `describe_tools` print
-each once.
+different definition (or reserved: typing names, tool aliases) gets a suffix `_2`, `_3`, ...
+A class with the same fields (keys and types) as one already made, by this tool or by a tool
+built before it in `build_stubs` (sorted by name), is that class, under its first name: the
+same user object returned inline by a hundred tools is one `TypedDict`, which `stubs_module`
+and `describe_tools` print once. A class whose fields refer back to a class under
+construction (a recursive schema) keeps its own name.
+
+What a value accepts beyond its type (`format`, `pattern`, bounds, lengths, long enums, an
+example) is not a type: `_accepts` says it in words for the docstring's `Args:` section.
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ import json
 import keyword
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["LOSSLESS_MARKER_KEY", "MAX_LITERAL_VALUES"]
+__all__ = ["LOSSLESS_MARKER_KEY", "MAX_LITERAL_VALUES", "MAX_PARAM_DOC_CHARS"]
 
 LOSSLESS_MARKER_KEY = "x-codemode-lossless-marker"
 """Marks a branch of an output schema that admits the run's lossless tags (`{"$int": ...}`,
@@ -49,6 +56,10 @@ the return type. MCP results are where the tags arise (`codemode._mcp.values`)."
 MAX_LITERAL_VALUES = 50
 """An enum with more values than this is typed by its base type (`str`), to keep stubs small."""
 
+MAX_PARAM_DOC_CHARS = 400
+"""A parameter's line in a stub's `Args:` section (its description and what its schema says
+it accepts) is cut to this many characters, ending in "…"."""
+
 # The typing names the stubs module imports: no class takes one (nor a tool alias: `stubs`).
 _TYPING_NAMES = frozenset({"Any", "Literal", "NotRequired", "TypedDict", "annotations"})
 
@@ -56,7 +67,11 @@ _MAX_DEPTH = 32  # schema nesting deeper than this is typed Any
 
 
 def _is_name(key: str) -> bool:
-    return key.isascii() and key.isidentifier() and not keyword.iskeyword(key)
+    """`key` can be written as a Python name and arrives as itself: an identifier, not a
+    keyword, and unchanged by NFKC (the parser normalizes identifiers, so `ﬁle=` would
+    reach the tool as `file`)."""
+    return (key.isidentifier() and not keyword.iskeyword(key)
+            and (key.isascii() or unicodedata.normalize("NFKC", key) == key))
 
 
 def _camel(text: str) -> str:
@@ -75,6 +90,11 @@ class _ClassTable:
     def __init__(self, reserved: Iterable[str]) -> None:
         self.reserved = set(reserved) | _TYPING_NAMES
         self.defs: dict[str, str] = {}
+        self.shapes: dict[_Shape, str] = {}  # the fields of a class -> its name
+
+
+# A TypedDict's fields, (key, type as written): two classes with the same are one class.
+_Shape = tuple[tuple[str, str], ...]
 
 
 _Source = tuple[str, str]  # (schema tag "in"/"out", JSON pointer of the position)
@@ -93,6 +113,8 @@ class _Converter:
         self.local_names: dict[str, _Source] = {}
         self.used_index: dict[_Source, int] = {}
         self.classes: dict[str, str] = {}  # name -> definition, in completion order
+        self.shapes: dict[_Shape, str] = {}  # the fields of a class made here -> its name
+        self.hits = 0  # how often a position under construction was reached again
         self.class_source: dict[str, _Source] = {}
         self.memo: dict[_Source, str] = {}
         self.active: dict[_Source, str | None] = {}  # under construction -> its class name
@@ -137,6 +159,7 @@ class _Converter:
         if source in self.memo:
             return self.memo[source]
         if source in self.active:
+            self.hits += 1
             self.lowest_hit = min(self.lowest_hit, self.stack.index(source))
             name = self.active[source]
             return json.dumps(name) if name else "Any"
@@ -237,11 +260,20 @@ class _Converter:
         self.active[source] = name
         required = _required(schema)
         fields: list[tuple[str, str]] = []
+        hits = self.hits
         for key, sub in props.items():
             t = self.type_of(
                 sub, tag, f"{path}/properties/{_escape(key)}", base + _camel(key), depth + 1
             )
             fields.append((key, t if key in required else f"NotRequired[{t}]"))
+        shape = tuple(fields)
+        same = self.shapes.get(shape) or self.table.shapes.get(shape)
+        if same is not None and self.hits == hits:
+            # The fields of a class already made (here or by an earlier tool), and none is
+            # a class under construction: that class, under its name. This name stays
+            # taken, so that a position computed again keeps its answer.
+            self.classes.setdefault(same, self.table.defs.get(same, ""))
+            return same
         if all(_is_name(k) and not k.startswith("__") for k, _ in fields):
             lines = [f"class {name}(TypedDict):", *(f"    {k}: {t}" for k, t in fields)]
             text = "\n".join(lines)
@@ -250,6 +282,7 @@ class _Converter:
             text = f"{name} = TypedDict({json.dumps(name)}, {{{items}}})"
         self.classes[name] = text
         self.class_source[name] = source
+        self.shapes.setdefault(shape, name)
         return name
 
     def _ref(self, ref: str, tag: str, depth: int) -> str:
@@ -394,3 +427,103 @@ def _py_literal(value: Any) -> str | None:
         ]
         return "{" + ", ".join(pairs) + "}" if len(pairs) == len(value) else None
     return None
+
+
+# --------------------------------------------------------------------------- what a value accepts
+
+_MAX_FACT_CHARS = 120  # one fact (a pattern, an example, a list of values) is cut to this
+_MAX_LISTED_VALUES = 20  # an enum not shown as a Literal lists this many values, then a count
+
+
+def _accepts(schema: Any, *, shown_default: bool) -> list[str]:
+    """What `schema` says a value accepts beyond its Python type, as short phrases:
+    `format`, `pattern`, numeric bounds (`>= 1`, `< 10`, `multiple of 5`), string lengths,
+    item counts, `unique items`, the values of an enum too long for `Literal[...]`, the
+    default when the signature cannot show it (`shown_default` False), the first example,
+    and `deprecated`. A nullable schema (`anyOf`/`oneOf` with one branch besides null, or
+    an `allOf` of one) is read through to that branch."""
+    if not isinstance(schema, dict):
+        return []
+    facts: list[str] = []
+    if schema.get("deprecated") is True:
+        facts.append("deprecated")
+    if not shown_default and "default" in schema:
+        facts.append("default " + _fact_value(schema["default"]))
+    branch = _one_branch(schema)
+    if "enum" in branch or "const" in branch:
+        values = [branch["const"]] if "const" in branch else branch["enum"]
+        if isinstance(values, list) and values and _literal(values) is None:
+            shown = ", ".join(_fact_value(v) for v in values[:_MAX_LISTED_VALUES])
+            more = len(values) - _MAX_LISTED_VALUES
+            facts.append(f"one of {shown}" + (f" and {more} more" if more > 0 else ""))
+    fmt = branch.get("format")
+    if isinstance(fmt, str) and fmt:
+        facts.append(f"format {_cut(fmt)}")
+    pattern = branch.get("pattern")
+    if isinstance(pattern, str) and pattern:
+        facts.append(f"pattern {_cut(pattern)}")
+    facts += _bounds(branch)
+    examples = schema.get("examples", branch.get("examples"))
+    if isinstance(examples, list) and examples:
+        facts.append("e.g. " + _fact_value(examples[0]))
+    return facts
+
+
+def _bounds(schema: dict[str, Any]) -> list[str]:
+    facts: list[str] = []
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    lo_x, hi_x = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if _is_number(lo_x):  # JSON Schema 2019+: the bound itself
+        facts.append(f"> {lo_x}")
+    elif _is_number(lo):
+        facts.append(f"{'>' if lo_x is True else '>='} {lo}")  # draft 4: a flag on minimum
+    if _is_number(hi_x):
+        facts.append(f"< {hi_x}")
+    elif _is_number(hi):
+        facts.append(f"{'<' if hi_x is True else '<='} {hi}")
+    if _is_number(schema.get("multipleOf")):
+        facts.append(f"multiple of {schema['multipleOf']}")
+    for low, high, what in (("minLength", "maxLength", "characters"),
+                            ("minItems", "maxItems", "items"),
+                            ("minProperties", "maxProperties", "keys")):
+        n, m = schema.get(low), schema.get(high)
+        n = n if _is_number(n) else None
+        m = m if _is_number(m) else None
+        if n is not None and m is not None:
+            facts.append(f"exactly {_count(n, what)}" if n == m else f"{n}-{m} {what}")
+        elif n is not None:
+            facts.append(f"at least {_count(n, what)}")
+        elif m is not None:
+            facts.append(f"at most {_count(m, what)}")
+    if schema.get("uniqueItems") is True:
+        facts.append("unique items")
+    return facts
+
+
+def _count(n: float, what: str) -> str:
+    return f"{n} {what[:-1] if n == 1 else what}"
+
+
+def _one_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    """The branch of a nullable union (or a lone `allOf`) that says what a value is."""
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            real = [o for o in options if isinstance(o, dict) and o.get("type") != "null"]
+            if len(real) == 1:
+                return _one_branch(real[0])
+    return schema
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fact_value(value: Any) -> str:
+    text = _py_literal(value)
+    return _cut(text if text is not None else json.dumps(value, ensure_ascii=False))
+
+
+def _cut(text: str, limit: int = _MAX_FACT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -11,15 +11,21 @@ Parameters. Required properties come first (schema property order, then names li
 `required`), optional ones after. A default is shown as a Python literal; an optional parameter
 without a default is shown as `= None` with `| None` added to its type, and
 `ParamSpec.omit_if_none` tells the guest to drop an explicit `None` for it when the schema does
-not admit null. A property whose name is not an ASCII Python identifier, or is a keyword
-(`"content-type"`, `"from"`), is left out of `params`; the signature then ends in
-`**kwargs: Any`, `accepts_extra` is True, and the docstring says how to pass it
-(`tool(**{"from": ...})`); the host validates it.
+not admit null. A property named by an identifier is a parameter under that name, non-ASCII
+ones included (`météo`), unless NFKC normalization would change it. A property whose name
+cannot be written as a parameter (a keyword, `"content-type"`, `"from"`) is a keyword-only
+`ParamSpec`: the signature ends in `**kwargs: Any` and the docstring says how to pass it
+(`tool(**{"from": ...})`).
+
+Docstring. The tool's description whole, the note on such keys, and an `Args:` section: per
+parameter its description and what its schema says beyond the type (format, pattern, bounds,
+lengths, long enums, an example), each line bounded (`MAX_PARAM_DOC_CHARS`).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -31,6 +37,8 @@ from .schema_types import (
     _TYPING_NAMES,
     LOSSLESS_MARKER_KEY,
     MAX_LITERAL_VALUES,
+    MAX_PARAM_DOC_CHARS,
+    _accepts,
     _admits_none,
     _arguments_object,
     _camel,
@@ -78,8 +86,7 @@ class ParamSpec(msgspec.Struct, frozen=True):
     """One parameter of a tool's Python signature, as the guest checks calls against it.
 
     Attributes:
-        name: the property name, also the Python parameter name (always a non-keyword
-            ASCII identifier; other property names only travel through `**kwargs`).
+        name: the property name, also the Python parameter name unless `keyword_only`.
         required: the schema lists it in `required`; a call without it is rejected.
         default: the schema's JSON default, or `NO_DEFAULT`. Informational: the guest leaves an
             omitted argument out and the host applies defaults.
@@ -116,7 +123,10 @@ class ToolStub(msgspec.Struct, frozen=True):
             separated by blank lines; "" when none.
         docstring: the tool's description, trimmed (`inspect.cleandoc`).
         classes: `typed_dicts` as (class name, definition) pairs, for deduplication.
-        param_docs: (parameter name, description) for properties that have one.
+        param_docs: (parameter name, line) for the properties with something to say: the
+            description, then what the schema says the value accepts beyond its type
+            (format, pattern, bounds, lengths, an enum too long for `Literal`, a default the
+            signature cannot show, an example); a name that is not a Python name is quoted.
         extra_note: how to pass properties that are not Python names; "" when none.
     """
 
@@ -141,13 +151,30 @@ class ToolStub(msgspec.Struct, frozen=True):
             f"{self.typed_dicts}\n\n\n{self._function()}" if self.typed_dicts else self._function()
         )
 
-    def _function(self) -> str:
+    def doc_text(self, max_doc_chars: int | None = None) -> str:
+        """The stub's whole docstring text: the tool's description, the note on keys that
+        are not Python names, and an `Args:` section with a line per parameter that has a
+        description or schema facts (`param_docs`), each part after a blank line.
+
+        Args:
+            max_doc_chars: cut the tool's description (not the note or `Args:`) to this
+                many characters, marked `[… N more characters]`; None: whole.
+        Returns:
+            The text, "" when there is nothing to say.
+        """
         doc = self.docstring
+        if max_doc_chars is not None and len(doc) > max_doc_chars:
+            kept = doc[: max(max_doc_chars, 0)].rstrip()
+            doc = f"{kept} [… {len(doc) - len(kept)} more characters]"
+        parts = [doc] if doc else []
         if self.extra_note:
-            doc = f"{doc}\n\n{self.extra_note}" if doc else self.extra_note
+            parts.append(self.extra_note)
         if self.param_docs:
-            args = "\n".join(f"    {n}: {_one_line(d)}" for n, d in self.param_docs)
-            doc = f"{doc}\n\nArgs:\n{args}" if doc else f"Args:\n{args}"
+            parts.append("Args:\n" + "\n".join(f"    {n}: {d}" for n, d in self.param_docs))
+        return "\n\n".join(parts)
+
+    def _function(self) -> str:
+        doc = self.doc_text()
         body = f"{self.signature}\n"
         if doc:
             body += _docstring_block(doc, "    ") + "\n"
@@ -236,7 +263,7 @@ def build_stub(
     """
     if alias is None:
         alias = aliases_for([name])[name]
-    elif not _is_name(alias):
+    elif not (alias.isascii() and _is_name(alias)):
         raise ValueError(f"alias must be a non-keyword ASCII identifier: {alias!r}")
     return _build(name, description, parameters, output_schema, alias, _ClassTable([alias]))
 
@@ -282,6 +309,8 @@ def _build(
         conflicts = conv.conflicts()
         if not conflicts:
             table.defs.update(conv.classes)
+            for shape, class_name in conv.shapes.items():
+                table.shapes.setdefault(shape, class_name)
             return stub
         for source in conflicts:
             bumps[source] = conv.used_index[source] + 1
@@ -328,11 +357,16 @@ def _attempt(
             shown = _py_literal(sub["default"])
             if shown is not None:
                 default = sub["default"]
+        # The signature shows the default of a parameter, not of a key in **kwargs.
+        line = _param_line(sub, shown_default=is_required or (shown is not None
+                                                               and _is_name(key)))
         if not _is_name(key):
-            note = f"{_py_literal(key)}: {t}" + (" (required)" if is_required else "")
+            note = f"{_key_text(key)}: {t}" + (" (required)" if is_required else "")
             hidden.append(note)
             hidden_keys.append(key)
             specs.append(ParamSpec(key, is_required, default, False, t, keyword_only=True))
+            if line:
+                param_docs.append((_key_text(key), line))
             continue
         omit = False
         if is_required:
@@ -346,19 +380,15 @@ def _attempt(
             t = _union([t, "None"])
             sig.append(f"{key}: {t} = None")
         specs.append(ParamSpec(key, is_required, default, omit, t))
-        if (
-            isinstance(sub, dict)
-            and isinstance(sub.get("description"), str)
-            and sub["description"].strip()
-        ):
-            param_docs.append((key, sub["description"].strip()))
+        if line:
+            param_docs.append((key, line))
 
     extra_note = ""
     if hidden or accepts_extra:
         kwargs = _first_free("kwargs", {s.name for s in specs})
         sig.append(f"**{kwargs}: Any")
     if hidden:
-        example = _py_literal(hidden_keys[0])    # as written: "température", not "\\u00e9"
+        example = _key_text(hidden_keys[0])
         extra_note = (
             f"Keys that are not Python names go in **{kwargs}, "
             f"as in {alias}(..., **{{{example}: ...}}): " + "; ".join(hidden) + "."
@@ -381,23 +411,53 @@ def _attempt(
     )
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+def _param_line(schema: Any, *, shown_default: bool) -> str:
+    """A parameter's line in `Args:`: its description (whitespace collapsed), then in
+    parentheses what its schema says it accepts beyond the type (`schema_types._accepts`);
+    "" when there is neither. Cut to `MAX_PARAM_DOC_CHARS`, ending in "…"."""
+    if not isinstance(schema, dict):
+        return ""
+    described = schema.get("description")
+    text = " ".join(described.split()) if isinstance(described, str) else ""
+    facts = _accepts(schema, shown_default=shown_default)
+    if facts:
+        text = f"{text} ({'; '.join(facts)})" if text else "; ".join(facts)
+    if len(text) > MAX_PARAM_DOC_CHARS:
+        text = text[: MAX_PARAM_DOC_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _key_text(key: str) -> str:
+    """A property name as a str literal in the text a model reads: characters as they are
+    (`"météo"`, not `"m\\u00e9t\\u00e9o"`), escapes only where a literal needs them."""
+    return _py_literal(key) or json.dumps(key)
 
 
 def _docstring_block(text: str, indent: str) -> str:
-    """`text` as a triple-quoted string literal at `indent`, escaped so it compiles as is."""
+    """`text` as a triple-quoted string literal at `indent` that compiles to `text`: raw
+    (`r\"""`) when it has backslashes a raw literal can hold, so a pattern reads as written
+    (`^\\d{2}:\\d{2}$`), else escaped."""
 
     def escape(m: re.Match[str]) -> str:
         c = m.group()
         return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
 
-    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    body = re.sub("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]", escape, body)
-    if body.endswith('"'):
-        body = body[:-1] + '\\"'
+    prefix = ""
+    if "\\" in text and not _NOT_RAW.search(text):
+        prefix, body = "r", text
+    else:
+        body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+        body = _ESCAPED.sub(escape, body)
+        if body.endswith('"'):
+            body = body[:-1] + '\\"'
     lines = body.split("\n")
     if len(lines) == 1:
-        return f'{indent}"""{body}"""'
+        return f'{indent}{prefix}"""{body}"""'
     rest = [f"{indent}{line}" if line else "" for line in lines[1:]]
-    return "\n".join([f'{indent}"""{lines[0]}', *rest, f'{indent}"""'])
+    return "\n".join([f'{indent}{prefix}"""{lines[0]}', *rest, f'{indent}"""'])
+
+
+_ESCAPED = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+# What a raw literal cannot hold: characters that need escapes, a closing quote run, or an
+# ending in a backslash or quote.
+_NOT_RAW = re.compile('[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]|"""|[\\\\"]\\Z')

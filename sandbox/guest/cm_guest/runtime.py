@@ -17,7 +17,7 @@ import re
 import sys
 import traceback
 
-from . import aio, callsite, modules, output, profile, settling
+from . import aio, callsite, introspect, modules, output, profile, settling
 from .errors import ToolArgumentError, ToolCallError, ToolDenied, ToolError, ToolNotFound
 from .output import CappedSink, text_stream
 from .pending import contains, isinstance_, settle
@@ -314,9 +314,10 @@ def take_prepared():
     return prepared if prepared is not None else Prepared()
 
 
-def _globals(bridge, bindings, by_name):
-    """The program's globals without its tools; `call_tool` finds the tools in `bindings`
-    (by alias) and `by_name`, filled later."""
+def _globals(bridge, bindings, by_name, write=None):
+    """The program's globals without its tools; `call_tool` and `help` find the tools in
+    `bindings` (by alias) and `by_name`, filled later. `help` prints with `write` (default:
+    the program's `sys.stdout`)."""
 
     def call_tool(name, /, **kwargs):
         """call_tool(name, /, **kwargs): call any tool by its name (the host decides
@@ -339,7 +340,7 @@ def _globals(bridge, bindings, by_name):
         "__builtins__": _program_builtins(), "call_tool": call_tool,
         "ToolCallError": ToolCallError, "ToolDenied": ToolDenied,
         "ToolArgumentError": ToolArgumentError, "ToolNotFound": ToolNotFound,
-        "ToolError": ToolError,
+        "ToolError": ToolError, "help": introspect.make_help(bindings, write),
     }
 
 
@@ -354,10 +355,12 @@ def _add_tools(ns, bridge, bindings, by_name, tools):
     return ns
 
 
-def _namespace(bridge, tools):
-    """The program's globals with its tool bindings on `bridge`, made now."""
+def _namespace(bridge, tools, write=None):
+    """The program's globals with its tool bindings on `bridge`, made now; `help` prints
+    with `write`."""
     bindings, by_name = {}, {}
-    return _add_tools(_globals(bridge, bindings, by_name), bridge, bindings, by_name, tools)
+    return _add_tools(_globals(bridge, bindings, by_name, write), bridge, bindings, by_name,
+                      tools)
 
 
 def run(request_text, dispatch, sleep, writer=fd_writer):

@@ -19,7 +19,7 @@ import re
 import sys
 from asyncio.events import _get_running_loop
 
-from . import signature
+from . import introspect, signature
 from .errors import rejection
 from .pending import PendingCall, json_default, settle_nested
 
@@ -396,9 +396,10 @@ _INF = float("inf")
 _EXIT = object()
 
 
-class Binding:
+class Binding(introspect.Described):
     """The function a program calls for one tool. Its call shape is a real Python function
-    (`signature.binder`), so CPython's own rules and messages apply to every call."""
+    (`signature.binder`), so CPython's own rules and messages apply to every call; what
+    `inspect.signature` and `help` show of it is its stub's (`introspect.Described`)."""
 
     def __init__(self, bridge, spec, loop_getter):
         self._bridge = bridge
@@ -409,7 +410,7 @@ class Binding:
         # Made at the tool's first call (`_shape`), not here: a run binds every exposed tool
         # and calls few (binding eight tools ahead cost ~0.3 ms a run). Set to None now, so
         # that every binding's attributes keep one layout.
-        self._signature = self._names = self._name_json = None
+        self._signature = self._names = self._name_json = self._inspected = None
         self.__name__ = self.__qualname__ = self.alias
         self.__doc__ = spec.get("doc") or None
 

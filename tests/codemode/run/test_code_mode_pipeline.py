@@ -122,9 +122,23 @@ def _line(text, prefix):
 
 
 def _packages(text):
-    """The top-level names the description's module paragraph lists."""
-    listed = _line(text, "Importable modules (nothing else): ").split(": ", 1)[1]
-    return listed.split("; ", 1)[0].split(", ")
+    """The modules the description's module paragraph names, and how many more it counts."""
+    listed = _line(text, "Modules to import: ").split(": ", 1)[1].split("; ", 1)[0]
+    names, _, more = listed.partition(" and ")
+    return names.split(", "), int(more.split()[0]) if more else 0
+
+
+def _named(allowed):
+    """What the paragraph should name of `allowed`: the likely imports, and how many
+    top-level packages it leaves unnamed."""
+    likely = ["json", "re", "datetime", "zoneinfo", "time", "math", "statistics", "decimal",
+              "fractions", "random", "collections", "itertools", "functools", "operator",
+              "heapq", "bisect", "asyncio", "typing", "dataclasses", "enum", "string",
+              "textwrap", "difflib", "unicodedata", "html", "csv", "base64", "hashlib", "uuid",
+              "urllib.parse", "ipaddress", "copy", "pprint", "calendar"]
+    named = [m for m in likely if m in allowed]
+    tops = {m.partition(".")[0] for m in allowed} - {m.partition(".")[0] for m in named}
+    return named, len(tops)
 
 
 def test_the_description_lists_the_importable_modules_and_the_limits_inline():
@@ -133,9 +147,12 @@ def test_the_description_lists_the_importable_modules_and_the_limits_inline():
     limits = SandboxLimits(wall_clock_s=2.5, memory_bytes=64 << 20, output_bytes=65536,
                            max_subcalls=7, request_bytes=1000, fuel=5000)
     text = CodeMode(Session(tools=[add]), limits=limits).description()
-    assert _packages(text) == sorted({name.partition(".")[0]
-                                      for name in WasmSandbox.allowed_modules})
-    assert {"pathlib", "zoneinfo", "logging", "__future__"} <= set(_packages(text))
+    assert _packages(text) == _named(WasmSandbox.allowed_modules)
+    named, more = _packages(text)
+    assert named[:6] == ["json", "re", "datetime", "zoneinfo", "time", "math"] and more > 50
+    # What a program is unlikely to import stays importable, but unnamed.
+    assert {"pdb", "bdb", "dis", "gc", "tracemalloc", "cProfile", "__future__"}.isdisjoint(named)
+    assert "bdb" in WasmSandbox.allowed_modules
     assert _line(text, "Each run may use at most") == (
         "Each run may use at most 2.5 s of wall-clock time (sleeps and tool calls count); "
         "64 MiB of memory; 16 MiB each of printed output and of error output (you are "
@@ -150,9 +167,8 @@ def test_the_description_lists_the_modules_of_the_sandbox_in_use():
     from codemode.sandbox import RestrictedSandbox
 
     text = CodeMode(Session(tools=[add]), sandbox=RestrictedSandbox()).description()
-    assert _packages(text) == sorted({name.partition(".")[0]
-                                      for name in RestrictedSandbox.allowed_modules})
-    assert "os" not in _packages(text)
+    assert _packages(text) == _named(RestrictedSandbox.allowed_modules)
+    assert "zoneinfo" not in _packages(text)[0]          # not on the restricted tier's list
 
 
 def test_sdk_text_is_byte_identical_across_assemblies():

@@ -103,7 +103,9 @@ async def test_describe_is_the_full_listing_of_that_tool(sandbox: Any, log: Path
     text, same = value["result"]
     assert same
     assert text == ('def send_invoice(customer_id: str, amount_cents: int) -> str:\n'
-                    '    """Send an invoice to a customer by email."""\n')
+                    '    """Send an invoice to a customer by email.\n\n'
+                    "    The amount is charged on the customer's card at the end of the month.\n"
+                    '    """\n')
     assert text.strip() in describe_tools(mode.stubs())
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from codemode._run.description import describe_tools, stubs_module
+from codemode._run.description import MAX_DOC_CHARS, describe_tools, stubs_module
 from codemode._run.stubs import (
     NO_DEFAULT,
     ParamSpec,
@@ -340,14 +340,15 @@ def test_parameter_names_that_are_not_identifiers_go_through_kwargs():
 
 
 def test_non_ascii_names_are_shown_as_written_not_as_escapes():
-    schema = obj({"température": {"type": "number"},
-                  "lieu": obj({"städt": STR}, ["städt"])}, ["température"])
+    # "température-max" is no Python name, so it goes in **kwargs, written as it is
+    schema = obj({"température-max": {"type": "number"},
+                  "lieu": obj({"städt": STR}, ["städt"])}, ["température-max"])
     stub = build_stub("météo", "Weather.", schema)
     assert stub.extra_note == (
         "Keys that are not Python names go in **kwargs, as in "
-        'm_t_o(..., **{"température": ...}): "température": float (required).'
+        'm_t_o(..., **{"température-max": ...}): "température-max": float (required).'
     )
-    assert '"städt": str' in stub.typed_dicts
+    assert "städt: str" in stub.typed_dicts
     assert "\\u" not in stub.source()
 
 
@@ -578,12 +579,13 @@ def test_describe_tools_is_compact_sorted_and_cut():
             x: int
 
         def alpha(p: Pt) -> Any:
-            """First paragraph is…"""
+            """First paragraph is l [… 40 more characters]"""
 
         def mid() -> Any: ...
 
         def odd(**kwargs: Any) -> Any:
             """Odd keys.
+
             Keys that are not Python names go in **kwargs, as in odd(..., **{"from": ...}): "from": str (required).
             """
 
@@ -598,7 +600,7 @@ def test_describe_tools_stays_small_for_many_tools():
     tools = [
         (
             f"tool-{i}",
-            f"Does thing {i}. " * 40,
+            f"Does thing {i}. " * 200,
             obj({"q": STR, "page": {"$ref": "#/$defs/Page"}}, ["q"], **shared),
             None,
         )
@@ -607,7 +609,8 @@ def test_describe_tools_stays_small_for_many_tools():
     text = describe_tools(build_stubs(tools))
     assert text.count("class Page(TypedDict):") == 1
     assert text.count("def tool_") == 100
-    assert len(text) < 100 * (300 + 120)
+    assert text.count("more characters]") == 100  # each description cut, and marked
+    assert len(text) < 100 * (MAX_DOC_CHARS + 120)
 
 
 # --------------------------------------------------------------------------- mypy

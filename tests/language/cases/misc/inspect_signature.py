@@ -1,4 +1,4 @@
-# restricted: refused (module inspect is not importable)
+# restricted: refused (inspect offers signature, getdoc, cleandoc and Parameter only: no isfunction)
 import inspect
 def f(a, b: int = 2, /, c=3, *args, d, e: str = "x", **kw) -> None: pass
 sig = inspect.signature(f)
