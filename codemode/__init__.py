@@ -1,5 +1,6 @@
 """codemode: run model-written Python in a wasmtime sandbox, with every tool call governed
-by one pipeline. Re-exports the pipeline's public names.
+by one pipeline. Re-exports the pipeline's public names, but for its low-level building
+blocks (`eager`, `launch`, `message_of`, `POINTS`), which stay in `codemode.pipeline`.
 
 Every name loads on first use (PEP 562): `import codemode` (and `import codemode.sandbox`,
 which imports this package first) pulls in neither the pipeline, nor the MCP SDK, nor
@@ -52,6 +53,10 @@ _LAZY = {
 }
 
 
+# The pipeline's low-level names, kept in `codemode.pipeline` alone: the pieces its own
+# stages are built from, which no codemode program or policy needs.
+_PIPELINE_ONLY = frozenset({"POINTS", "eager", "launch", "message_of"})
+
 # The layers, reached as attributes after `import codemode` alone (`codemode.pipeline`).
 _SUBPACKAGES = frozenset({"pipeline", "sandbox", "fixtures"})
 
@@ -62,14 +67,15 @@ def _export_order(name: str) -> tuple[bool, bool, str]:
 
 
 if _typing.TYPE_CHECKING:
-    __all__ = sorted({*_pipeline_all, *_LAZY}, key=_export_order)  # noqa: PLE0605
+    __all__ = sorted({*_pipeline_all, *_LAZY} - _PIPELINE_ONLY, key=_export_order)  # noqa: PLE0605
 
 
 def _public_names() -> list[str]:
-    """`__all__`: the pipeline's public names and ours (importing the pipeline)."""
+    """`__all__`: the pipeline's public names but its low-level ones (`_PIPELINE_ONLY`), and
+    ours (importing the pipeline)."""
     from codemode.pipeline import __all__ as pipeline_all
 
-    return sorted({*pipeline_all, *_LAZY}, key=_export_order)
+    return sorted({*pipeline_all, *_LAZY} - _PIPELINE_ONLY, key=_export_order)
 
 
 def __getattr__(name: str) -> _typing.Any:
@@ -83,7 +89,7 @@ def __getattr__(name: str) -> _typing.Any:
         value = getattr(_import_module(_LAZY[name], __name__), name)
     else:
         pipeline = _import_module(".pipeline", __name__)
-        if name not in pipeline.__all__:
+        if name not in pipeline.__all__ or name in _PIPELINE_ONLY:
             raise AttributeError(f"module 'codemode' has no attribute {name!r}")
         value = getattr(pipeline, name)
     globals()[name] = value         # later lookups skip this function

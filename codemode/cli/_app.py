@@ -263,7 +263,7 @@ _RUN_HELP = (
     "and the codemode resume command that goes on. That needs --log: without it, such a "
     "policy refuses to start (exit 2).\n\n"
     "Exit status: 0 the program completed, 1 it failed or hit a limit, 2 bad usage, 3 "
-    "paused: waiting for approval.")
+    "paused: waiting for approval, 128+N stopped by signal N (130 SIGINT, 143 SIGTERM).")
 _RESUME_HELP = (
     "Resume a run that paused for approval: give a decision for each request it waits on, "
     "and the program runs again from its start, its earlier tool calls answered from LOG "

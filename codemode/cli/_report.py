@@ -43,6 +43,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET
 
+from codemode._run.output import cut_json
 from codemode.pipeline import CallResult, events
 from codemode.sandbox import (
     FuelExhausted,
@@ -174,6 +175,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         warnings: what the host's dependencies or the policy warned about during the run
             (an MCP server's notification the SDK could not validate, a rule's glob that
             matches no tool), one line each; under `--json` instead of on stderr.
+        cut: what the sandbox cut at its output limit, as the run's value says
+            (`{"part": "stdout" | "stderr" | "value", "kept_bytes", "total_bytes"}` each);
+            empty when nothing was.
     """
 
     ok: bool
@@ -191,6 +195,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     approvals: tuple[ApprovalReport, ...]
     labels: dict[str, list[str]] = {}
     warnings: tuple[str, ...] = ()
+    cut: tuple[dict[str, Any], ...] = ()
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -247,7 +252,7 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         return RunReport(ok=False, kind="sandbox_error", code="runtime", limit=None,
                          stdout="", stderr="", value=None, error=error, **common)
     value = None if outcome.value is UNSET else outcome.value
-    common.update(stdout=outcome.stdout, stderr=outcome.stderr)
+    common.update(stdout=outcome.stdout, stderr=outcome.stderr, cut=tuple(cut_json(outcome)))
     if outcome.error is not None:
         kind, limit = _ENDINGS.get(type(outcome.error), ("sandbox_error", None))
         error = ErrorReport(type=getattr(outcome.error, "type", type(outcome.error).__name__),

@@ -19,5 +19,14 @@ def test_the_namespace_holds_no_implementation_name():
                 if name.startswith("_") and not name.startswith("__")]
 
 
-def test_the_pipeline_api_is_part_of_ours():
-    assert set(codemode.pipeline.__all__) <= set(codemode.__all__)
+LOW_LEVEL = {"eager", "launch", "message_of", "POINTS"}
+
+
+def test_the_pipeline_api_is_part_of_ours_but_its_low_level_names():
+    assert set(codemode.pipeline.__all__) - LOW_LEVEL <= set(codemode.__all__)
+    for name in LOW_LEVEL:
+        assert name in codemode.pipeline.__all__
+        assert hasattr(codemode.pipeline, name)
+        assert name not in codemode.__all__
+        assert name not in dir(codemode)
+        assert not hasattr(codemode, name), name
