@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,24 +146,48 @@ def main() -> None:
         raise SystemExit(1) from None
 
 
-def reference_run(code: str, timeout_s: float = 30.0,
-                  tools: ToolSource | None = None) -> ReferenceRun:
+class ReferenceStopped(Exception):
+    """`reference_run`'s `stop` was set (the evaluation is stopping): the run was killed."""
+
+
+def reference_run(code: str, timeout_s: float = 30.0, tools: ToolSource | None = None,
+                  stop: threading.Event | None = None) -> ReferenceRun:
     """Run `code` natively in a subprocess (see the module docstring), with the reference
     tools or the user's `tools`.
 
+    Args:
+        stop: set by another thread to end the run early (a stopping evaluation must not
+            wait up to `timeout_s` for a case that sleeps).
+
     Raises:
         subprocess.TimeoutExpired: it ran longer than `timeout_s` seconds.
+        ReferenceStopped: `stop` was set; the subprocess was killed.
     """
     argv = [sys.executable, str(Path(__file__).resolve())]
     if tools is not None:
         argv.append(msgspec.json.encode(tools).decode())
-    done = subprocess.run(argv, input=code,
-                          capture_output=True, text=True, timeout=timeout_s, cwd=_ROOT)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=_ROOT)
+    deadline = time.monotonic() + timeout_s
+    given: str | None = code
+    while True:
+        try:        # in short slices, so that `stop` is seen within a tenth of a second
+            stdout, stderr = proc.communicate(input=given, timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            given = None                       # the input is already being written
+            stopped = stop is not None and stop.is_set()
+            if stopped or time.monotonic() > deadline:
+                proc.kill()
+                proc.communicate()
+                if stopped:
+                    raise ReferenceStopped from None
+                raise subprocess.TimeoutExpired(argv, timeout_s) from None
     error = None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        error = lines[-1] if lines else f"exit status {done.returncode}"
-    return ReferenceRun(stdout=done.stdout, error=error)
+    if proc.returncode != 0:
+        lines = stderr.strip().splitlines()
+        error = lines[-1] if lines else f"exit status {proc.returncode}"
+    return ReferenceRun(stdout=stdout, error=error)
 
 
 if __name__ == "__main__":

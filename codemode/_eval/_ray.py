@@ -36,7 +36,7 @@ class _SlotActor:
         self._lock = threading.Lock()
 
     def run_case(self, index: int, case: Case) -> tuple[int, CaseResult]:
-        reference = (_reference(case, self._references, self._lock, self._tools)
+        reference = (_reference(case, self._references, self._lock, self._tools, self._slot)
                      if case.benign else None)
         return index, self._slot.run_case(case, reference)
 

@@ -68,7 +68,7 @@ def evaluate(cases: Sequence[Case], policy: Policy, *, jobs: int = 1,
                     case = cases[index]
                     reference = None
                     if case.benign:
-                        reference = _reference(case, references, lock, tools)
+                        reference = _reference(case, references, lock, tools, slot)
                     result = slot.run_case(case, reference)
                     with lock:
                         results[index] = result

@@ -43,7 +43,7 @@ from ._messages import (
     ready_decoder,
     report_decoder,
 )
-from ._native import ReferenceRun, reference_run
+from ._native import ReferenceRun, ReferenceStopped, reference_run
 
 _ROOT = Path(__file__).resolve().parents[2]
 MEM_SLACK_BYTES = 128 << 20
@@ -321,14 +321,22 @@ class Slot:
 
 
 def _reference(case: Case, cache: dict[str, ReferenceRun | None],
-               lock: threading.Lock, tools: ToolSource | None = None) -> ReferenceRun | None:
+               lock: threading.Lock, tools: ToolSource | None = None,
+               slot: Slot | None = None) -> ReferenceRun | None:
+    """The native reference run of a benign case, once per case id.
+
+    Raises:
+        SlotClosed: `slot` was closed while the reference ran (it was killed)."""
     with lock:
         if case.id in cache:
             return cache[case.id]
     try:
-        run: ReferenceRun | None = reference_run(case.source, tools=tools)
+        run: ReferenceRun | None = reference_run(
+            case.source, tools=tools, stop=slot._closed if slot is not None else None)
     except subprocess.TimeoutExpired:
         run = None
+    except ReferenceStopped:
+        raise SlotClosed from None
     with lock:
         cache[case.id] = run
     return run

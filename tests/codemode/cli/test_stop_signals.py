@@ -328,3 +328,34 @@ def test_eval_with_sigint_ignored_stops_its_workers_on_a_signal(tmp_path, signum
     assert proc.returncode == 128 + signum, err
     assert err.endswith(f"codemode: stopped by {signal.Signals(signum).name}\n"), err
     assert not [pid for pid in workers if _alive(pid)]
+
+
+@pytest.mark.slow
+def test_eval_stops_at_once_while_a_benign_case_runs_natively(tmp_path):
+    # A benign case first runs natively (the reference its stdout is compared with), for up
+    # to 30 s: a stop must kill that run too, not wait for it.
+    case = tmp_path / "slow-benign.py"
+    case.write_text("# id: slow-benign\n# category: benign\n# expect: runs long\n"
+                    "# source: test\nimport time\ntime.sleep(120)\nprint('done')\n")
+    policy = tmp_path / "long.toml"
+    policy.write_text("[limits]\nwall_clock_s = 180.0\n")
+    proc = start_in_background("eval", str(case), "--policy", str(policy), cwd=tmp_path)
+    deadline = time.monotonic() + LIMIT_S
+    while not (children := _children(proc.pid)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(1.0)                        # the reference run is under way
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("eval still running 20 s after SIGTERM") from None
+    took = time.monotonic() - sent
+    assert proc.returncode == 143, err
+    # the reference run alone would hold it 30 s; a loaded machine still stops in a few
+    assert took < 10, f"eval took {took:.1f} s to stop"
+    assert not [pid for pid in children if _alive(pid)]
