@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -79,7 +79,7 @@ from codemode.sandbox import (
 )
 
 from .approvals import _RunApprovals
-from .discovery import DISCOVERY_NAMES, ToolIndex
+from .discovery import DISCOVERY_NAMES
 from .rejections import rejection_code
 from .replay import Exchange, RecordedCall, RunRecord, sealed_answer
 from .resumed import Replay, Replaying
@@ -101,6 +101,9 @@ ABANDONED_MESSAGE = (
 
 RUN_OVER_MESSAGE = "run is over; not dispatched"
 
+HostAnswer = Callable[[SubCall], SubCallOutcome]
+"""A host-answered function's answer to one call of it (`SubCallDispatcher`)."""
+
 
 class SubCallDispatcher(Replaying):
     """One run's bridge from sandbox batches to pipeline calls.
@@ -115,18 +118,22 @@ class SubCallDispatcher(Replaying):
         run_id: the run's stable id (the first call's id); it prefixes the idempotency key
             and the approval request id of every sub-call.
         replay: the paused run to replay (a resumed run), or None.
-        discovery: the run's tools as `search_tools` and `describe` see them; their calls
-            are answered from it at once, outside the pipeline (`discovery`). None: they
-            are unknown names like any other.
+        host_answered: functions a program has besides its tools, by wire name
+            (`search_tools` and `describe`, `discovery`; `read_output`, `paging`): each
+            call is answered at once by the function given, outside the pipeline (no tool
+            runs, no rule applies); the run's record keeps the answer for a replay, and the
+            run's value counts the discovery calls. A name an exposed tool has goes to the
+            pipeline as that tool. Empty: every name is a tool's.
     """
 
     def __init__(self, session: Session, outer: RunContext, exposed: Mapping[str, Any],
                  loop: asyncio.AbstractEventLoop, max_concurrent: int,
                  run_signal: Signal, *, run_id: str | None = None,
                  replay: Replay | None = None, seal: SealKey | None = None,
-                 discovery: ToolIndex | None = None) -> None:
+                 host_answered: Mapping[str, HostAnswer] | None = None) -> None:
         self._session = session
-        self._discovery = discovery
+        self._host_answered = {name: answer for name, answer in (host_answered or {}).items()
+                               if name not in exposed}
         self._outer = outer
         self._exposed = exposed
         self._reachable = frozenset(exposed)
@@ -325,9 +332,9 @@ class SubCallDispatcher(Replaying):
                         signal=Signal.any(self._run_signal))
 
     def _start_live(self, wire_call: SubCall, n: int) -> None:
-        if (self._discovery is not None and wire_call.name in DISCOVERY_NAMES
-                and wire_call.name not in self._exposed):
-            self._answer_now(wire_call, n, self._discovery.answer(wire_call))
+        answer = self._host_answered.get(wire_call.name)
+        if answer is not None:
+            self._answer_now(wire_call, n, answer(wire_call))
             return
         earlier = self._earlier.pop(n, None)
         if earlier is not None and earlier.fits(wire_call):   # ran before a crash: not again
@@ -348,9 +355,9 @@ class SubCallDispatcher(Replaying):
         self._unreported.append(slot)
 
     def _answer_now(self, wire_call: SubCall, n: int, answer: SubCallOutcome) -> None:
-        """Call `n`, a discovery call, answered with `answer`: no tool runs, nothing of it
-        goes through the pipeline; the run's record keeps it (for a replay) and its value
-        counts it (`SubCallSummary.discovery`)."""
+        """Call `n`, of a host-answered function, answered with `answer`: no tool runs,
+        nothing of it goes through the pipeline; the run's record keeps it (for a replay)
+        and, for a discovery call, its value counts it (`SubCallSummary.discovery`)."""
         sub = self._sub_call(wire_call, n)
         done: asyncio.Future[None] = self._loop.create_future()
         done.set_result(None)
@@ -403,10 +410,10 @@ class SubCallDispatcher(Replaying):
         self._count(sub.name, code)
 
     def _count(self, name: str, code: str | None) -> None:
-        if self._discovery is not None and name in DISCOVERY_NAMES \
-                and name not in self._exposed:
-            shown = DISCOVERY_NAMES[name]
-            self.summary.discovery[shown] = self.summary.discovery.get(shown, 0) + 1
+        if name in self._host_answered:
+            shown = DISCOVERY_NAMES.get(name)
+            if shown is not None:
+                self.summary.discovery[shown] = self.summary.discovery.get(shown, 0) + 1
             return
         self.summary.total += 1
         self.summary.by_tool[name] = self.summary.by_tool.get(name, 0) + 1

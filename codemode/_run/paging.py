@@ -1,8 +1,8 @@
 """`read_output`: the function a program of a `CodeMode(output_paging=True)` session reads
 the whole output of an earlier run with, when the sandbox cut it (docs/codemode.md,
-"Output over its limit"). Answered on the host from `CodeMode.full_output`, never through
-the pipeline: it reads only what this `CodeMode`'s own runs printed, runs no tool, and needs
-no approval.
+"Output over its limit"). Answered on the host from `CodeMode.full_output` (a host-answered
+function of `dispatch.SubCallDispatcher`, as discovery's are), never through the pipeline:
+it reads only what this `CodeMode`'s own runs printed, runs no tool, and needs no approval.
 """
 
 from __future__ import annotations
@@ -14,24 +14,24 @@ import msgspec
 from msgspec import UNSET
 
 from codemode.sandbox import (
-    Dispatch,
     FullOutput,
     ParamSpec,
-    SubCallBatch,
+    SubCall,
     SubCallErr,
     SubCallOk,
     SubCallOutcome,
-    SubCallReply,
     ToolSpec,
 )
 
-READ_OUTPUT = "read_output"
+READ_OUTPUT = "codemode/read_output"
+"""Its wire name: apart from any tool's, as discovery's are (the program calls it
+`read_output`)."""
 
 PAGE_CHARS = 20_000
 """Characters one `read_output` call returns at most (the `size` it is given is bounded)."""
 
 READ_OUTPUT_SPEC = ToolSpec(
-    name=READ_OUTPUT, alias=READ_OUTPUT, accepts_extra=False,
+    name=READ_OUTPUT, alias="read_output", accepts_extra=False,
     doc=("read_output(handle, part='stdout', offset=0, size=20000) -> str: characters "
          "[offset, offset+size) of the whole output of an earlier run whose output was cut; "
          "part is 'stdout', 'stderr' or 'value' (the value as JSON text); '' past the end."),
@@ -84,32 +84,17 @@ def read_page(find: Callable[[str], FullOutput | None], call_id: int,
     return SubCallOk(id=call_id, value=text[offset:offset + min(size, PAGE_CHARS)])
 
 
-def paging_dispatch(dispatch: Dispatch, find: Callable[[str], FullOutput | None],
-                    reads: list[dict[str, Any]]) -> Dispatch:
-    """`dispatch` with the batch's `read_output` calls answered here, at once (each appended
-    to `reads` as `{"handle", "part", "offset", "size"}`, the run's record of them); the
-    other calls go on to `dispatch` unchanged."""
-    def paged(batch: SubCallBatch) -> SubCallReply:
-        mine = [c for c in batch.calls if c.name == READ_OUTPUT and c.invalid is None]
-        if not mine:
-            return dispatch(batch)
-        answers = []
-        for call in mine:
-            answers.append(read_page(find, call.id, call.arguments))
-            args = call.arguments if isinstance(call.arguments, dict) else {}
-            reads.append({"handle": args.get("handle"), "part": args.get("part", "stdout"),
-                          "offset": args.get("offset", 0),
-                          "size": args.get("size", PAGE_CHARS)})
-        ids = {c.id for c in mine}
-        rest = tuple(c for c in batch.calls if c.id not in ids)
-        answered_now = batch.until is None or any(i in ids for i in batch.until)
-        if not rest and not batch.cancel and answered_now:
-            return SubCallReply(results=tuple(answers))
-        until = None if batch.until is None else tuple(i for i in batch.until if i not in ids)
-        reply = dispatch(msgspec.structs.replace(
-            batch, calls=rest, until=until,
-            wait_s=0.0 if answered_now else batch.wait_s,
-            indefinite=batch.indefinite and not answered_now))
-        return SubCallReply(results=tuple(answers) + reply.results)
+def page_reader(find: Callable[[str], FullOutput | None],
+                reads: list[dict[str, Any]]) -> Callable[[SubCall], SubCallOutcome]:
+    """The answer to a program's `read_output` calls (a `dispatch.HostAnswer`): each call
+    is answered by `read_page` and appended to `reads` as `{"handle", "part", "offset",
+    "size"}`, the run's record of them."""
+    def read(call: SubCall) -> SubCallOutcome:
+        if call.invalid is not None:
+            return SubCallErr(id=call.id, code="INVALID_ARGS", message=call.invalid)
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        reads.append({"handle": args.get("handle"), "part": args.get("part", "stdout"),
+                      "offset": args.get("offset", 0), "size": args.get("size", PAGE_CHARS)})
+        return read_page(find, call.id, call.arguments)
 
-    return paged
+    return read

@@ -30,7 +30,6 @@ from codemode.pipeline import (
     events,
 )
 from codemode.sandbox import (
-    Dispatch,
     FullOutput,
     ParamSpec,
     RunOutcome,
@@ -45,11 +44,11 @@ from codemode.sandbox import (
 
 from .budget import DEFAULT_DESCRIPTION_BUDGET, MIN_DESCRIPTION_BUDGET
 from .description import run_code_description
-from .discovery import DISCOVERY_SPECS, ToolIndex
-from .dispatch import SubCallDispatcher
+from .discovery import DISCOVERY_NAMES, DISCOVERY_SPECS, ToolIndex
+from .dispatch import HostAnswer, SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .output import FullOutputs, OnRunOutput, cut_json, loop_output
-from .paging import READ_OUTPUT_SPEC, paging_dispatch
+from .paging import READ_OUTPUT, READ_OUTPUT_SPEC, page_reader
 from .render import _failure_message, _labels_line, _render
 from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from .resumed import Replay
@@ -376,10 +375,18 @@ class CodeMode:
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
             run_id, limits, tape = ctx.resumption.run_id, replay.record.limits, replay.record.tape
+        # Functions every program has besides its tools, answered on the host.
+        index = self._index_of(stubs)
+        host_answered: dict[str, HostAnswer] = dict.fromkeys(DISCOVERY_NAMES, index.answer)
+        reads: list[dict[str, Any]] = []
+        specs = specs + DISCOVERY_SPECS
+        if self.output_paging:
+            host_answered[READ_OUTPUT] = page_reader(self._full.get, reads)
+            specs = (*specs, READ_OUTPUT_SPEC)
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay, seal=self.seal_key,
-                                       discovery=self._index_of(stubs))
+                                       host_answered=host_answered)
         outer_id = ctx.execution.call_id
         labelled = bool(self.label_rules) or any(d.labels for d in definitions)
         flow = RunFlow(self._labeller(agent) if labelled else no_labels,
@@ -387,13 +394,8 @@ class CodeMode:
         close_flow = self.flows.open(ctx.execution.token, flow)
         cancel = threading.Event()
         dispose = run_signal.on_abort(lambda _reason: cancel.set())
-        reads: list[dict[str, Any]] = []
-        dispatch: Dispatch = dispatcher.dispatch
-        if self.output_paging:
-            specs = (*specs, READ_OUTPUT_SPEC)
-            dispatch = paging_dispatch(dispatch, self._full.get, reads)
-        request = RunRequest(code=code, tools=specs + DISCOVERY_SPECS,
-                             limits=limits, tape=tape)
+        dispatch = dispatcher.dispatch
+        request = RunRequest(code=code, tools=specs, limits=limits, tape=tape)
         # `on_output` only when there is one: a sandbox without it still fits `Sandbox`.
         stream = loop_output(self.on_output, outer_id, loop)
         extra: dict[str, Any] = {} if stream is None else {"on_output": stream}

@@ -135,3 +135,23 @@ async def test_a_policy_turns_paging_on(session):
     assert first.value["output_handle"] == "p1"
     second = await session.call("run_code", {"code": "read_output('p1', offset=495)"})
     assert second.value["result"] == "xxxxx\n"
+
+
+@tool
+def read_output(key: str) -> str:
+    """The user's own tool of the same name as the paging function."""
+    return f"own:{key}"
+
+
+@pytest.mark.parametrize("tier_name", ["wasm", "restricted"])
+async def test_a_tool_named_read_output_is_called_by_its_alias_not_answered_by_paging(
+        tmp_path, tier_name):
+    session = Session(tools=[add, read_output], log=str(tmp_path / "session.jsonl"))
+    mode = CodeMode(session, sandbox=TIERS[tier_name](), output_paging=True)
+    assert "def read_output_(key: str) -> str:" in mode.description()
+    result = await session.call("run_code", {"code": "read_output_(key='k')"})
+    session.log.close()
+    assert not result.is_error, result.text
+    assert result.value["result"] == "own:k"
+    assert result.value["subcalls"]["by_tool"] == {"read_output": 1}
+    assert "output_reads" not in result.value
