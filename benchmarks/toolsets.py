@@ -35,6 +35,8 @@ from codemode._mcp.client import McpServer
 from codemode._run.discovery import ToolIndex
 from codemode.fixtures.mcp_many_tools_server import tool_name
 
+from .run import _positive_int
+
 COLUMNS = ("tools", "connect", "setup", "desc", "full", "first", "run", "index", "search",
            "describe")
 
@@ -93,18 +95,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _counts(text: str) -> list[int]:
-    return [_positive(part.strip()) for part in text.split(",")]
+    return [_positive_int(part.strip()) for part in text.split(",")]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -112,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--counts", type=_counts, default=[10, 100, 1000, 5000],
                         help="numbers of tools, comma-separated (default 10,100,1000,5000)")
-    parser.add_argument("--runs", type=_positive, default=5, help="runs per median")
+    parser.add_argument("--runs", type=_positive_int, default=5, help="runs per median")
     parser.add_argument("--rich", action="store_true",
                         help="schemas with formats, bounds and integer outputs")
     args = parser.parse_args(argv)
