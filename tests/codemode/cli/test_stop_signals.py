@@ -68,19 +68,27 @@ def test_run_stopped_by_a_signal_closes_its_log(tmp_path, signum):
     assert_clean_stop(proc, log, signum)
 
 
+PAUSING = ["--builtin", "--policy", str(EXAMPLE_POLICY)]    # its ask rule pauses the run
+
+
+def pause_a_run(program: Path, cwd: Path) -> tuple[Path, str]:
+    """`codemode run PROGRAM` paused for approval (exit 3): its log and its run id."""
+    log = cwd / "run.jsonl"
+    paused = subprocess.run([sys.executable, "-m", "codemode", "run", str(program), *PAUSING,
+                             "--log", str(log)], capture_output=True, text=True, env=env(),
+                            cwd=cwd, timeout=LIMIT_S)
+    assert paused.returncode == 3, paused.stderr
+    run_id = next(json.loads(line)["callId"] for line in log.read_text().splitlines()
+                  if json.loads(line)["type"] == "tool/call")
+    return log, run_id
+
+
 @pytest.mark.slow
 def test_resume_stopped_by_sigterm_closes_its_log(tmp_path):
     program = tmp_path / "nap.py"
     program.write_text("sleep_ms(ms=60000)\n")
-    log = tmp_path / "run.jsonl"
-    options = ["--builtin", "--policy", str(EXAMPLE_POLICY)]
-    paused = subprocess.run([sys.executable, "-m", "codemode", "run", str(program), *options,
-                             "--log", str(log)], capture_output=True, text=True, env=env(),
-                            cwd=tmp_path, timeout=LIMIT_S)
-    assert paused.returncode == 3, paused.stderr
-    run_id = next(json.loads(line)["callId"] for line in log.read_text().splitlines()
-                  if json.loads(line)["type"] == "tool/call")
-    proc = start("resume", str(log), run_id, *options, "--approve", "1", cwd=tmp_path)
+    log, run_id = pause_a_run(program, tmp_path)
+    proc = start("resume", str(log), run_id, *PAUSING, "--approve", "1", cwd=tmp_path)
     wait_for_dispatch(log, proc, count=2)
     proc.send_signal(signal.SIGTERM)
     assert_clean_stop(proc, log, signal.SIGTERM)
@@ -203,16 +211,9 @@ def test_resume_stopped_by_sigterm_prints_the_output_so_far(tmp_path):
     program = tmp_path / "nap.py"
     program.write_text('print("before", flush=True)\nsleep_ms(ms=5)\n'
                        'print("resumed", flush=True)\nimport time\ntime.sleep(120)\n')
-    log = tmp_path / "run.jsonl"
-    options = ["--builtin", "--policy", str(EXAMPLE_POLICY)]
-    paused = subprocess.run([sys.executable, "-m", "codemode", "run", str(program), *options,
-                             "--log", str(log)], capture_output=True, text=True, env=env(),
-                            cwd=tmp_path, timeout=LIMIT_S)
-    assert paused.returncode == 3, paused.stderr
-    run_id = next(json.loads(line)["callId"] for line in log.read_text().splitlines()
-                  if json.loads(line)["type"] == "tool/call")
+    log, run_id = pause_a_run(program, tmp_path)
     dispatched = log.read_text().count('"tool/code-dispatch"')
-    proc = start_in_background("resume", str(log), run_id, *options, "--approve", "1",
+    proc = start_in_background("resume", str(log), run_id, *PAUSING, "--approve", "1",
                                cwd=tmp_path)
     wait_for_event(log, proc, "tool/code-dispatch", count=dispatched + 1)   # sleep_ms ran
     proc.send_signal(signal.SIGTERM)
@@ -254,15 +255,8 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
 def test_resume_with_sigint_ignored_stops_on_sigterm(tmp_path):
     program = tmp_path / "nap.py"
     program.write_text("sleep_ms(ms=60000)\nimport time\ntime.sleep(120)\n")
-    log = tmp_path / "run.jsonl"
-    options = ["--builtin", "--policy", str(EXAMPLE_POLICY)]
-    paused = subprocess.run([sys.executable, "-m", "codemode", "run", str(program), *options,
-                             "--log", str(log)], capture_output=True, text=True, env=env(),
-                            cwd=tmp_path, timeout=LIMIT_S)
-    assert paused.returncode == 3, paused.stderr
-    run_id = next(json.loads(line)["callId"] for line in log.read_text().splitlines()
-                  if json.loads(line)["type"] == "tool/call")
-    proc = start_in_background("resume", str(log), run_id, *options, "--approve", "1",
+    log, run_id = pause_a_run(program, tmp_path)
+    proc = start_in_background("resume", str(log), run_id, *PAUSING, "--approve", "1",
                                cwd=tmp_path)
     wait_for_dispatch(log, proc, count=2)
     err = stop_within_bound(proc, signal.SIGTERM)
@@ -310,20 +304,27 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def start_eval(case: Path) -> tuple[subprocess.Popen, list[int]]:
+    """`codemode eval CASE` in the background (SIGINT ignored) under a policy whose wall
+    clock outlasts the case, once it has started a child: the process and its children."""
+    policy = case.parent / "long.toml"
+    policy.write_text("[limits]\nwall_clock_s = 180.0\n")
+    proc = start_in_background("eval", str(case), "--policy", str(policy), cwd=case.parent)
+    deadline = time.monotonic() + LIMIT_S
+    while not (children := _children(proc.pid)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return proc, children
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_eval_with_sigint_ignored_stops_its_workers_on_a_signal(tmp_path, signum):
     case = tmp_path / "slow-case.py"
     case.write_text("# id: slow-case\n# category: resource-cpu\n# expect: runs long\n"
                     "# source: test\n# oracle: time:300\nimport time\ntime.sleep(120)\n")
-    policy = tmp_path / "long.toml"
-    policy.write_text("[limits]\nwall_clock_s = 180.0\n")
-    proc = start_in_background("eval", str(case), "--policy", str(policy), cwd=tmp_path)
-    deadline = time.monotonic() + LIMIT_S
-    while not (workers := _children(proc.pid)):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    proc, workers = start_eval(case)
     err = stop_within_bound(proc, signum)
     assert proc.returncode == 128 + signum, err
     assert err.endswith(f"codemode: stopped by {signal.Signals(signum).name}\n"), err
@@ -337,14 +338,7 @@ def test_eval_stops_at_once_while_a_benign_case_runs_natively(tmp_path):
     case = tmp_path / "slow-benign.py"
     case.write_text("# id: slow-benign\n# category: benign\n# expect: runs long\n"
                     "# source: test\nimport time\ntime.sleep(120)\nprint('done')\n")
-    policy = tmp_path / "long.toml"
-    policy.write_text("[limits]\nwall_clock_s = 180.0\n")
-    proc = start_in_background("eval", str(case), "--policy", str(policy), cwd=tmp_path)
-    deadline = time.monotonic() + LIMIT_S
-    while not (children := _children(proc.pid)):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    proc, children = start_eval(case)
     time.sleep(1.0)                        # the reference run is under way
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
