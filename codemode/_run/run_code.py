@@ -306,12 +306,9 @@ class CodeMode:
         return run_code_description(stubs, modules=modules, limits=self.limits,
                                     code_mode=code_mode, budget=self.description_budget)
 
-    def tool_index(self, agent: str | None = None) -> ToolIndex:
-        """What `search_tools` and `describe` see in `agent`'s programs: the exposed tools'
-        stubs (`discovery.ToolIndex`), built once per set of tools."""
-        return self._index_of(self._stubs_and_specs(agent)[0])
-
     def _index_of(self, stubs: tuple[ToolStub, ...]) -> ToolIndex:
+        """What `search_tools` and `describe` see in a run with `stubs` (the exposed tools'):
+        a `discovery.ToolIndex`, built once per set of tools."""
         kept = self._indexes.get(id(stubs))
         if kept is not None and kept[0] is stubs:
             return kept[1]
