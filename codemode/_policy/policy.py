@@ -6,6 +6,7 @@ A policy file is TOML::
     tier = "wasm"                       # or "restricted" (a supervised worker process), or
                                         # "restricted-in-process" (trusted code only)
     expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
+    type_check = "enforce"              # or "warn" or "off": ty checks each program first
 
     [limits]                            # sandbox.SandboxLimits fields, with their units
     wall_clock_s = 5
@@ -82,6 +83,7 @@ from codemode.sandbox import Sandbox, SandboxLimits
 from .._run.labels import LabelRule, RunFlow, describe_evidence, describe_sources
 from .._run.run_code import RUN_CODE, CodeMode
 from .._run.seal import SealKey
+from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
@@ -294,6 +296,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         labels: `[[labels]]` entries: the labels the results of matching tools carry (on
             top of each tool definition's own `labels`).
         description: what the policy is for, for people.
+        type_check: "enforce" (the default), "warn" or "off": `CodeMode(type_check=...)`,
+            the check of each program against its tools' stubs before it runs.
     """
 
     tier: Tier = "wasm"
@@ -302,6 +306,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     rules: tuple[Rule, ...] = ()
     labels: tuple[LabelRule, ...] = ()
     description: str = ""
+    type_check: TypeCheck = DEFAULT_TYPE_CHECK
 
     # ---- loading ------------------------------------------------------------------------
 
@@ -421,7 +426,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         resumable = True if any(r.defer for r in self.rules) else None
         mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=exposed,
-                        resumable=resumable, labels=self.labels, seal_key=seal_key)
+                        resumable=resumable, labels=self.labels, seal_key=seal_key,
+                        type_check=self.type_check)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
         return mode
