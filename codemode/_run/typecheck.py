@@ -7,20 +7,23 @@ a process on the program alone: about 0.1 s a check where mypy takes a second or
 `__builtins__.pyi` of a directory ty is pointed at (so the program's own lines and columns
 are the ones ty reports), and reused by every run of that tool set.
 
-What is reported is only what would fail at run time anyway, and before any tool ran:
-a wrong argument type, an unknown keyword, a missing required argument, too many
-positional arguments, an argument given twice, and a name that is not defined (an unknown
-tool). The rest of ty's rules are off, so dynamic code, untyped helpers and JSON values of
-unknown shape pass, and so does an argument ty only knows as a union (`float | str`), which
-may hold the right type when it runs. Two things the stubs cannot say are allowed: `await`
-on a call and a call passed to an asyncio entry point (`gather`, `wait`, `create_task`,
-...), since a call in async code is a pending call (docs/codemode.md
-"Async"). A program that does not parse is left to the sandbox, which reports its
-`SyntaxError` as always.
+What is reported is only what would fail at run time anyway, and before any tool ran: a
+call of a tool (or of `call_tool`, `search_tools`, `describe`) with an argument of the
+wrong type, an unknown keyword, a missing required argument, too many positional arguments
+or an argument given twice; and a name that is not defined (an unknown tool) used outside
+function bodies (a body may use a global set later). The rest of ty's rules are off, and
+calls of library functions are not judged (typeshed's overloads refuse some correct
+calls), so dynamic code, untyped helpers and JSON values of unknown shape pass; so does an
+argument ty only knows as a union (`float | str`), which may hold the right type when it
+runs. `await` on a call and a call passed to an asyncio entry point (`gather`, `wait`,
+`create_task`, ...) pass too, as a call in async code is a pending call
+(docs/codemode.md "Async"). A program that does not parse is left to the sandbox, which
+reports its `SyntaxError` as always.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import itertools
@@ -75,11 +78,6 @@ _log = logging.getLogger("codemode.typecheck")
 CHECK_TIMEOUT_S = 60.0
 """Seconds one check may take before it is abandoned (and the run goes on unchecked)."""
 
-# A call in async code is a pending call, which these accept (docs/codemode.md); ty sees
-# the tool's plain return type and would report it.
-_ASYNCIO_ENTRY_POINTS = frozenset({"gather", "wait", "as_completed", "create_task",
-                                   "ensure_future", "wait_for", "shield",
-                                   "TaskGroup.create_task"})
 _TOP_LEVEL_ASYNC = "outside of an asynchronous function"   # top-level await is allowed
 _PYTHON_VERSION = "3.14"         # the guest's CPython (the wasm tier)
 _MAX_PREPARED = 8                # tool sets whose stubs directory is kept
@@ -293,7 +291,7 @@ class TypeChecker:
             with contextlib.suppress(OSError):
                 program.unlink()
         aliases = frozenset(s.alias for s in stubs)
-        return _errors(report, aliases)
+        return _errors(report, aliases, code)
 
 
 async def _run_ty(folder: Path, program: Path) -> bytes:
@@ -321,35 +319,66 @@ async def _run_ty(folder: Path, program: Path) -> bytes:
     return out
 
 
-def _callee(message: str) -> str | None:
-    """The function an "Argument to function `f` is incorrect" message names."""
-    for prefix in ("Argument to function `", "Argument to bound method `"):
-        if message.startswith(prefix):
-            return message[len(prefix):].partition("`")[0]
-    return None
-
-
 def _surely_wrong(message: str, aliases: frozenset[str]) -> bool:
-    """Whether an argument ty finds of the wrong type is wrong whatever the run: not a
-    call passed to an asyncio entry point (a pending call, accepted there), and not a
-    value ty only knows as a union (`seen[3]` of `[1.5, "a"]` is `float | str`; `d.get(k)`
-    is `str | None`), which may well hold the right type when the program runs."""
-    callee = _callee(message)
-    if callee in _ASYNCIO_ENTRY_POINTS and callee not in aliases:
+    """Whether a call ty finds wrong is wrong whatever the run: a call of a tool (or of
+    `call_tool`, `search_tools`, `describe`), whose stub is exact, not of a library
+    function (typeshed's overloads reject some correct calls, and a call passed to an
+    asyncio entry point is a pending call, which it accepts); and not an argument ty only
+    knows as a union (`seen[3]` of `[1.5, "a"]` is `float | str`; `d.get(k)` is
+    `str | None`), which may well hold the right type when the program runs."""
+    callee = _FUNCTION.search(message)
+    if callee is None or callee["name"] not in aliases | _GIVEN:
         return False
     found = _FOUND.search(message)
     return found is None or " | " not in found["type"]
 
 
+_FUNCTION = re.compile(r"function `(?P<name>[^`]+)`")
 _FOUND = re.compile(r"found `(?P<type>.*)`$")
+_GIVEN = frozenset({"call_tool", "search_tools", "describe"})
 
 
-def _errors(report: bytes, aliases: frozenset[str]) -> tuple[TypeCheckError, ...]:
+class _FunctionBodies:
+    """Where the program's function and lambda bodies are: a name they use that is not
+    defined is an error only if they run (a global set later, or by other means, is
+    fine), so only the module level's undefined names are reported."""
+
+    def __init__(self, tree: ast.AST) -> None:
+        self.spans: list[tuple[int, int, int, int]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = node.body[0]
+                self.spans.append((first.lineno, 0, node.end_lineno or first.lineno,
+                                   (node.end_col_offset or 0) + 1))
+            elif isinstance(node, ast.Lambda):
+                self.spans.append((node.body.lineno, node.body.col_offset + 1,
+                                   node.body.end_lineno or node.body.lineno,
+                                   (node.body.end_col_offset or 0) + 1))
+
+    def holds(self, line: int, column: int) -> bool:
+        """Whether (line, column), both from 1, is inside a body."""
+        return any((line, column) >= (l0, c0) and (line, column) <= (l1, c1)
+                   for l0, c0, l1, c1 in self.spans)
+
+
+def _function_bodies(code: str) -> _FunctionBodies | None:
+    """The function bodies of `code`, or None when this Python cannot parse it (newer
+    syntax: then no undefined name is reported)."""
+    try:
+        return _FunctionBodies(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _errors(report: bytes, aliases: frozenset[str],
+            code: str) -> tuple[TypeCheckError, ...]:
     try:
         diagnostics = _DIAGNOSTICS.decode(report) if report.strip() else []
     except msgspec.DecodeError as exc:
         raise TypeCheckUnavailable(f"the type checker's report does not decode: {exc}") from None
     found: list[TypeCheckError] = []
+    functions = (_function_bodies(code) if any(d.check_name == "unresolved-reference"
+                                                for d in diagnostics) else None)
     for d in diagnostics:
         message = d.description.removeprefix(f"{d.check_name}: ")
         if d.check_name == "invalid-syntax":
@@ -358,9 +387,12 @@ def _errors(report: bytes, aliases: frozenset[str]) -> tuple[TypeCheckError, ...
             return ()                       # the sandbox reports the SyntaxError
         if d.check_name not in REPORTED_RULES:
             continue
-        if d.check_name == "invalid-argument-type" and not _surely_wrong(message, aliases):
-            continue
         begin, end = d.location.positions.begin, d.location.positions.end
+        if d.check_name == "unresolved-reference":
+            if functions is None or functions.holds(begin.line, begin.column):
+                continue
+        elif not _surely_wrong(message, aliases):
+            continue
         found.append(TypeCheckError(line=begin.line, column=begin.column, end_line=end.line,
                                     end_column=end.column, rule=d.check_name, message=message))
     return tuple(sorted(found, key=lambda e: (e.line, e.column)))

@@ -78,7 +78,12 @@ async def test_enforce_lists_every_error_with_line_and_column(tmp_path):
 
 CORRECT = textwrap.dedent('''\
     import asyncio
+    import functools
     import json
+    import operator
+
+    def later():
+        return set_later + missing_tool()         # a body runs only when called
 
     def celsius(report):
         return report["temp"]
@@ -98,7 +103,9 @@ CORRECT = textwrap.dedent('''\
         shown = get_weather(mixed[1])["city"]
     except ToolCallError as exc:
         shown = exc.message
-    [celsius(first), second["days"], totals, await task, done, direct, by_route, shown]
+    set_later = functools.reduce(operator.mul, [1, 2, 3])
+    [celsius(first), second["days"], totals, await task, done, direct, by_route, shown,
+     set_later]
     ''')
 
 
@@ -107,7 +114,7 @@ async def test_a_correct_program_with_gather_helpers_and_call_tool_passes(tmp_pa
     session, mode = make(tmp_path)
     result = await session.call("run_code", {"code": CORRECT}, call_id="r1")
     assert not result.is_error, result.text
-    assert result.value["result"] == [21.5, 2, [0, 2, 4], 3, 4, 11, 4, "Lyon"]
+    assert result.value["result"] == [21.5, 2, [0, 2, 4], 3, 4, 11, 4, "Lyon", 6]
     assert "type_errors" not in result.value and mode.type_errors("r1") == []
     session.close()
 
