@@ -3,9 +3,11 @@
 
 The checker is ty (PyPI `ty`, a type checker written in Rust; the one Monty ships), run as
 a process on the program alone: about 0.1 s a check where mypy takes a second or more
-(docs/benchmarks.md "Type check"). A tool set's stubs are written once, as the
-`__builtins__.pyi` of a directory ty is pointed at (so the program's own lines and columns
-are the ones ty reports), and reused by every run of that tool set.
+(docs/benchmarks.md "Type check"). The stubs are written as the `__builtins__.pyi` of a
+directory ty is pointed at (so the program's own lines and columns are the ones ty
+reports): those of the tools the program names (the others cannot matter to it, and ty
+reads the whole file on every check, so a check costs the same with 10 tools or 5,000),
+once per tool set and set of tools named, and reused by every run that names the same.
 
 What is reported is only what would fail at run time anyway, and before any tool ran: a
 call of a tool (or of `call_tool`, `search_tools`, `describe`) with an argument of the
@@ -80,7 +82,7 @@ CHECK_TIMEOUT_S = 60.0
 
 _TOP_LEVEL_ASYNC = "outside of an asynchronous function"   # top-level await is allowed
 _PYTHON_VERSION = "3.14"         # the guest's CPython (the wasm tier)
-_MAX_PREPARED = 8                # tool sets whose stubs directory is kept
+_MAX_PREPARED = 32               # stubs directories kept (per tool set and tools used)
 
 _PRELUDE = '''\
 """What every program has besides its tools: call_tool, discovery, the rejections."""
@@ -207,14 +209,16 @@ def _ty_binary() -> str:
 class TypeChecker:
     """Checks programs against a tool set's stubs with ty; one per `CodeMode`.
 
-    Each tool set (the tuple of stubs `CodeMode` keeps per set of definitions) is written
-    to a directory once and reused; the `_MAX_PREPARED` latest are kept. Safe for
-    concurrent checks. `close()` removes the directories.
+    For each tool set (the tuple of stubs `CodeMode` keeps per set of definitions) and
+    set of tools a program names, the stubs are written to a directory once and reused;
+    `_MAX_PREPARED` directories are kept. Safe for concurrent checks. `close()` removes
+    the directories.
     """
 
     def __init__(self) -> None:
         self._root: Path | None = None
-        self._prepared: dict[int, tuple[Sequence[ToolStub], Path]] = {}
+        self._prepared: dict[tuple[int, frozenset[str] | None],
+                             tuple[Sequence[ToolStub], Path]] = {}
         self._lock = threading.Lock()
         self._count = itertools.count()
 
@@ -226,17 +230,24 @@ class TypeChecker:
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
 
-    def prepare(self, stubs: Sequence[ToolStub]) -> Path:
-        """The directory holding `stubs` for ty (made on first use of this tuple)."""
+    def prepare(self, stubs: Sequence[ToolStub], names: frozenset[str] | None = None) -> Path:
+        """The directory holding the stubs for ty: those of the tools whose alias is in
+        `names` (the names a program uses: the others cannot matter to it, and ty reads
+        the whole file on every check), or all of `stubs` when None. Made on first use of
+        this tuple and these tools."""
+        chosen = (None if names is None
+                  else frozenset(s.alias for s in stubs if s.alias in names))
+        key = (id(stubs), chosen)
         with self._lock:
-            found = self._prepared.get(id(stubs))
+            found = self._prepared.get(key)
             if found is not None and found[0] is stubs:
                 return found[1]
             if self._root is None:
                 self._root = Path(tempfile.mkdtemp(prefix="codemode-typecheck-"))
             folder = self._root / f"tools-{next(self._count)}"
         folder.mkdir()
-        (folder / "__builtins__.pyi").write_text(checked_stubs(stubs), encoding="utf-8")
+        used = stubs if chosen is None else [s for s in stubs if s.alias in chosen]
+        (folder / "__builtins__.pyi").write_text(checked_stubs(used), encoding="utf-8")
         rules = "\n".join(f'{rule} = "error"' for rule in REPORTED_RULES)
         (folder / "ty.toml").write_text(
             f'[environment]\npython-version = "{_PYTHON_VERSION}"\n\n'
@@ -245,7 +256,7 @@ class TypeChecker:
             if len(self._prepared) >= _MAX_PREPARED:
                 _, (_, old) = self._prepared.popitem()   # any one: a set seldom comes back
                 shutil.rmtree(old, ignore_errors=True)
-            self._prepared[id(stubs)] = (stubs, folder)
+            self._prepared[key] = (stubs, folder)
         return folder
 
     async def run_check(self, mode: TypeCheck, code: str, stubs: Sequence[ToolStub],
@@ -282,7 +293,10 @@ class TypeChecker:
         Raises:
             TypeCheckUnavailable: ty is missing, failed, or took `CHECK_TIMEOUT_S`.
         """
-        folder = await asyncio.to_thread(self.prepare, stubs)
+        tree = _parsed(code)
+        names = None if tree is None else frozenset(
+            node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+        folder = await asyncio.to_thread(self.prepare, stubs, names)
         program = folder / f"program_{next(self._count)}.py"
         program.write_text(code, encoding="utf-8")
         try:
@@ -291,7 +305,7 @@ class TypeChecker:
             with contextlib.suppress(OSError):
                 program.unlink()
         aliases = frozenset(s.alias for s in stubs)
-        return _errors(report, aliases, code)
+        return _errors(report, aliases, tree)
 
 
 async def _run_ty(folder: Path, program: Path) -> bytes:
@@ -361,24 +375,25 @@ class _FunctionBodies:
                    for l0, c0, l1, c1 in self.spans)
 
 
-def _function_bodies(code: str) -> _FunctionBodies | None:
-    """The function bodies of `code`, or None when this Python cannot parse it (newer
-    syntax: then no undefined name is reported)."""
+def _parsed(code: str) -> ast.Module | None:
+    """`code` parsed by this Python (top-level `await` allowed), or None when it cannot:
+    newer syntax, or not a program (the sandbox then says why)."""
     try:
-        return _FunctionBodies(ast.parse(code))
+        return ast.parse(code, "<program>")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
 def _errors(report: bytes, aliases: frozenset[str],
-            code: str) -> tuple[TypeCheckError, ...]:
+            tree: ast.Module | None) -> tuple[TypeCheckError, ...]:
+    """The reported errors of ty's `report`; `tree`: the program, for where its function
+    bodies are (None: every stub was given, and no undefined name is reported)."""
     try:
         diagnostics = _DIAGNOSTICS.decode(report) if report.strip() else []
     except msgspec.DecodeError as exc:
         raise TypeCheckUnavailable(f"the type checker's report does not decode: {exc}") from None
     found: list[TypeCheckError] = []
-    functions = (_function_bodies(code) if any(d.check_name == "unresolved-reference"
-                                                for d in diagnostics) else None)
+    functions = None if tree is None else _FunctionBodies(tree)
     for d in diagnostics:
         message = d.description.removeprefix(f"{d.check_name}: ")
         if d.check_name == "invalid-syntax":
