@@ -221,6 +221,8 @@ class TypeChecker:
                              tuple[Sequence[ToolStub], Path]] = {}
         self._lock = threading.Lock()
         self._count = itertools.count()
+        self._users: dict[Path, int] = {}       # checks running on each directory
+        self._evicted: set[Path] = set()        # removed once their last check ends
 
     def close(self) -> None:
         """Remove the prepared directories."""
@@ -234,13 +236,14 @@ class TypeChecker:
         """The directory holding the stubs for ty: those of the tools whose alias is in
         `names` (the names a program uses: the others cannot matter to it, and ty reads
         the whole file on every check), or all of `stubs` when None. Made on first use of
-        this tuple and these tools."""
+        this tuple and these tools. The caller holds the directory until `release`."""
         chosen = (None if names is None
                   else frozenset(s.alias for s in stubs if s.alias in names))
         key = (id(stubs), chosen)
         with self._lock:
             found = self._prepared.get(key)
             if found is not None and found[0] is stubs:
+                self._users[found[1]] = self._users.get(found[1], 0) + 1
                 return found[1]
             if self._root is None:
                 self._root = Path(tempfile.mkdtemp(prefix="codemode-typecheck-"))
@@ -253,11 +256,29 @@ class TypeChecker:
             f'[environment]\npython-version = "{_PYTHON_VERSION}"\n\n'
             f'[rules]\nall = "ignore"\n{rules}\n', encoding="utf-8")
         with self._lock:
-            if len(self._prepared) >= _MAX_PREPARED:
-                _, (_, old) = self._prepared.popitem()   # any one: a set seldom comes back
-                shutil.rmtree(old, ignore_errors=True)
+            if len(self._prepared) >= _MAX_PREPARED:          # the oldest goes
+                _, old = self._prepared.pop(next(iter(self._prepared)))
+                if self._users.get(old):
+                    self._evicted.add(old)
+                else:
+                    shutil.rmtree(old, ignore_errors=True)
             self._prepared[key] = (stubs, folder)
+            self._users[folder] = self._users.get(folder, 0) + 1
         return folder
+
+    def release(self, folder: Path) -> None:
+        """A check on `folder` (from `prepare`) ended; an evicted directory goes with its
+        last check."""
+        with self._lock:
+            left = self._users.get(folder, 1) - 1
+            if left > 0:
+                self._users[folder] = left
+                return
+            self._users.pop(folder, None)
+            if folder not in self._evicted:
+                return
+            self._evicted.discard(folder)
+        shutil.rmtree(folder, ignore_errors=True)
 
     async def run_check(self, mode: TypeCheck, code: str, stubs: Sequence[ToolStub],
                         remember: Callable[[tuple[TypeCheckError, ...]], None]
@@ -274,7 +295,7 @@ class TypeChecker:
             return ()
         try:
             errors = await self.check(code, stubs)
-        except TypeCheckUnavailable as exc:
+        except (TypeCheckUnavailable, OSError) as exc:     # OSError: the stubs' directory
             _log.warning("the program runs without a type check: %s", exc)
             return ()
         if not errors:
@@ -298,12 +319,13 @@ class TypeChecker:
             node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
         folder = await asyncio.to_thread(self.prepare, stubs, names)
         program = folder / f"program_{next(self._count)}.py"
-        program.write_text(code, encoding="utf-8")
         try:
+            program.write_text(code, encoding="utf-8")
             report = await _run_ty(folder, program)
         finally:
             with contextlib.suppress(OSError):
                 program.unlink()
+            self.release(folder)
         aliases = frozenset(s.alias for s in stubs)
         return _errors(report, aliases, tree)
 

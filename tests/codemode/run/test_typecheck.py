@@ -200,3 +200,31 @@ def test_the_policy_sets_the_check(tmp_path):
 def test_type_check_failed_is_shaped_as_a_code_run_failure():
     failed = TypeCheckFailed("code run failed (type-check): x", ())
     assert failed.code == "CODE_RUN_FAILED" and failed.outcome is None
+
+
+@pytest.mark.slow
+async def test_concurrent_checks_naming_many_different_tools_each_get_their_own_stubs(tmp_path):
+    """More sets of named tools than the checker keeps, checked at once: each check keeps
+    its stubs until it ends."""
+    import asyncio
+
+    from codemode import ToolDefinition
+
+    def echo_tool(i):
+        return ToolDefinition(
+            name=f"echo_{i}", description="Echo.", execute=lambda args, ctx: args["n"],
+            parameters={"type": "object", "properties": {"n": {"type": "integer"}},
+                        "required": ["n"]})
+
+    session = Session(tools=[echo_tool(i) for i in range(48)],
+                      log=str(tmp_path / "session.jsonl"))
+    mode = CodeMode(session)
+    results = await asyncio.gather(*(
+        session.call("run_code", {"code": f'echo_{i}(n="{i}")'}, call_id=f"r{i}")
+        for i in range(48)))
+    for i, result in enumerate(results):
+        assert result.is_error and f"function `echo_{i}` is incorrect" in result.error.message
+        [error] = mode.type_errors(f"r{i}")
+        assert (error.line, error.column) == (1, 7 + len(str(i)))
+    assert sub_calls(session) == []
+    session.close()
