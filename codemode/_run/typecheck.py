@@ -285,8 +285,9 @@ class TypeChecker:
                         ) -> tuple[TypeCheckError, ...]:
         """What a run does with the check under `mode`: () for "off"; the errors for
         "warn" (passed to `remember` first when there are any); under "enforce" errors
-        are remembered and raised. A checker that cannot run is logged (logger
-        `codemode.typecheck`) and the program runs unchecked.
+        are remembered and raised. A checker that cannot run (or a stubs directory
+        that cannot be written) is logged (logger `codemode.typecheck`) and the program
+        runs unchecked.
 
         Raises:
             TypeCheckFailed: `mode` is "enforce" and the check found errors.
