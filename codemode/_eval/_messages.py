@@ -73,7 +73,9 @@ class PhaseReport(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         status: "ok" | "error" | "limit" (the sandbox's outcome), or "host-error" when
-            the run did not produce an outcome (the sandbox raised).
+            the run did not produce an outcome (the sandbox raised); "error" with
+            `error_kind` "type-check" when the type check refused the program before it
+            ran (docs/codemode.md "Type check before the run").
         error_kind: the outcome's error kind ("exception", "timeout", "memory", ...).
         error_message: the error's message (cut to 2,000 characters).
         stdout: captured stdout (cut to 1 MiB; `stdout_bytes` has the real size).

@@ -74,6 +74,13 @@ def _text_of_value(outcome: Any) -> str:
 def _phase_report(outcome: Any, result: Any, duration_s: float,
                   refused: dict[str, int] | None = None) -> PhaseReport:
     text = result.text if result is not None else ""
+    info = getattr(getattr(result, "error", None), "info", None)
+    if outcome is None and getattr(info, "name", None) == "TypeCheckFailed":
+        # refused by the type check before it ran: an error inside code mode, not the host's
+        return PhaseReport(status="error", error_kind="type-check",
+                           error_message=result.error.message[:2000],
+                           result_bytes=len(text.encode("utf-8", "replace")),
+                           duration_s=duration_s)
     if outcome is None:
         return PhaseReport(status="host-error", error_message=text[:2000],
                            result_bytes=len(text.encode("utf-8", "replace")),

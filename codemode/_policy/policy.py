@@ -8,6 +8,7 @@ A policy file is TOML::
     expose = ["get_*", "add"]           # fnmatch globs over tool names; default ["*"]
     description_budget = 50000          # characters of run_code's description (the default)
     output_paging = true                # programs may page through a cut run's output
+    type_check = "enforce"              # or "warn" or "off": ty checks each program first
 
     [limits]                            # sandbox.SandboxLimits fields, with their units
     wall_clock_s = 5
@@ -89,6 +90,7 @@ from .._run.budget import DEFAULT_DESCRIPTION_BUDGET, MIN_DESCRIPTION_BUDGET
 from .._run.labels import LabelRule, RunFlow, describe_evidence, describe_sources
 from .._run.run_code import RUN_CODE, CodeMode
 from .._run.seal import SealKey
+from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
@@ -308,6 +310,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             (`CodeMode(description_budget=...)`; default 50,000, at least 4,000); past it
             the description indexes the tools and programs find the rest with
             `search_tools` and `describe`.
+        type_check: "enforce" (the default), "warn" or "off": `CodeMode(type_check=...)`,
+            the check of each program against its tools' stubs before it runs.
     """
 
     tier: Tier = "wasm"
@@ -318,6 +322,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     output_paging: bool = False
     description: str = ""
     description_budget: int = DEFAULT_DESCRIPTION_BUDGET
+    type_check: TypeCheck = DEFAULT_TYPE_CHECK
 
     def __post_init__(self) -> None:
         if self.description_budget < MIN_DESCRIPTION_BUDGET:
@@ -457,7 +462,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         mode = CodeMode(session, sandbox=chosen, limits=self.limits, expose=self._exposes,
                         resumable=resumable, labels=self.labels, seal_key=seal_key,
                         description_budget=self.description_budget,
-                        output_paging=self.output_paging)
+                        output_paging=self.output_paging, type_check=self.type_check)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
         return mode

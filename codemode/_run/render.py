@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from codemode.sandbox import RunOutcome
 
 from .output import cut_line
 from .paging import paging_line
+from .typecheck import TypeCheckError, warned
 
 MODEL_TEXT_CHARS = 20_000
 """Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
@@ -52,8 +55,9 @@ def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _render(args: Any, value: Any) -> list[dict[str, Any]]:
     """Logs, then stderr, then the result (strings raw, other JSON pretty-printed; a None
-    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary. A pending
-    value (a paused run) lists the approvals it waits on."""
+    result is not echoed), each bounded by `MODEL_TEXT_CHARS`, then the summary, the labels
+    and the type errors of a run checked with "warn". A pending value (a paused run) lists
+    the approvals it waits on."""
     if value.get("status") == "pending":
         return _render_pending(value)
     parts: list[str] = []
@@ -89,6 +93,10 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
         parts.append(line + "]")
     if value.get("labels"):
         parts.append(_labels_line(value["labels"]))
+    if value.get("type_errors"):         # type_check = "warn": found, and run anyway
+        errors = msgspec.convert(value["type_errors"], list[TypeCheckError])
+        code = args.get("code", "") if isinstance(args, dict) else ""
+        parts.append(_bounded(warned(code, errors)))
     return [{"type": "text", "text": "\n".join(parts)}]
 
 

@@ -54,6 +54,7 @@ from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
 from .resumed import Replay
 from .seal import SealKey
 from .stubs import ToolStub, build_stubs
+from .typecheck import DEFAULT_TYPE_CHECK, TypeCheck, TypeChecker, TypeCheckError, warned
 
 RUN_CODE = "run_code"
 
@@ -103,6 +104,7 @@ def _run_waiters() -> concurrent.futures.ThreadPoolExecutor:
 # cheaper to encode than sorted keys, and every run encodes its tools' schemas).
 _STUB_KEY = msgspec.json.Encoder()
 _STUB_CACHE_SIZE = 8            # sets of tool definitions whose stubs are kept
+_TYPE_CHECKS = ("off", "warn", "enforce")
 
 
 class CodeRunFailed(HarnessError):
@@ -190,9 +192,16 @@ class CodeMode:
             the description holds it; past it, an index of the tools and how a program
             finds the rest (`search_tools`, `describe`; `budget`). None: always the full
             listing, however long.
+        type_check: "enforce" (the default), "warn" or "off": whether each program is
+            checked with ty against the stubs of the tools it may call before it runs, and
+            what an error does: "enforce" refuses the program (`TypeCheckFailed`, nothing
+            runs), "warn" runs it and puts the errors in its value (`"type_errors"`) and in
+            the text the model reads (docs/codemode.md "Type check before the run"). A
+            resumed run is not checked again.
 
     Raises:
-        ValueError: `description_budget` is below `MIN_DESCRIPTION_BUDGET` (4,000).
+        ValueError: `description_budget` is below `MIN_DESCRIPTION_BUDGET` (4,000), or
+            `type_check` is none of the three.
     """
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
@@ -203,7 +212,8 @@ class CodeMode:
                  seal_key: SealKey | bytes | str | None = None,
                  on_output: OnRunOutput | None = None,
                  description_budget: int | None = DEFAULT_DESCRIPTION_BUDGET,
-                 output_paging: bool = False) -> None:
+                 output_paging: bool = False,
+                 type_check: TypeCheck = DEFAULT_TYPE_CHECK) -> None:
         if description_budget is not None and (
                 type(description_budget) is not int
                 or description_budget < MIN_DESCRIPTION_BUDGET):
@@ -212,6 +222,12 @@ class CodeMode:
                              f"{description_budget!r}")
         self.description_budget = description_budget
         self._indexes: dict[int, tuple[tuple[ToolStub, ...], ToolIndex]] = {}
+        if type_check not in _TYPE_CHECKS:
+            raise ValueError(f"type_check must be one of {', '.join(_TYPE_CHECKS)}, "
+                             f"not {type_check!r}")
+        self.type_check: TypeCheck = type_check
+        self._checker = TypeChecker()
+        self._type_errors: dict[str, tuple[TypeCheckError, ...]] = {}
         self.session = session
         self.output_paging = output_paging
         self.on_output = on_output
@@ -259,6 +275,7 @@ class CodeMode:
         self._dispose_reserved()
         self._dispose_direct()
         self._dispose_mode()
+        self._checker.close()
 
     # ---- what the model and the program see -------------------------------------------
 
@@ -339,6 +356,20 @@ class CodeMode:
         latest `FULL_OUTPUT_RUNS` such runs are kept). A run that failed has it on
         `CodeRunFailed.outcome.full` too."""
         return self._full.get(call_id)
+    def type_errors(self, call_id: str) -> list[TypeCheckError]:
+        """The errors the type check found in the program of the `run_code` call `call_id`
+        (refused under "enforce", run under "warn"); `[]` when it found none, did not
+        check, or the run is not known (the latest `REMEMBERED_RUNS` are kept)."""
+        return list(self._type_errors.get(call_id, ()))
+
+    async def _checked(self, code: str, stubs: Sequence[ToolStub],
+                       call_id: str) -> tuple[TypeCheckError, ...]:
+        """The type check's errors in `code` (`TypeChecker.run_check`), remembered."""
+        def remember(errors: tuple[TypeCheckError, ...]) -> None:
+            self._type_errors[call_id] = errors
+            while len(self._type_errors) > REMEMBERED_RUNS:
+                self._type_errors.pop(next(iter(self._type_errors)))
+        return await self._checker.run_check(self.type_check, code, stubs, remember)
 
     def _remember(self, call_id: str, flow: RunFlow) -> None:
         self._finished[call_id] = flow.by_label()
@@ -368,6 +399,9 @@ class CodeMode:
         loop = asyncio.get_running_loop()
         if ctx.resumption is not None:       # before anything of the record is used
             self._check_seal(args, ctx)
+            type_errors: tuple[TypeCheckError, ...] = ()     # checked when it first ran
+        else:
+            type_errors = await self._checked(code, stubs, ctx.execution.call_id)
         replay, run_id = self._replay_of(ctx, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
@@ -433,7 +467,7 @@ class CodeMode:
         if outcome.status == "paused":
             return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
                              flow)
-        value = self._value(outcome, dispatcher, flow)
+        value = self._value(outcome, dispatcher, flow, code, type_errors)
         if self.output_paging and "cut" in value:
             value["output_handle"] = outer_id
         if reads:
@@ -499,13 +533,15 @@ class CodeMode:
         value["subcalls"] = dispatcher.summary.to_json()
         return value
 
-    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher,
-               flow: RunFlow) -> dict[str, Any]:
+    def _value(self, outcome: RunOutcome, dispatcher: SubCallDispatcher, flow: RunFlow,
+               code: str, type_errors: Sequence[TypeCheckError]) -> dict[str, Any]:
         if outcome.status != "ok":
             message = _failure_message(outcome)
             labels = flow.by_label()
             if labels:                       # what it printed may hold labelled data
                 message += "\n\n" + _labels_line(labels)
+            if type_errors:                  # "warn": they may say why it failed
+                message += "\n\n" + warned(code, type_errors)
             raise CodeRunFailed(message, outcome=outcome)
         value: dict[str, Any] = {"logs": outcome.stdout.splitlines(keepends=True)}
         if outcome.value is not UNSET:
@@ -515,6 +551,8 @@ class CodeMode:
         if outcome.cut:
             value["cut"] = cut_json(outcome)
         value["subcalls"] = dispatcher.summary.to_json()
+        if type_errors:
+            value["type_errors"] = [msgspec.to_builtins(e) for e in type_errors]
         return value
 
 

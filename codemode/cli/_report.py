@@ -27,6 +27,7 @@ name not exposed to the run (`UNKNOWN_TOOL`) and a call the run's end cut off (`
     SubcallLimitExceeded  limit           subcalls    subcalls
     ProgramTooLarge       limit           size        code
     RunAborted            aborted         abort       null
+    (TypeCheckFailed)     type_error      type-check  null
     RunPaused             pending         paused      null
     ReplayDiverged        replay_diverged replay-diverged null
     (RESUME_TAMPERED)     resume_tampered resume-tampered null
@@ -63,8 +64,10 @@ from codemode.sandbox import (
     TimeLimitExceeded,
 )
 
+from .._run.typecheck import TypeCheckError, format_errors, summary
+
 Kind = Literal["ok", "program_error", "limit", "aborted", "sandbox_error", "pending",
-               "replay_diverged", "resume_tampered"]
+               "replay_diverged", "resume_tampered", "type_error"]
 Limit = Literal["time", "fuel", "memory", "output", "subcalls", "code"]
 
 _ENDINGS: dict[type[RunError], tuple[Kind, Limit | None]] = {
@@ -178,6 +181,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
         cut: what the sandbox cut at its output limit, as the run's value says
             (`{"part": "stdout" | "stderr" | "value", "kept_bytes", "total_bytes"}` each);
             empty when nothing was.
+        type_errors: what the type check found before the run (`TypeCheckError`s: line,
+            column, end_line, end_column, rule, message); with kind "type_error" the
+            program did not run ("enforce"), else it ran anyway ("warn").
     """
 
     ok: bool
@@ -196,6 +202,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     labels: dict[str, list[str]] = {}
     warnings: tuple[str, ...] = ()
     cut: tuple[dict[str, Any], ...] = ()
+    type_errors: tuple[TypeCheckError, ...] = ()
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -209,7 +216,8 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                  result: CallResult, log_events: Sequence[events.Event],
                  rejections: Mapping[str, Rejection], exposed: Collection[str],
                  duration_s: float, limits: SandboxLimits, run_id: str,
-                 labels: Mapping[str, Sequence[str]] | None = None) -> RunReport:
+                 labels: Mapping[str, Sequence[str]] | None = None,
+                 type_errors: Sequence[TypeCheckError] = (), source: str = "") -> RunReport:
     """The report of the last `run_code` call in `log_events` (a run, or a resumption).
 
     Args:
@@ -225,12 +233,15 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         run_id: the run's id (the first call's id, the same for its resumptions).
         labels: the labels the run held (`CodeMode.labels`; a failed run's too); None: those
             of the result's value.
+        type_errors: what the type check found (`CodeMode.type_errors`).
+        source: the program (the lines a refused program's errors point at).
     """
     subcalls = _subcalls(log_events, rejections, exposed)
     common: dict[str, Any] = {"subcalls": subcalls, "duration_s": duration_s,
                               "limits": limits, "run_id": run_id, "approvals": (),
                               "labels": _labels(result) if labels is None else
-                              {str(k): [str(i) for i in v] for k, v in labels.items()}}
+                              {str(k): [str(i) for i in v] for k, v in labels.items()},
+                              "type_errors": tuple(type_errors)}
     detail = result.error if result.is_error else None
     if detail is not None and detail.code == "REPLAY_DIVERGED":
         # Found by the dispatcher (another call) or by the tape (another clock read): either
@@ -245,6 +256,14 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         return RunReport(ok=False, kind="resume_tampered", code="resume-tampered", limit=None,
                          stdout="", stderr="", value=None,
                          error=ErrorReport(type="ResumeTampered", message=detail.message),
+                         **common)
+    if outcome is None and detail is not None and type_errors:   # refused before any run
+        return RunReport(ok=False, kind="type_error", code="type-check", limit=None,
+                         stdout="", stderr="", value=None,
+                         error=ErrorReport(type="TypeCheckFailed",
+                                           message=summary(type_errors) + "; the program "
+                                           "did not run and no tool was called",
+                                           traceback=format_errors(source, type_errors)),
                          **common)
     if outcome is None:
         error = ErrorReport(type=type(failure).__name__ if failure else "RuntimeError",

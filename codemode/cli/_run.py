@@ -148,13 +148,14 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
 
 
 def _report(setup: _Setup, result: CallResult, duration_s: float, limits: SandboxLimits,
-            run_id: str) -> RunReport:
+            run_id: str, source: str = "") -> RunReport:
     log_events = setup.session.log.read()
     calls = [e for e in log_events if isinstance(e, events.ToolCall)]
     labels = setup.mode.labels(calls[-1].call_id) if calls else {}
+    type_errors = setup.mode.type_errors(calls[-1].call_id) if calls else []
     return build_report(outcome=setup.sandbox.outcome, failure=setup.sandbox.failure,
                         result=result, log_events=log_events, labels=labels,
-                        rejections=setup.rejections,
+                        rejections=setup.rejections, type_errors=type_errors, source=source,
                         exposed={d.name for d in setup.mode.exposed_tools()},
                         duration_s=round(duration_s, 6), limits=limits, run_id=run_id)
 
@@ -191,7 +192,7 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
         duration_s = time.monotonic() - started
         calls = [e for e in setup.session.log.read() if isinstance(e, events.ToolCall)]
         run_id = calls[-1].call_id if calls else ""
-        return Ran(report=_report(setup, result, duration_s, limits, run_id),
+        return Ran(report=_report(setup, result, duration_s, limits, run_id, source),
                    session=setup.session)
 
 

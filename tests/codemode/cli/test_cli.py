@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 POLICIES = ROOT / "fixtures" / "policies"
 REPORT_FIELDS = ["ok", "kind", "code", "limit", "stdout", "stderr", "value",
                  "error", "subcalls", "duration_s", "limits", "run_id", "approvals", "labels",
-                 "warnings", "cut"]
+                 "warnings", "cut", "type_errors"]
 SUBCALL_FIELDS = ["n", "id", "tool", "arguments", "ok", "code", "denied", "text",
                   "duration_ms", "replayed_from"]
 

@@ -344,6 +344,22 @@ def test_cli_picks_up_a_new_case_and_exits_1_on_an_escape(tmp_path):
     assert "src=" not in page and "<link" not in page and "<script" not in page
 
 
+@pytest.mark.slow
+def test_a_case_the_type_check_refuses_is_blocked_not_host_affected(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_case(corpus, "typo.py", {"id": "typo", "category": "bridge-abuse",
+                                   "oracle": "tool:hidden"},
+               'add(a=1, b=2)\nadd(a="one", b=2)\n')
+    done = subprocess.run([sys.executable, "-m", "codemode", "eval", str(corpus),
+                           "--policy", str(DEFAULT), "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [result] = json.loads(done.stdout)["results"]
+    assert result["outcome"] == "blocked", result
+    [phase] = result["phases"]
+    assert (phase["status"], phase["error_kind"], phase["subcalls"]) == ("error", "type-check", 0)
+
+
 def test_cli_reports_an_invalid_policy(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[limits]\nfuel = 0\n")

@@ -530,3 +530,22 @@ async def test_resume_run_is_not_listed_or_callable_when_approvals_elicit():
             assert [t.name for t in (await client.list_tools()).tools] == ["run_code"]
             refused = await client.call_tool("resume_run", {"run_id": "x"})
             assert refused.is_error and "resume_run" in _text(refused)
+
+
+async def test_a_program_with_a_type_error_is_refused_before_any_tool_runs(tmp_path: Path):
+    log = tmp_path / "serve.jsonl"
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving("--builtin", "--log", str(log)) as client:
+            code = "add(a=1, b=2)\nadd(a=1, b=2, c=2)\n"
+            result = await client.call_tool("run_code", {"code": code})
+            assert result.is_error and result.structured_content is None
+            text = result.content[0].text
+            assert text.startswith("Error: code run failed (type-check): 1 type error "
+                                   "(<program>, line 2, column 15: "), text
+            assert '  File "<program>", line 2, column 15\n' in text
+            assert "[unknown-argument]" in text
+            good = await client.call_tool("run_code", {"code": "add(a=1, b=2)"})
+            assert structured(good)["result"] == 3
+    with open_log(str(log)) as read:
+        starts = [e for e in read.read() if isinstance(e, events.CodeDispatchStart)]
+    assert len(starts) == 1                     # only the good program's call ran

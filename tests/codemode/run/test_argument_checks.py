@@ -126,7 +126,7 @@ async def test_every_malformed_call_through_every_route_is_invalid_args_logged_o
     session = session_for(tool_kind, booking, tmp_path)
     seen: list[str] = []
     session.on("tools/pre-execute", lambda e, n: (seen.append(e.name), n())[1])
-    CodeMode(session)
+    CodeMode(session, type_check="off")      # the run-time check of malformed calls
     cases = [(route, kw) for _, kw, _ in (*SCHEMA_CASES, *SHAPE_CASES) for route in ROUTES]
     result = await session.call("run_code", {"code": program(cases)})
     assert not result.is_error, result.text
@@ -161,7 +161,7 @@ async def test_direct_calls_get_the_same_schema_answer_before_policy(booking, tm
 
 async def test_a_wrong_keyword_alone_is_named_not_reported_as_missing(booking, tmp_path):
     session = session_for("mcp", booking, tmp_path)
-    CodeMode(session)
+    CodeMode(session, type_check="off")      # what the run meets
     code = ("try:\n    book(tz='UTC')\nexcept TypeError as e:\n    r = e.message\nr")
     result = await session.call("run_code", {"code": code})
     assert result.value["result"] == (
@@ -171,7 +171,7 @@ async def test_a_wrong_keyword_alone_is_named_not_reported_as_missing(booking, t
 
 async def test_the_traceback_of_a_bad_call_has_no_chained_binding_error(tmp_path):
     session = Session(tools=[native_book], log=str(tmp_path / "s.jsonl"))
-    CodeMode(session)
+    CodeMode(session, type_check="off")      # what the run meets
     result = await session.call("run_code", {"code": "book(nme='x')"})
     assert result.is_error
     assert "During handling" not in result.text and "Binding" not in result.text
