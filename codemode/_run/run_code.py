@@ -11,8 +11,6 @@ the captured output.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,6 +53,7 @@ from .resumed import Replay
 from .seal import SealKey
 from .stubs import ToolStub, build_stubs
 from .typecheck import DEFAULT_TYPE_CHECK, TypeCheck, TypeChecker, TypeCheckError, warned
+from .waiting import ended, run_waiters
 
 RUN_CODE = "run_code"
 
@@ -88,17 +87,6 @@ def _arguments_fit(args: Any) -> bool:
     except (msgspec.ValidationError, TypeError):
         return False
     return True
-
-# Threads that wait on sandbox runs. Not asyncio's default executor: sync tool bodies run
-# there, and a run that holds one of its threads while its sub-call waits for another
-# deadlocks once enough runs are in flight (8 concurrent runs on 2 cores did). More runs
-# than threads queue here; they never block the sub-calls of the runs in progress. Made on
-# first use: a sandbox with `submit` (the wasm tier) never needs it.
-@functools.cache
-def _run_waiters() -> concurrent.futures.ThreadPoolExecutor:
-    return concurrent.futures.ThreadPoolExecutor(max_workers=64,
-                                                 thread_name_prefix="codemode-run-call")
-
 
 # Keys in insertion order: a schema reordered in place only misses the cache (a third
 # cheaper to encode than sorted keys, and every run encodes its tools' schemas).
@@ -227,7 +215,6 @@ class CodeMode:
                              f"not {type_check!r}")
         self.type_check: TypeCheck = type_check
         self._checker = TypeChecker()
-        self._type_errors: dict[str, tuple[TypeCheckError, ...]] = {}
         self.session = session
         self.output_paging = output_paging
         self.on_output = on_output
@@ -356,20 +343,12 @@ class CodeMode:
         latest `FULL_OUTPUT_RUNS` such runs are kept). A run that failed has it on
         `CodeRunFailed.outcome.full` too."""
         return self._full.get(call_id)
+
     def type_errors(self, call_id: str) -> list[TypeCheckError]:
         """The errors the type check found in the program of the `run_code` call `call_id`
         (refused under "enforce", run under "warn"); `[]` when it found none, did not
-        check, or the run is not known (the latest `REMEMBERED_RUNS` are kept)."""
-        return list(self._type_errors.get(call_id, ()))
-
-    async def _checked(self, code: str, stubs: Sequence[ToolStub],
-                       call_id: str) -> tuple[TypeCheckError, ...]:
-        """The type check's errors in `code` (`TypeChecker.run_check`), remembered."""
-        def remember(errors: tuple[TypeCheckError, ...]) -> None:
-            self._type_errors[call_id] = errors
-            while len(self._type_errors) > REMEMBERED_RUNS:
-                self._type_errors.pop(next(iter(self._type_errors)))
-        return await self._checker.run_check(self.type_check, code, stubs, remember)
+        check, or the run is not known (`TypeChecker.errors_of`)."""
+        return self._checker.errors_of(call_id)
 
     def _remember(self, call_id: str, flow: RunFlow) -> None:
         self._finished[call_id] = flow.by_label()
@@ -401,7 +380,8 @@ class CodeMode:
             self._check_seal(args, ctx)
             type_errors: tuple[TypeCheckError, ...] = ()     # checked when it first ran
         else:
-            type_errors = await self._checked(code, stubs, ctx.execution.call_id)
+            type_errors = await self._checker.run_check(self.type_check, code, stubs,
+                                                         ctx.execution.call_id)
         replay, run_id = self._replay_of(ctx, code), ctx.execution.call_id
         limits, tape = self.limits, (Tape() if self._records_runs(agent) else None)
         if replay is not None and ctx.resumption is not None:
@@ -432,10 +412,10 @@ class CodeMode:
         extra: dict[str, Any] = {} if stream is None else {"on_output": stream}
         submit = getattr(self.sandbox, "submit", None)   # no thread kept just to wait
         running = (submit(request, dispatch, cancel, **extra) if submit is not None
-                   else _run_waiters().submit(self.sandbox.run, request, dispatch,
+                   else run_waiters().submit(self.sandbox.run, request, dispatch,
                                               cancel, **extra))
         try:
-            await _ended(running, loop)
+            await ended(running, loop)
             outcome = running.result()
             self._full.remember(outer_id, outcome)
         except SandboxUnavailable as exc:    # a missing runtime is a failure, not a crash
@@ -554,27 +534,6 @@ class CodeMode:
         if type_errors:
             value["type_errors"] = [msgspec.to_builtins(e) for e in type_errors]
         return value
-
-
-def _ended(running: concurrent.futures.Future[Any],
-           loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
-    """A future of `loop` resolved once `running` (a run on its runner thread) is done:
-    one wake of the loop, scheduled by the runner thread, where `asyncio.wrap_future` and
-    `asyncio.shield` take three turns. Cancelling it leaves the run going."""
-    ended = loop.create_future()
-
-    def resolve() -> None:
-        if not ended.done():
-            ended.set_result(None)
-
-    def wake(_done: object) -> None:
-        try:
-            loop.call_soon_threadsafe(resolve)
-        except RuntimeError:          # the loop is closed: nobody waits any more
-            pass
-
-    running.add_done_callback(wake)
-    return ended
 
 
 def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:

@@ -35,7 +35,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -77,6 +77,9 @@ REPORTED_RULES = (
 
 PROGRAM = "<program>"
 _log = logging.getLogger("codemode.typecheck")
+REMEMBERED_CHECKS = 1024
+"""Runs whose errors `TypeChecker.errors_of` still answers (the latest ones)."""
+
 CHECK_TIMEOUT_S = 60.0
 """Seconds one check may take before it is abandoned (and the run goes on unchecked)."""
 
@@ -226,6 +229,7 @@ class TypeChecker:
         self._count = itertools.count()
         self._users: dict[Path, int] = {}       # checks running on each directory
         self._evicted: set[Path] = set()        # removed once their last check ends
+        self._errors: dict[str, tuple[TypeCheckError, ...]] = {}   # call id -> its errors
 
     def close(self) -> None:
         """Remove the prepared directories."""
@@ -283,12 +287,16 @@ class TypeChecker:
             self._evicted.discard(folder)
         shutil.rmtree(folder, ignore_errors=True)
 
+    def errors_of(self, call_id: str) -> list[TypeCheckError]:
+        """The errors `run_check` found for the run `call_id`; [] when none, unchecked or
+        not known (the latest `REMEMBERED_CHECKS` runs with errors are kept)."""
+        return list(self._errors.get(call_id, ()))
+
     async def run_check(self, mode: TypeCheck, code: str, stubs: Sequence[ToolStub],
-                        remember: Callable[[tuple[TypeCheckError, ...]], None]
-                        ) -> tuple[TypeCheckError, ...]:
+                        call_id: str) -> tuple[TypeCheckError, ...]:
         """What a run does with the check under `mode`: () for "off"; the errors for
-        "warn" (passed to `remember` first when there are any); under "enforce" errors
-        are remembered and raised. A checker that cannot run (or a stubs directory
+        "warn" (remembered for `errors_of(call_id)` when there are any); under "enforce"
+        errors are remembered and raised. A checker that cannot run (or a stubs directory
         that cannot be written) is logged (logger `codemode.typecheck`) and the program
         runs unchecked.
 
@@ -304,7 +312,9 @@ class TypeChecker:
             return ()
         if not errors:
             return ()
-        remember(errors)
+        self._errors[call_id] = errors
+        while len(self._errors) > REMEMBERED_CHECKS:
+            self._errors.pop(next(iter(self._errors)))
         if mode == "enforce":
             raise TypeCheckFailed(f"code run failed (type-check): {summary(errors)}; the "
                                   "program did not run and no tool was called\n\n"
@@ -319,9 +329,12 @@ class TypeChecker:
             TypeCheckUnavailable: ty is missing, failed, or took `CHECK_TIMEOUT_S`.
         """
         tree = _parsed(code)
-        names = None if tree is None else frozenset(
-            node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
-        folder = await asyncio.to_thread(self.prepare, stubs, names)
+        if tree is None:            # the sandbox reports the SyntaxError, as without a check
+            return ()
+        names = frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+        # On the loop: only the named tools' stubs are written (a few KiB, well under a
+        # millisecond), and a thread here would start the default executor's pool.
+        folder = self.prepare(stubs, names)
         program = folder / f"program_{next(self._count)}.py"
         try:
             program.write_text(code, encoding="utf-8")
@@ -365,16 +378,19 @@ def _surely_wrong(message: str, aliases: frozenset[str]) -> bool:
     function (typeshed's overloads reject some correct calls, and a call passed to an
     asyncio entry point is a pending call, which it accepts); and not an argument ty only
     knows as a union (`seen[3]` of `[1.5, "a"]` is `float | str`; `d.get(k)` is
-    `str | None`), which may well hold the right type when the program runs."""
+    `str | None`; the loop variable over `("c", "k")` is `Literal["c", "k"]`), which may
+    well hold the right type when the program runs."""
     callee = _FUNCTION.search(message)
     if callee is None or callee["name"] not in aliases | _GIVEN:
         return False
     found = _FOUND.search(message)
-    return found is None or " | " not in found["type"]
+    return found is None or not (" | " in found["type"]
+                                 or _LITERALS.fullmatch(found["type"]) is not None)
 
 
 _FUNCTION = re.compile(r"function `(?P<name>[^`]+)`")
 _FOUND = re.compile(r"found `(?P<type>.*)`$")
+_LITERALS = re.compile(r"Literal\[.+, .+\]")     # ty writes a union of literals as one
 _GIVEN = frozenset({"call_tool", "search_tools", "describe", "read_output"})
 
 

@@ -162,12 +162,14 @@ def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Pat
              limits: SandboxLimits, policy: Policy | None, as_json: bool,
              table: bool | None, policy_path: Path | None = None,
              tools: list[str] | None = None,
-             definitions: list[ToolDefinition] | None = None) -> None:
+             definitions: list[ToolDefinition] | None = None,
+             type_check: str | None = None) -> None:
     from ._run import run_program
 
     _report_run(lambda so_far: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
                                            limits=limits, policy=policy,
-                                           tools=definitions or (), so_far=so_far),
+                                           tools=definitions or (), so_far=so_far,
+                                           type_check=type_check),
                 title, as_json=as_json, table=table,
                 resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy_path,
                                        tools=tools or []))
@@ -306,6 +308,11 @@ def run(
     fuel: int | None = typer.Option(
         None, "--fuel", metavar="N",
         help="Fuel budget of the run in wasm fuel units (default none, or the policy's)."),
+    type_check: str | None = typer.Option(
+        None, "--type-check", metavar="enforce|warn|off",
+        help="Check the program against its tools' stubs before it runs: enforce refuses "
+             "it on an error, warn runs it and reports the errors, off skips the check "
+             "(default enforce, or the policy's)."),
     log: Path | None = LOG,
     as_json: bool = JSON_REPORT,
     table: bool | None = TABLE,
@@ -313,13 +320,17 @@ def run(
     """`codemode run` (its help is `_RUN_HELP`)."""
     from codemode.sandbox import SandboxLimits
 
+    if type_check not in (None, "enforce", "warn", "off"):
+        raise typer.BadParameter("--type-check must be enforce, warn or off",
+                                 param_hint="'--type-check'")
     loaded = load_policy(policy)
     limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
     check_log_directory(log)
     own = load_own_tools(tools)
     source, title = _read_program(program)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
-             as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own)
+             as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own,
+             type_check=type_check)
 
 @app.command(cls=_Command, help=_RESUME_HELP,
              short_help="Resume a run that paused for approval, with a decision for each "

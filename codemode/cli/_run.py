@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -28,6 +28,7 @@ from codemode.sandbox import RunOutcome, RunRequest, Sandbox, SandboxLimits, Was
 from .._mcp.toolsets import gather_tools
 from .._run.rejections import rejection_code
 from .._run.run_code import CodeMode
+from .._run.typecheck import TypeCheck
 from ._echo import Echo, takes_on_output
 from ._report import Rejection, RunReport, build_report
 
@@ -164,7 +165,8 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
                       log: Path | None, limits: SandboxLimits,
                       policy: Policy | None = None,
                       tools: Sequence[ToolDefinition] = (),
-                      so_far: OutputSoFar | None = None) -> Ran:
+                      so_far: OutputSoFar | None = None,
+                      type_check: str | None = None) -> Ran:
     """Run `source` as one `run_code` call on a fresh session.
 
     Args:
@@ -178,6 +180,8 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
         policy: tier, exposed tools and rules; None: the wasm tier, every tool, no rules.
         so_far: filled in so that the caller can print what the program wrote when a stop
             signal cancels the run (`OutputSoFar`).
+        type_check: "enforce", "warn" or "off" (`CodeMode(type_check=...)`), replacing the
+            policy's; None: the policy's, else "enforce".
     Returns:
         The report (kind "pending" when the run paused for approval) and the session.
     Raises:
@@ -187,6 +191,8 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
     async with AsyncExitStack() as stack:
         setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
                              policy=policy, own=tools, so_far=so_far)
+        if type_check is not None:
+            setup.mode.type_check = cast(TypeCheck, type_check)
         started = time.monotonic()
         result = await setup.session.call("run_code", {"code": source, "description": title})
         duration_s = time.monotonic() - started

@@ -394,7 +394,8 @@ def test_json_names_the_code_of_every_failed_subcall(tmp_path):
             "             lambda: call_tool('nope')):\n"
             "    try:\n        call()\n    except ToolCallError as exc:\n"
             "        print(exc.code)\n")
-    done = codemode("run", program(tmp_path, code), "--builtin", "--json")
+    # the type check would refuse add(a='x') before the run: these are the run's own codes
+    done = codemode("run", program(tmp_path, code), "--builtin", "--json", "--type-check", "off")
     data = report(done)
     assert data["stdout"] == "INVALID_ARGS\nTOOL_ERROR\nUNKNOWN_TOOL\n"
     assert [(row["tool"], row["code"], row["denied"]) for row in data["subcalls"]] == [
@@ -504,7 +505,8 @@ def test_the_sub_call_table_says_why_each_call_failed(tmp_path):
     source = ("for call in (lambda: get_order(order_id='ord-9999'), lambda: call_tool('nope'),\n"
               "             lambda: add(a='x', b=1)):\n"
               "    try:\n        call()\n    except ToolCallError:\n        pass\n")
-    done = codemode("run", program(tmp_path, source), "--builtin", "--table")
+    done = codemode("run", program(tmp_path, source), "--builtin", "--table",
+                    "--type-check", "off")
     shown = done.stderr.decode()
     assert done.returncode == 0, shown
     assert "TOOL_ERROR: Error: no order 'ord-9999'" in shown

@@ -41,3 +41,20 @@ def test_a_policy_can_ask_to_warn_instead(tmp_path):
     assert (done.returncode, report["kind"], report["value"]) == (0, "ok", 3), report
     assert [(e["line"], e["column"]) for e in report["type_errors"]] == [(2, 5)]
     assert len(report["subcalls"]) == 1
+
+
+def test_the_type_check_option_replaces_the_policy_s(tmp_path):
+    program, policy = tmp_path / "bad.py", tmp_path / "warn.toml"
+    program.write_text("try:\n    add(a=1, b='x')\nexcept ToolArgumentError as exc:\n"
+                       "    print(exc.code)\n")
+    policy.write_text('type_check = "enforce"\n')
+    off = codemode("run", str(program), "--builtin", "--json", "--policy", str(policy),
+                   "--type-check", "off")
+    report = json.loads(off.stdout)
+    assert (off.returncode, report["kind"], report["stdout"]) == (0, "ok", "INVALID_ARGS\n")
+    assert report["type_errors"] == []
+    warned = json.loads(codemode("run", str(program), "--builtin", "--json",
+                                 "--type-check", "warn").stdout)
+    assert warned["kind"] == "ok" and [e["line"] for e in warned["type_errors"]] == [2]
+    wrong = codemode("run", str(program), "--builtin", "--type-check", "strict")
+    assert wrong.returncode == 2 and b"--type-check must be enforce, warn or off" in wrong.stderr

@@ -171,7 +171,8 @@ async def test_a_tool_found_by_discovery_is_called_through_the_pipeline(
 
 async def test_discovery_in_async_code_and_wrong_calls(sandbox: Any, log: Path) -> None:
     session = Session(tools=TOOLS, log=log)
-    CodeMode(session, sandbox=sandbox, expose=EXPOSED)
+    # wrong calls on purpose: the run's own INVALID_ARGS, not the type check's refusal
+    CodeMode(session, sandbox=sandbox, expose=EXPOSED, type_check="off")
     value = await run(session, """\
         import asyncio
         async def main():

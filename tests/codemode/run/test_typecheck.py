@@ -2,6 +2,7 @@
 the stubs the model reads; "enforce" refuses before any tool runs, "warn" runs and reports."""
 
 import textwrap
+from typing import Literal
 
 import pytest
 
@@ -116,6 +117,31 @@ async def test_a_correct_program_with_gather_helpers_and_call_tool_passes(tmp_pa
     assert not result.is_error, result.text
     assert result.value["result"] == [21.5, 2, [0, 2, 4], 3, 4, 11, 4, "Lyon", 6]
     assert "type_errors" not in result.value and mode.type_errors("r1") == []
+    session.close()
+
+
+@tool
+def convert(celsius: float, unit: Literal["c", "f"]) -> float:
+    """A temperature in the unit asked."""
+    return celsius if unit == "c" else celsius * 9 / 5 + 32
+
+
+@pytest.mark.slow
+async def test_an_argument_known_only_as_a_union_of_literals_is_left_to_the_run(tmp_path):
+    # the loop variable is Literal["c", "k"]: right on its first turn, wrong on its second
+    session = Session(tools=[convert], log=str(tmp_path / "session.jsonl"))
+    CodeMode(session, output_paging=True)
+    code = ("found = []\nfor unit in ('c', 'k'):\n    try:\n"
+            "        found.append(convert(20.0, unit))\n    except ToolCallError as exc:\n"
+            "        found.append(exc.code)\n"
+            "for part in ('stdout', 'bogus'):\n    try:\n        read_output('nope', part)\n"
+            "    except ToolCallError as exc:\n        found.append(exc.code)\nfound")
+    result = await session.call("run_code", {"code": code})
+    assert not result.is_error, result.text
+    assert result.value["result"][:2] == [20.0, "INVALID_ARGS"]
+    assert len(result.value["result"]) == 4
+    refused = await session.call("run_code", {"code": "convert(20.0, 'k')"})
+    assert refused.is_error and "type-check" in refused.text
     session.close()
 
 
