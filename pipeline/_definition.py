@@ -69,6 +69,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         labels: what this tool's results carry (``"private"``, ``"untrusted"``): a Code-Mode
             run that receives one of its results holds these labels, and policy rules can
             decide later calls on them (docs/codemode.md "Labels"). Empty: none.
+        group: the toolset the tool comes from, for listings that group tools (an MCP
+            server's name, set by the MCP client). Empty: none given.
 
     Raises:
         ValueError: a bad name or timeout, or ``parameters``/``output_schema`` is not a JSON
@@ -90,6 +92,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     resumable: bool = False
     show_traceback: bool = False
     labels: frozenset[str] = frozenset()
+    group: str = ""
     arguments_fit: Callable[[Any], bool] | None = None
     output_fits: Callable[[Any], bool] | None = None
     convert_output: Callable[[Any], Any] | None = None

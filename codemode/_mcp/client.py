@@ -422,7 +422,7 @@ class McpServer:
         """Take a listing: the tools, their definitions, which values are envelopes."""
         definitions, wrapped = [], set()
         for mcp_tool in tools:
-            definition, envelope = tool_definition(mcp_tool, self._call_from)
+            definition, envelope = tool_definition(mcp_tool, self._call_from, self.name)
             definitions.append(definition)
             if envelope:
                 wrapped.add(definition.name)

@@ -65,8 +65,9 @@ async def list_all_tools(session: ClientSession, *, server: str,
 Call = Callable[[str, dict[str, Any], RunContext], Awaitable[Any]]
 
 
-def tool_definition(mcp_tool: Any, call: Call) -> tuple[ToolDefinition, bool]:
-    """A listed MCP tool as a `ToolDefinition` whose body is `call(tool_name, args, ctx)`.
+def tool_definition(mcp_tool: Any, call: Call, server: str = "") -> tuple[ToolDefinition, bool]:
+    """A listed MCP tool as a `ToolDefinition` whose body is `call(tool_name, args, ctx)`,
+    of the group `server` (the server's display name: a description's index groups by it).
 
     Returns:
         the definition (`parameters`: the tool's `inputSchema`; `output_schema`: its
@@ -99,5 +100,6 @@ def tool_definition(mcp_tool: Any, call: Call) -> tuple[ToolDefinition, bool]:
         output_schema=output_schema,
         render=render,
         is_concurrency_safe=safe,
+        group=server,
     )
     return definition, inner is not None

@@ -3,12 +3,12 @@ budget").
 
 While the full listing (`description.describe_tools`) fits `budget` characters together
 with the words around it, the description is the full one. Past it, the listing gives way
-to an index: each tool's Python name and a one-line summary, grouped by the tools' name
-prefix, and a paragraph saying how a program finds the rest (`search_tools`, `describe`:
-`discovery`). With thousands of tools the index itself is shortened, step by step, until
-it fits: shorter summaries, then names only, then the first names of each group with a
-count of the others, then only the groups' names and sizes, as many as fit, with a count
-of the rest. The description never
+to an index: each tool's Python name and a one-line summary, grouped by where the tools
+come from (an MCP server; else the name's prefix), and a paragraph saying how a program
+finds the rest (`search_tools`, `describe`: `discovery`). With thousands of tools the
+index itself is shortened, step by step, until it fits: shorter summaries, then names
+only, then the first names of each group with a count of the others, then only the
+groups' names and sizes, as many as fit, with a count of the rest. The description never
 exceeds the budget: as a last resort (a budget smaller than the words around the listing
 themselves) it is cut, ending in "…".
 """
@@ -42,8 +42,7 @@ typed signature and docstring as text. Both are free (no tool runs, no approval)
 code, `await` them like tools. Search, describe, then call.
 """
 
-_INDEX_HEADING = ("\nTool index ({n} tools, grouped by name prefix; `describe(name)` for "
-                  "the rest):\n")
+_INDEX_HEADING = "\nTool index ({n} tools, grouped by {by}; `describe(name)` for the rest):\n"
 _SEPARATORS = re.compile(r"[_.\-/: ]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -66,9 +65,11 @@ def _cut_summary(text: str, max_chars: int) -> str:
 
 
 def group_of(stub: ToolStub) -> str:
-    """The group a tool is indexed under: its name's part before the first `_`, `.`, `-`,
-    `/`, `:` or space (an MCP server's tools usually share one: `git_status`, `git_log`);
-    the whole name when it has none."""
+    """The group a tool is indexed under: its toolset (`ToolStub.group`, an MCP server's
+    name) when it has one, else its name's part before the first `_`, `.`, `-`, `/`, `:`
+    or space (`git_status`, `git_log`: `git`), else the whole name."""
+    if stub.group:
+        return stub.group
     head = _SEPARATORS.split(stub.name, maxsplit=1)[0]
     return head or stub.name
 
@@ -92,7 +93,10 @@ def bounded(full: Callable[[], str], head: str, stubs: Sequence[ToolStub],
         text = full()
         if len(text) <= budget:
             return text
-    lead = head + DISCOVERY_TEXT + _INDEX_HEADING.format(n=len(stubs))
+    servers = sum(1 for s in stubs if s.group)
+    by = ("name prefix" if not servers else "server" if servers == len(stubs)
+          else "server or name prefix")
+    lead = head + DISCOVERY_TEXT + _INDEX_HEADING.format(n=len(stubs), by=by)
     room = budget - len(lead)
     index = _index(stubs, room) if room > 0 else None
     if index is None:

@@ -284,13 +284,15 @@ class CodeMode:
         if definitions is None:
             definitions = self.exposed_tools(agent)
         tools = [(d.name, d.description, d.parameters, d.output_schema) for d in definitions]
+        groups = [d.group for d in definitions]
         try:
-            key: bytes | None = _STUB_KEY.encode(tools)
+            key: bytes | None = _STUB_KEY.encode([tools, groups])
         except (TypeError, ValueError, OverflowError):     # not JSON: built, not kept
             key = None
         built = self._stub_cache.get(key) if key is not None else None
         if built is None:
-            stubs = tuple(build_stubs(tools))
+            stubs = tuple(msgspec.structs.replace(s, group=g) if g else s
+                          for s, g in zip(build_stubs(tools), groups, strict=True))
             built = (stubs, tuple(_tool_spec(s) for s in stubs))
             if key is None:
                 return built

@@ -128,6 +128,8 @@ class ToolStub(msgspec.Struct, frozen=True):
             (format, pattern, bounds, lengths, an enum too long for `Literal`, a default the
             signature cannot show, an example); a name that is not a Python name is quoted.
         extra_note: how to pass properties that are not Python names; "" when none.
+        group: the toolset the tool comes from (`ToolDefinition.group`: an MCP server's
+            name), which a description's index groups by; "" when none.
     """
 
     name: str
@@ -140,6 +142,7 @@ class ToolStub(msgspec.Struct, frozen=True):
     classes: tuple[tuple[str, str], ...] = ()
     param_docs: tuple[tuple[str, str], ...] = ()
     extra_note: str = ""
+    group: str = ""
 
     def source(self) -> str:
         """A compilable stub: `typed_dicts`, then the function with its docstring and `...`.

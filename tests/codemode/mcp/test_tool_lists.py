@@ -73,8 +73,7 @@ async def test_the_next_run_sees_a_tool_the_server_added_and_not_one_it_removed(
         # The run that changes the list keeps the names it started with; a call to a tool
         # removed since fails as an unknown tool.
         seen, gone = await run(session, "add_tool(name='fresh')\nremove_tool(name='old')\n"
-                                        "try:\n    fresh\n    seen = True\n"
-                                        "except NameError:\n    seen = False\n"
+                                        "seen = 'fresh' in globals()\n"
                                         "try:\n    gone = old(text='x')\n"
                                         "except ToolCallError as e:\n    gone = str(e)\n"
                                         "[seen, gone]")
@@ -82,7 +81,8 @@ async def test_the_next_run_sees_a_tool_the_server_added_and_not_one_it_removed(
         description = mode.description()
         assert "def fresh(" in description and "def old(" not in description
         assert await run(session, "fresh(text='hi')") == ":fresh:hi"
-        assert "NameError" in await fails(session, "old(text='gone')")
+        # the type check knows the new listing too: the removed tool is refused before the run
+        assert "Name `old` used when not defined" in await fails(session, "old(text='gone')")
 
 
 @pytest.mark.slow
@@ -245,3 +245,19 @@ async def test_codemode_run_with_two_instances_of_one_server(tmp_path: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     status = json.loads(done.stdout)["value"]
     assert "only_here.txt" not in status[0] and "only_here.txt" in status[1]
+
+
+@pytest.mark.slow
+async def test_an_index_of_several_servers_is_grouped_by_server():
+    many = (sys.executable, "-m", "codemode.fixtures.mcp_many_tools_server", "120")
+    async with governed(many, many) as (session, mode):
+        mode.description_budget = 8_000
+        index = mode.description().split("Tool index", 1)[1].splitlines()
+        assert "grouped by server;" in index[0]
+        groups = {d.group for d in session.visible_tools() if d.name != "run_code"}
+        assert len(groups) == 2 and "" not in groups
+        shown = [line.split("]", 1)[0][1:] for line in index[1:] if line.startswith("[")]
+        assert sorted(shown) == sorted(groups)
+        # the tools of one server are one group, whatever their names' prefixes
+        assert len({d.name.split(".")[-1].split("_")[0]
+                    for d in session.visible_tools()}) > 2
