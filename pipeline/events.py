@@ -31,6 +31,7 @@ __all__ = [
     "ApprovalPolicyChanged",
     "CodeDispatch",
     "CodeDispatchStart",
+    "CodeLookup",
     "CodeReplayed",
     "ErrorInfo",
     "Event",
@@ -216,6 +217,21 @@ class CodeReplayed(Event, tag="tool/code-replayed", frozen=True):
     replayed_from: str
 
 
+class CodeLookup(Event, tag="tool/code-lookup", frozen=True):
+    """A Code-Mode program's call of a function the host answers itself (tool discovery:
+    ``search_tools``, ``describe``; ``read_output``): no tool ran and no policy applied.
+    ``name`` is the function's wire name; ``code`` (failures only) the rejection the program
+    received (``INVALID_ARGS``, ``UNKNOWN_TOOL``, ``NOT_FOUND``). Log-only."""
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+    is_error: bool
+    code: str | UnsetType = UNSET
+
+
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """One approval a suspended call waits on. ``id`` is stable (a sub-call's is
     ``"<run id>:<n>"``): decisions name it."""
@@ -331,6 +347,7 @@ SessionEvent: TypeAlias = (
     | CodeDispatchStart
     | CodeDispatch
     | CodeReplayed
+    | CodeLookup
     | ToolSuspended
     | ToolResumed
     | HookInvoked

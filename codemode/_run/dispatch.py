@@ -356,9 +356,17 @@ class SubCallDispatcher(Replaying):
 
     def _answer_now(self, wire_call: SubCall, n: int, answer: SubCallOutcome) -> None:
         """Call `n`, of a host-answered function, answered with `answer`: no tool runs,
-        nothing of it goes through the pipeline; the run's record keeps it (for a replay)
-        and, for a discovery call, its value counts it (`SubCallSummary.discovery`)."""
+        nothing of it goes through the pipeline; the run's record keeps it (for a replay),
+        the log has it as a `tool/code-lookup` event and, for a discovery call, the run's
+        value counts it (`SubCallSummary.discovery`)."""
         sub = self._sub_call(wire_call, n)
+        if self._logging:
+            outer = self._outer.execution
+            failed = answer.code if isinstance(answer, SubCallErr) else msgspec.UNSET
+            self._session.log.append(events.CodeLookup(
+                root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
+                sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
+                is_error=isinstance(answer, SubCallErr), code=failed))
         done: asyncio.Future[None] = self._loop.create_future()
         done.set_result(None)
         slot = _Slot(sub=sub, done=done, reply=answer, answered_by=sub.sub_call_id)

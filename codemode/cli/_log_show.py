@@ -17,7 +17,8 @@ A node (the `--json` shape, camelCase like the log):
      "pending"?: [request id, ...]  (a paused call: the approvals it waits on),
      "resumedBy"?: call id  (a paused call that was resumed: the resuming call),
      "decisions"?: [{"id", "approved", "reason"?}]  (a resuming call: what it was given),
-     "replayedFrom"?: sub-call id  (answered from the log without running again)}
+     "replayedFrom"?: sub-call id  (answered from the log without running again),
+     "lookup"?: true  (a discovery or read_output call the host answered: no tool ran)}
 
 Pausing for approval (docs/codemode.md): a `run_code` call that returned a pending result
 is "paused"; its sub-calls whose approval was deferred are "waiting" (code
@@ -71,6 +72,7 @@ class CallNode:
     resumed_by: str | None = None
     decisions: list[dict[str, Any]] | None = None
     replayed_from: str | None = None
+    lookup: bool = False
 
     @property
     def duration_ms(self) -> float | None:
@@ -91,6 +93,8 @@ class CallNode:
         extra = {"runId": self.run_id, "pending": self.pending, "resumedBy": self.resumed_by,
                  "decisions": self.decisions, "replayedFrom": self.replayed_from}
         node.update({k: v for k, v in extra.items() if v is not None})
+        if self.lookup:
+            node["lookup"] = True
         return node
 
     def _settle(self, is_error: bool, content: Any, time: float, code: str | None) -> None:
@@ -142,6 +146,13 @@ def build_tree(log: list[events.Event]) -> list[CallNode]:
                     node.status, node.code = original.status, original.code
                     node.message = original.message
                 nodes[call_id] = node
+                (nodes[parent].subcalls if parent in nodes else roots).append(node)
+            case events.CodeLookup(sub_call_id=call_id, parent_call_id=parent, name=name,
+                                   arguments=arguments, is_error=is_error, code=failed,
+                                   time=time):
+                node = CallNode(call_id, name, arguments, time, lookup=True, ended_at=time,
+                                status="error" if is_error else "ok",
+                                code=failed if isinstance(failed, str) else None)
                 (nodes[parent].subcalls if parent in nodes else roots).append(node)
             case events.CodeDispatchStart(sub_call_id=call_id, parent_call_id=parent, name=name,
                                           arguments=arguments, time=time):
@@ -214,6 +225,8 @@ def _line(node: CallNode, room: int | None) -> str:
         parts.append(f"approval: {approval.get('outcome', 'pending')}")
     if node.replayed_from is not None:
         parts.append(f"replayed from {node.replayed_from}")
+    if node.lookup:
+        parts.append("answered by the host")
     if node.pending is not None:
         parts.append(f"run {node.run_id} waits for approval of {', '.join(node.pending)}")
         parts.append(f"resumed by {node.resumed_by}" if node.resumed_by else "not resumed")

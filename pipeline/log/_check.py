@@ -49,6 +49,7 @@ import msgspec
 from ..events import (
     CodeDispatch,
     CodeDispatchStart,
+    CodeLookup,
     CodeReplayed,
     Event,
     StepEnd,
@@ -217,6 +218,12 @@ class LogChecker:
             if self._turn is None:
                 add(ViolationKind.DISPATCH_OUTSIDE_TURN,
                     f"the replay of sub-call {event.sub_call_id!r} is outside an open turn")
+        elif kind is CodeLookup and isinstance(event, CodeLookup):
+            if not (event.sub_call_id and event.root_call_id and event.parent_call_id):
+                add(ViolationKind.EMPTY_ID, "a tool/code-lookup has an empty id")
+            if self._turn is None:
+                add(ViolationKind.DISPATCH_OUTSIDE_TURN,
+                    f"the lookup {event.sub_call_id!r} is outside an open turn")
         elif kind is ToolResumed and isinstance(event, ToolResumed) \
                 and event.run_id not in self._suspended:
             add(ViolationKind.RESUME_WITHOUT_SUSPEND,
@@ -401,8 +408,8 @@ class LogChecker:
 
 
 _KINDS: tuple[type[Event], ...] = (TurnStart, TurnEnd, StepStart, StepEnd, ToolCall, ToolResult,
-                                   CodeDispatchStart, CodeDispatch, CodeReplayed, ToolSuspended,
-                                   ToolResumed)
+                                   CodeDispatchStart, CodeDispatch, CodeReplayed, CodeLookup,
+                                   ToolSuspended, ToolResumed)
 _kind_of: dict[type, type[Event] | None] = {kind: kind for kind in _KINDS}
 
 

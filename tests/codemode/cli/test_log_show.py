@@ -100,3 +100,17 @@ def test_an_unknown_suffix_exits_2(tmp_path: Path):
     shown = _show(str(tmp_path / "log.txt"))
     assert shown.exit_code == 2
     assert "unknown session log type" in shown.output
+
+
+async def test_a_discovery_call_shows_as_a_lookup_the_host_answered(log_path: Path):
+    session = Session(tools=builtin_tools(), log=str(log_path))
+    Policy().apply(session)
+    await session.call("run_code", {"code": 'describe("add")\nadd(a=1, b=2)',
+                                    "description": "look"})
+    session.log.close()
+    shown = _show(str(log_path))
+    lines = re.sub(r"\d+ ms", "N ms", shown.output).splitlines()
+    assert lines[1] == '├── codemode/describe(name="add") · ok · N ms · answered by the host'
+    assert lines[2].startswith("└── add(a=1, b=2) · ok")
+    run = json.loads(_show(str(log_path), "--json").output)["calls"][0]
+    assert [s.get("lookup", False) for s in run["subcalls"]] == [True, False]

@@ -8,11 +8,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from codemode import CodeMode, Policy, Session, events, tool
 from codemode._run.description import describe_tools
-from codemode.pipeline import Ask
+from codemode.pipeline import Ask, open_log
 from codemode.pipeline.log import check
 from codemode.sandbox import RestrictedSandbox, WasmSandbox
 
@@ -230,3 +231,31 @@ def test_the_typed_stubs_of_discovery_match_what_the_guest_binds() -> None:
         defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
         assert [(a.arg, d is None) for a, d in zip(args.args, defaults, strict=True)] == [
             (p.name, p.required) for p in spec.params]
+
+
+async def test_each_discovery_call_is_in_the_log_as_a_lookup(log: Path) -> None:
+    session = Session(tools=TOOLS, log=log)
+    CodeMode(session, expose=EXPOSED)
+    value = await run(session, """\
+        search_tools("invoice", limit=2)
+        describe("add")
+        try:
+            describe("delete_everything")
+        except ToolNotFound:
+            pass
+        add(a=1, b=2)
+        """)
+    await session.aclose()
+    with open_log(log) as reopened:             # what the file holds, read back
+        logged = list(reopened.read())
+    lookups = [e for e in logged if isinstance(e, events.CodeLookup)]
+    dispatched = [e.name for e in logged if isinstance(e, events.CodeDispatchStart)]
+    assert [(e.name, e.arguments, e.is_error, e.code) for e in lookups] == [
+        # under their wire names, apart from a tool that is named `describe`
+        ("codemode/search_tools", {"query": "invoice", "limit": 2}, False, msgspec.UNSET),
+        ("codemode/describe", {"name": "add"}, False, msgspec.UNSET),
+        ("codemode/describe", {"name": "delete_everything"}, True, "UNKNOWN_TOOL")]
+    run_call = next(e for e in logged if isinstance(e, events.ToolCall))
+    assert {e.parent_call_id for e in lookups} == {run_call.call_id}
+    assert dispatched == ["add"]                  # no tool ran for a lookup
+    assert value["subcalls"]["discovery"] == {"search_tools": 1, "describe": 2}
