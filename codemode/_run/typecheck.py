@@ -417,6 +417,68 @@ class _FunctionBodies:
                    for l0, c0, l1, c1 in self.spans)
 
 
+_RAISED_AS = {"unresolved-reference": frozenset({"NameError", "Exception", "BaseException"})}
+_CALL_FAILURE = frozenset({"ToolArgumentError", "ToolCallError", "TypeError", "Exception",
+                           "BaseException"})    # what a wrong call of a tool raises, and bases
+
+
+class _Handled:
+    """Where the program catches a failure itself: the body of each `try`, with the names
+    its handlers catch (None: anything, for a bare `except` or one not named plainly). A
+    reported error there would not fail the run, so it is not reported."""
+
+    def __init__(self, tree: ast.AST) -> None:
+        self.spans: list[tuple[int, int, int, int, frozenset[str] | None]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Try, ast.TryStar)) and node.handlers:
+                names: set[str] | None = set()
+                for handler in node.handlers:
+                    caught = _names_of(handler.type)
+                    names = None if names is None or caught is None else names | caught
+                first, last = node.body[0], node.body[-1]
+                self.spans.append((first.lineno, first.col_offset + 1,
+                                   last.end_lineno or last.lineno,
+                                   (last.end_col_offset or 0) + 1,
+                                   None if names is None else frozenset(names)))
+
+    def catches(self, line: int, column: int, rule: str) -> bool:
+        """Whether a `rule` error at (line, column), both from 1, is caught by the program."""
+        raised = _RAISED_AS.get(rule, _CALL_FAILURE)
+        return any((line, column) >= (l0, c0) and (line, column) <= (l1, c1)
+                   and (names is None or bool(names & raised))
+                   for l0, c0, l1, c1, names in self.spans)
+
+
+def _names_of(caught: ast.expr | None) -> set[str] | None:
+    """The exception names an `except` clause names (`E`, `mod.E`, a tuple of them); None
+    for a bare `except` or an expression that is not a plain name."""
+    if isinstance(caught, ast.Tuple):
+        names: set[str] = set()
+        for element in caught.elts:
+            one = _names_of(element)
+            if one is None:
+                return None
+            names |= one
+        return names
+    if isinstance(caught, ast.Name):
+        return {caught.id}
+    if isinstance(caught, ast.Attribute):
+        return {caught.attr}
+    return None
+
+
+_NAME_MAKERS = frozenset({"exec", "globals", "vars", "locals", "__builtins__", "__import__",
+                          "setattr"})
+
+
+def _defines_names_at_run_time(tree: ast.AST) -> bool:
+    """Whether the program may define names ty cannot see (`exec` of a string, a write
+    through `globals()`, a module's `__dict__`): then no undefined name is reported."""
+    return any((isinstance(node, ast.Name) and node.id in _NAME_MAKERS)
+               or (isinstance(node, ast.Attribute) and node.attr == "__dict__")
+               for node in ast.walk(tree))
+
+
 def _parsed(code: str) -> ast.Module | None:
     """`code` parsed by this Python (top-level `await` allowed), or None when it cannot:
     newer syntax, or not a program (the sandbox then says why)."""
@@ -436,6 +498,8 @@ def _errors(report: bytes, aliases: frozenset[str],
         raise TypeCheckUnavailable(f"the type checker's report does not decode: {exc}") from None
     found: list[TypeCheckError] = []
     functions = None if tree is None else _FunctionBodies(tree)
+    handled = None if tree is None else _Handled(tree)
+    dynamic = tree is not None and _defines_names_at_run_time(tree)
     for d in diagnostics:
         message = d.description.removeprefix(f"{d.check_name}: ")
         if d.check_name == "invalid-syntax":
@@ -445,8 +509,10 @@ def _errors(report: bytes, aliases: frozenset[str],
         if d.check_name not in REPORTED_RULES:
             continue
         begin, end = d.location.positions.begin, d.location.positions.end
+        if handled is not None and handled.catches(begin.line, begin.column, d.check_name):
+            continue
         if d.check_name == "unresolved-reference":
-            if functions is None or functions.holds(begin.line, begin.column):
+            if functions is None or dynamic or functions.holds(begin.line, begin.column):
                 continue
         elif not _surely_wrong(message, aliases):
             continue

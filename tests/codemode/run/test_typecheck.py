@@ -145,6 +145,57 @@ async def test_an_argument_known_only_as_a_union_of_literals_is_left_to_the_run(
     session.close()
 
 
+HANDLED = '''\
+try:
+    add(a="one", b=2)
+except ToolArgumentError as exc:
+    first = exc.code
+try:
+    get_weather(city=3)
+except (KeyError, errors.ToolCallError):
+    second = "refused"
+try:
+    later_tool()
+except NameError:
+    third = "no such tool"
+try:
+    add(1)
+except:
+    fourth = "anything"
+[first, second, third, fourth]
+'''
+
+
+@pytest.mark.slow
+async def test_a_failure_the_program_catches_is_not_reported(tmp_path):
+    session, mode = make(tmp_path)
+    code = "import types\nerrors = types.SimpleNamespace(ToolCallError=ToolCallError)\n" + HANDLED
+    result = await session.call("run_code", {"code": code}, call_id="r1")
+    assert not result.is_error, result.text
+    assert result.value["result"] == ["INVALID_ARGS", "refused", "no such tool", "anything"]
+    assert mode.type_errors("r1") == []
+    # a handler that does not catch what the wrong call raises leaves it reported
+    uncaught = "try:\n    add(a='one', b=2)\nexcept KeyError:\n    pass\n"
+    refused = await session.call("run_code", {"code": uncaught}, call_id="r2")
+    assert refused.is_error and [(e.line, e.rule) for e in mode.type_errors("r2")] == [
+        (2, "invalid-argument-type")]
+    session.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [
+    "exec('total = 1')\ntotal",
+    "globals()['total'] = 2\ntotal",
+    "vars()['total'] = 3\ntotal",
+])
+async def test_a_name_the_program_defines_at_run_time_is_not_reported(tmp_path, code):
+    session, mode = make(tmp_path)
+    result = await session.call("run_code", {"code": code}, call_id="r1")
+    assert not result.is_error, result.text
+    assert mode.type_errors("r1") == []
+    session.close()
+
+
 @pytest.mark.slow
 async def test_discovery_functions_pass_the_check(tmp_path):
     session, mode = make(tmp_path)
@@ -159,15 +210,15 @@ async def test_discovery_functions_pass_the_check(tmp_path):
 @pytest.mark.slow
 async def test_warn_runs_and_reports_the_errors_beside_the_result(tmp_path):
     session, mode = make(tmp_path, type_check="warn")
-    code = "try:\n    nope()\nexcept NameError:\n    pass\nadd(1, 2)"   # runs, and well
+    code = "import random\nif random.random() > 2:\n    nope()\nadd(1, 2)"   # runs, and well
     result = await session.call("run_code", {"code": code}, call_id="r1")
     assert not result.is_error, result.text
     assert result.value["result"] == 3
     [error] = result.value["type_errors"]
-    assert (error["line"], error["column"], error["rule"]) == (2, 5, "unresolved-reference")
+    assert (error["line"], error["column"], error["rule"]) == (3, 5, "unresolved-reference")
     assert len(sub_calls(session)) == 1                  # it ran anyway
-    assert "The type check found 1 type error (<program>, line 2, column 5" in result.text
-    assert [e.line for e in mode.type_errors("r1")] == [2]
+    assert "The type check found 1 type error (<program>, line 3, column 5" in result.text
+    assert [e.line for e in mode.type_errors("r1")] == [3]
     session.close()
 
 
