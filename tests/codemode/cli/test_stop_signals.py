@@ -209,13 +209,16 @@ def test_a_shell_scripts_kill_stops_a_background_run_at_once(tmp_path):
 @pytest.mark.slow
 def test_resume_stopped_by_sigterm_prints_the_output_so_far(tmp_path):
     program = tmp_path / "nap.py"
+    # add() after the print: its dispatch in the log says the print is done (a loaded
+    # machine can take its time between sleep_ms's answer and the next line)
     program.write_text('print("before", flush=True)\nsleep_ms(ms=5)\n'
-                       'print("resumed", flush=True)\nimport time\ntime.sleep(120)\n')
+                       'print("resumed", flush=True)\nadd(a=1, b=2)\n'
+                       'import time\ntime.sleep(120)\n')
     log, run_id = pause_a_run(program, tmp_path)
     dispatched = log.read_text().count('"tool/code-dispatch"')
     proc = start_in_background("resume", str(log), run_id, *PAUSING, "--approve", "1",
                                cwd=tmp_path)
-    wait_for_event(log, proc, "tool/code-dispatch", count=dispatched + 1)   # sleep_ms ran
+    wait_for_event(log, proc, "tool/code-dispatch", count=dispatched + 2)   # add ran
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=LIMIT_S)
     assert proc.returncode == 143, err
