@@ -35,7 +35,8 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -230,14 +231,16 @@ class TypeChecker:
         self._users: dict[Path, int] = {}       # checks running on each directory
         self._evicted: set[Path] = set()        # removed once their last check ends
         self._errors: dict[str, tuple[TypeCheckError, ...]] = {}   # call id -> its errors
+        self._removal: Callable[[], object] = lambda: None   # removes the root, once
 
     def close(self) -> None:
-        """Remove the prepared directories."""
+        """Remove the prepared directories (also done when the checker is collected, or
+        at the interpreter's exit, for a `CodeMode` nobody closed)."""
         with self._lock:
             root, self._root = self._root, None
             self._prepared.clear()
         if root is not None:
-            shutil.rmtree(root, ignore_errors=True)
+            self._removal()
 
     def prepare(self, stubs: Sequence[ToolStub], names: frozenset[str] | None = None) -> Path:
         """The directory holding the stubs for ty: those of the tools whose alias is in
@@ -254,6 +257,8 @@ class TypeChecker:
                 return found[1]
             if self._root is None:
                 self._root = Path(tempfile.mkdtemp(prefix="codemode-typecheck-"))
+                self._removal = weakref.finalize(self, shutil.rmtree, self._root,
+                                                 ignore_errors=True)
             folder = self._root / f"tools-{next(self._count)}"
         folder.mkdir()
         used = stubs if chosen is None else [s for s in stubs if s.alias in chosen]

@@ -305,3 +305,19 @@ async def test_concurrent_checks_naming_many_different_tools_each_get_their_own_
         assert (error.line, error.column) == (1, 7 + len(str(i)))
     assert sub_calls(session) == []
     session.close()
+
+
+@pytest.mark.slow
+def test_a_code_mode_nobody_closed_leaves_no_stubs_directory():
+    import subprocess
+    import sys
+    from pathlib import Path
+    probe = ("import asyncio\nfrom codemode import CodeMode, Session\n"
+             "from codemode.fixtures.toolset import builtin_tools\n"
+             "s = Session(tools=builtin_tools(), log=None)\nmode = CodeMode(s)\n"
+             "r = asyncio.run(s.call('run_code', {'code': 'add(a=1, b=2)'}))\n"
+             "assert r.value['result'] == 3, r\nprint(mode._checker._root)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    root = Path(out.strip())
+    assert root.name.startswith("codemode-typecheck-") and not root.exists()
