@@ -50,9 +50,11 @@ test: `equals` (==), `matches` (regular expression, `re.search` on a string), `c
 (substring of a string, or item of a list), `gt` / `lt` (numbers). A missing argument, or
 one of the wrong type, fails the test. A `run_has` condition (a label or a list of labels)
 holds when the program's run has received a result carrying any of them (`_run/labels.py`); a
-direct call is in no run, so it never holds there. The reason of a rule that fired on
-labels names them and the calls that brought them, and any argument holding a verbatim
-piece of such a result.
+direct call is in no run, so it never holds there. A `run_has` label that no tool definition
+and no `[[labels]]` entry gives is refused when the policy is applied ("did you mean"),
+unless the condition says `optional = true` (a label given by a tool added later). The
+reason of a rule that fired on labels names them and the calls that brought them, and any
+argument holding a verbatim piece of such a result.
 
 `Policy.apply(session)` builds the tier's sandbox, reserves `run_code` with the exposed
 tools (which puts a session whose mode nobody chose in code mode, and makes the exposed
@@ -81,7 +83,6 @@ from typing import Any, Literal
 
 import msgspec
 import msgspec.inspect
-from msgspec import UNSET, UnsetType
 
 from codemode.pipeline import Allow, Ask, Deny, Session
 from codemode.sandbox import Sandbox, SandboxLimits
@@ -92,11 +93,11 @@ from .._run.run_code import RUN_CODE, CodeMode
 from .._run.seal import SealKey
 from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
+from .conditions import Condition
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
 
-_MISSING = object()
 
 
 MAX_POLICY_BYTES = 1 << 20
@@ -126,97 +127,6 @@ class PolicyError(ValueError):
 class PolicyWarning(UserWarning):
     """A policy rule that governs no tool of the session: its glob matches none (the CLI
     prints it on stderr as `codemode: warning: ...`)."""
-
-
-class Condition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One test on one argument (exactly one of the tests is given), or on the labels the
-    run holds (`run_has` alone).
-
-    Attributes:
-        arg: a top-level argument name; dots walk into nested objects (`"options.mode"`).
-        run_has: a label or a list of labels: the call's run received a result carrying
-            any of them (never for a direct call).
-        equals: the argument equals this JSON value.
-        matches: a regular expression found in the (string) argument (`re.search`).
-        contains: a substring of a string argument, or an item of a list argument.
-        gt, lt: the (numeric, not bool) argument is greater / less than this number.
-    """
-
-    arg: str | None = None
-    run_has: str | tuple[str, ...] | None = None
-    equals: Any | UnsetType = UNSET
-    matches: str | None = None
-    contains: Any | UnsetType = UNSET
-    gt: float | None = None
-    lt: float | None = None
-
-    def __post_init__(self) -> None:
-        given = [name for name in ("equals", "matches", "contains", "gt", "lt")
-                 if getattr(self, name) is not None and getattr(self, name) is not UNSET]
-        if self.run_has is not None:
-            if self.arg is not None or given:
-                raise ValueError("`run_has`: a label condition takes no `arg` and no test")
-            if not self.labels or not all(self.labels):
-                raise ValueError("`run_has`: a label is a non-empty string (or a list of them)")
-            return
-        if self.arg is None:
-            raise ValueError("a condition needs `arg` (an argument to test) or `run_has`")
-        if len(given) != 1:
-            raise ValueError("a condition needs exactly one of equals, matches, contains, "
-                             f"gt, lt (got {', '.join(given) or 'none'})")
-        if self.matches is not None:
-            try:
-                re.compile(self.matches)
-            except re.error as exc:
-                raise ValueError(f"`matches`: not a valid regular expression: {exc}") from None
-
-    @property
-    def labels(self) -> frozenset[str]:
-        """The labels of `run_has` (empty for an argument test)."""
-        if self.run_has is None:
-            return frozenset()
-        return frozenset((self.run_has,) if isinstance(self.run_has, str) else self.run_has)
-
-    def holds(self, arguments: Any, held: frozenset[str] = frozenset()) -> bool:
-        """True when the test passes on `arguments` (the call's argument object), or, for
-        `run_has`, when `held` (the run's labels) holds any of its labels."""
-        if self.run_has is not None:
-            return not self.labels.isdisjoint(held)
-        assert self.arg is not None
-        value = _lookup(arguments, self.arg)
-        if value is _MISSING:
-            return False
-        if self.equals is not UNSET:       # same JSON type (1 is not True), or both numbers
-            same_kind = type(value) is type(self.equals) or _both_numbers(value, self.equals)
-            return same_kind and bool(value == self.equals)
-        if self.matches is not None:
-            return isinstance(value, str) and re.search(self.matches, value) is not None
-        if self.contains is not UNSET:
-            if isinstance(value, str):
-                return isinstance(self.contains, str) and self.contains in value
-            return isinstance(value, list) and self.contains in value
-        if not _is_number(value):
-            return False
-        if self.gt is not None:
-            return bool(value > self.gt)
-        return self.lt is not None and bool(value < self.lt)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _both_numbers(a: Any, b: Any) -> bool:
-    return _is_number(a) and _is_number(b)
-
-
-def _lookup(arguments: Any, path: str) -> Any:
-    value = arguments
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return _MISSING
-        value = value[part]
-    return value
 
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -456,6 +366,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if tools:
             for warning in self.check_rules(tools):
                 warnings.warn(warning, PolicyWarning, stacklevel=2)
+            self.check_labels(frozenset().union(
+                *(d.labels for d in session.visible_tools() if d.name != RUN_CODE)))
         self._check_pauses_resumable(session, tools)
         chosen = sandbox if sandbox is not None else self.build_sandbox()
         resumable = True if any(r.defer for r in self.rules) else None
@@ -516,6 +428,32 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                     "the session may lack says `optional = true`)", key=key)
             found.append(f"policy {key}: {pattern!r} matches no tool of this session")
         return found
+
+    def check_labels(self, given: frozenset[str]) -> None:
+        """Check each `run_has` label against the labels something can give: `given` (the
+        session's tool definitions') and every `[[labels]]` entry's.
+
+        Raises:
+            PolicyError: a `run_has` condition that is not `optional` names a label nothing
+                gives (key `rules[i].when`, with "did you mean" the closest labels, case
+                differences first): the rule could never fire.
+        """
+        known = given.union(*(entry.labels for entry in self.labels))
+        for index, rule in enumerate(self.rules):
+            for condition in rule.conditions:
+                for label in sorted(condition.labels - known):
+                    if condition.optional:
+                        continue
+                    same = [k for k in sorted(known) if k.casefold() == label.casefold()]
+                    close = same or difflib.get_close_matches(label, sorted(known), n=3,
+                                                              cutoff=0.6)
+                    hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close
+                            else f" (labels given: {', '.join(sorted(known)) or 'none'})")
+                    raise PolicyError(
+                        f"`run_has` label {label!r} is given by no tool and no [[labels]] "
+                        f"entry, so the rule for {rule.tool!r} could never fire{hint} (a "
+                        "label given later says `optional = true` in its condition)",
+                        key=f"rules[{index}].when")
 
     def _listener(self, mode: CodeMode) -> Any:
         async def enforce_policy_rules(execution: Any, next: Any) -> Any:

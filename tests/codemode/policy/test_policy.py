@@ -480,3 +480,53 @@ def test_the_cli_refuses_a_misspelt_rule_with_exit_2_and_warns_about_an_empty_gl
     assert done.returncode == 0, done.stderr
     assert done.stderr == "codemode: warning: policy rules[0].tool: 'admin_*' matches no tool " \
         "of this session\n"
+
+
+# ---- run_has labels that nothing gives ---------------------------------------------------
+
+def _labelled_session() -> Session:
+    from codemode import tool
+
+    @tool(labels=["private"])
+    def read_email(folder: str) -> str:
+        """The newest mail of a folder."""
+        return "hello"
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send a mail."""
+        return "sent"
+
+    return Session(tools=[read_email, send_email], log=MemoryLog())
+
+
+def _label_rule(label: object, **condition: object) -> dict:
+    return {"tool": "send_*", "action": "ask", "when": {"run_has": label, **condition}}
+
+
+@pytest.mark.parametrize(("label", "suggested"), [
+    ("Private", "'private'"),          # a case difference
+    ("privat", "'private'"),           # a typo
+    (["private", "secrte"], "'secret'"),  # one of a list: given by the [[labels]] entry
+])
+def test_a_run_has_label_nothing_gives_is_refused_with_did_you_mean(label, suggested):
+    policy = Policy.from_data({"rules": [_label_rule(label)],
+                               "labels": [{"tool": "read_email", "label": "secret"}]})
+    with pytest.raises(PolicyError, match="could never fire; did you mean " + suggested) as err:
+        policy.apply(_labelled_session())
+    assert err.value.key == "rules[0].when"
+
+
+def test_labels_given_by_a_definition_or_an_entry_or_marked_optional_are_accepted():
+    session = _labelled_session()
+    Policy.from_data({"rules": [_label_rule(["private", "secret"]),
+                                _label_rule("given-at-run-time", optional=True)],
+                      "labels": [{"tool": "read_email", "label": "secret"}]}).apply(session)
+    # a session without tools is not checked (its tools may come later)
+    Policy.from_data({"rules": [_label_rule("anything")]}).apply(Session(log=MemoryLog()))
+
+
+def test_optional_belongs_to_a_run_has_condition_only():
+    with pytest.raises(PolicyError, match="only a 'run_has' condition can be optional"):
+        Policy.from_data({"rules": [{"tool": "send_*", "action": "deny",
+                                     "when": {"arg": "to", "equals": "x", "optional": True}}]})

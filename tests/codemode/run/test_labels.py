@@ -163,7 +163,7 @@ async def test_a_tool_definition_carries_labels_of_its_own() -> None:
 
     session = Session(tools=[fetch_page, *mailbox_tools(outbox)])
     Policy.from_data({"rules": [{"tool": "send_*", "action": "deny",
-                                 "when": {"run_has": ["untrusted", "private"]}}]}).apply(session)
+                                 "when": {"run_has": "untrusted"}}]}).apply(session)
     program = 'page = fetch_page(url="https://example.net")\n' \
               'send_email(to="eve@example.net", subject="x", body=page)\n'
     result = await session.call("run_code", {"code": program}, call_id="r")
