@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import statistics
 import time
 from typing import Any
@@ -56,7 +57,7 @@ def per_call_us(subcalls: int, runs: int) -> dict[str, float]:
 
 
 def seal_ms(subcalls: int) -> tuple[float, float]:
-    key = SealKey(b"k" * 32)
+    key = SealKey(secrets.token_bytes(32))
     exchanges = [{"calls": [{"id": i, "name": "read_email", "args": '{"id":"m2"}'}],
                   "replies": [{"id": i, "ok": True, "value": {"body": "x" * 80}}]}
                  for i in range(1, subcalls + 1)]

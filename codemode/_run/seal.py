@@ -16,8 +16,11 @@ read back from either log backend gives the same bytes.
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,11 @@ KEY_FILE_ENV = "CODEMODE_SEAL_KEY_FILE"
 MIN_KEY_BYTES = 32
 """Shortest key accepted, in bytes (a generated key has 32 random bytes, as 64 hex digits)."""
 
+MIN_KEY_ENTROPY_BITS = 96
+"""Least entropy a key's bytes must show (length times the Shannon entropy of their
+frequencies, an upper bound of the real entropy): 32 identical bytes show 0, a 32-byte key
+of 8 symbols 96, 32 random hex digits about 120, 64 about 240."""
+
 _VERSION = 1
 
 
@@ -48,8 +56,10 @@ class ResumeTampered(HarnessError):
 
 
 class SealKeyError(HarnessError):
-    """The seal key cannot be used: a key shorter than `MIN_KEY_BYTES`, a key file that
-    cannot be read or created, or one that others than its owner may read."""
+    """The seal key cannot be used: a key shorter than `MIN_KEY_BYTES` or with less than
+    `MIN_KEY_ENTROPY_BITS` of entropy in its bytes; a key file that cannot be read or
+    created, that is a symbolic link or not a regular file, that another user owns or
+    others may read or write, or whose directory others may write. The message says which."""
 
     code = "SEAL_KEY_INVALID"
 
@@ -70,8 +80,12 @@ class SealKey:
             `CODEMODE_SEAL_KEY_FILE` (a file), else the file `default_key_path()`. A key
             file that does not exist is created with 32 random bytes (64 hex digits),
             readable and writable by its owner only (mode 0600, in a directory of mode
-            0700); an existing one is refused when its group or others may read it. The
-            key is the file's bytes without surrounding whitespace.
+            0700). An existing one is used only when it is a regular file (not a symbolic
+            link) owned by the current user, that its group and others may not read or
+            write, in a directory that others may not write and that the current user (or
+            root) owns: mode bits alone say little where processes run as root. The key is
+            the file's bytes without surrounding whitespace; any key (given, from the
+            environment or a file) needs `MIN_KEY_BYTES` and `MIN_KEY_ENTROPY_BITS`.
         path: a key file to use instead of the environment (same rules).
     Raises:
         SealKeyError: on first use (`sign`, `check`), not on construction.
@@ -161,7 +175,21 @@ def _checked(key: bytes, where: str) -> bytes:
     if len(key) < MIN_KEY_BYTES:
         raise SealKeyError(f"{where}: a seal key needs at least {MIN_KEY_BYTES} bytes "
                            f"(got {len(key)})")
+    bits = _entropy_bits(key)
+    if bits < MIN_KEY_ENTROPY_BITS:
+        raise SealKeyError(f"{where}: the seal key is too predictable (about {bits:.0f} bits "
+                           f"of entropy in its bytes, at least {MIN_KEY_ENTROPY_BITS} needed); "
+                           "use random bytes, e.g. `python -c 'import secrets; "
+                           "print(secrets.token_hex(32))'`")
     return key
+
+
+def _entropy_bits(key: bytes) -> float:
+    """The key's length times the Shannon entropy of its bytes' frequencies (bits): 0 for
+    32 identical bytes, about 240 for 64 random hex digits. An upper bound of its real
+    entropy, so it only refuses keys that are surely weak."""
+    n = len(key)
+    return -n * sum(c / n * math.log2(c / n) for c in Counter(key).values())
 
 
 def _read_or_create(path: Path) -> bytes:
@@ -199,15 +227,56 @@ def _read_or_create(path: Path) -> bytes:
 
 
 def _read_private(path: Path) -> bytes:
+    """The key in `path`, once the file is shown to be the current user's own (on POSIX).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        SealKeyError: it is a symbolic link, not a regular file, owned by another user, or
+            readable or writable by its group or others; its directory may be written by
+            others or is owned by another user (who could replace the file); its key is
+            too short or too predictable; or it cannot be read.
+    """
+    # O_NONBLOCK: a FIFO put in the key's place must not block the open (it is refused)
+    flags = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NONBLOCK", 0))
     try:
-        with open(path, "rb") as source:
-            mode = os.fstat(source.fileno()).st_mode
-            if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise SealKeyError(f"{path}: the seal key file may be read or written by "
-                                   f"others (mode {stat.S_IMODE(mode):04o}); make it 0600")
-            return _checked(source.read(), str(path))
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SealKeyError(f"{path}: the seal key file is a symbolic link; name the "
+                               "file itself") from None
         raise SealKeyError(f"{path}: cannot read the seal key file: "
                            f"{exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as source:
+            if os.name == "posix":
+                _check_owned(path, os.fstat(source.fileno()))
+            return _checked(source.read(), str(path))
+    except OSError as exc:
+        raise SealKeyError(f"{path}: cannot read the seal key file: "
+                           f"{exc.strerror or exc}") from None
+
+
+def _check_owned(path: Path, found: os.stat_result) -> None:
+    """Raises SealKeyError unless `found` (the open key file's status) is a regular file
+    of the current user that no one else may read or write, in a directory that only its
+    owner (the current user, or root) may write."""
+    me = os.geteuid()
+    if not stat.S_ISREG(found.st_mode):
+        raise SealKeyError(f"{path}: the seal key file is not a regular file")
+    if found.st_uid != me:
+        raise SealKeyError(f"{path}: the seal key file is owned by uid {found.st_uid}, not "
+                           f"by the current user (uid {me})")
+    if found.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise SealKeyError(f"{path}: the seal key file may be read or written by others "
+                           f"(mode {stat.S_IMODE(found.st_mode):04o}); make it 0600")
+    folder = os.stat(path.parent)
+    if folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise SealKeyError(f"{path}: the seal key file's directory may be written by others "
+                           f"(mode {stat.S_IMODE(folder.st_mode):04o}), who could replace "
+                           "the file; keep the key in a directory of mode 0700")
+    if folder.st_uid not in (me, 0):
+        raise SealKeyError(f"{path}: the seal key file's directory is owned by uid "
+                           f"{folder.st_uid}, who could replace the file")

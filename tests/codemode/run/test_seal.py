@@ -5,6 +5,7 @@ refusing a record changed in the log (`RESUME_TAMPERED`, no tool runs) on both b
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import stat
 from collections.abc import Callable
@@ -39,7 +40,7 @@ def test_a_key_file_is_made_on_first_use_readable_by_its_owner_only(
 
 def test_a_key_file_others_may_read_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "seal.key"
-    path.write_text("k" * 40)
+    path.write_bytes(KEY)
     path.chmod(0o644)
     with pytest.raises(SealKeyError) as caught:
         SealKey(path=path).value()
@@ -47,10 +48,78 @@ def test_a_key_file_others_may_read_is_refused(tmp_path: Path) -> None:
                                  "others (mode 0644); make it 0600")
 
 
+KEY = b"Seal key for tests: 0123456789-ABCDEFGHIJ"
+OTHER_KEY = b"Another seal key: zyxwvutsrq-9876543210"
+
+
+def _key_file(folder: Path) -> Path:
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / "seal.key"
+    path.write_bytes(KEY)
+    path.chmod(0o600)
+    return path
+
+
+def test_a_key_file_reached_through_a_symbolic_link_is_refused(tmp_path: Path) -> None:
+    real = _key_file(tmp_path / "real")
+    link = tmp_path / "link.key"
+    link.symlink_to(real)
+    with pytest.raises(SealKeyError, match="is a symbolic link; name the file itself"):
+        SealKey(path=link).value()
+    assert SealKey(path=real).value() == KEY
+
+
+def test_a_key_file_in_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    path = _key_file(tmp_path / "shared")
+    path.parent.chmod(0o777)
+    with pytest.raises(SealKeyError, match=r"directory may be written by others \(mode 0777\)"):
+        SealKey(path=path).value()
+    path.parent.chmod(0o1777)                # sticky, as /tmp: still others may write it
+    with pytest.raises(SealKeyError, match="directory may be written by others"):
+        SealKey(path=path).value()
+    path.parent.chmod(0o700)
+    assert SealKey(path=path).value() == KEY
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a file to another user needs root")
+def test_a_key_file_or_directory_another_user_owns_is_refused(tmp_path: Path) -> None:
+    path = _key_file(tmp_path / "theirs")
+    os.chown(path, 4242, 4242)
+    with pytest.raises(SealKeyError, match=r"owned by uid 4242, not by the current user"):
+        SealKey(path=path).value()
+    os.chown(path, 0, 0)
+    os.chown(path.parent, 4242, 4242)
+    with pytest.raises(SealKeyError, match=r"directory is owned by uid 4242"):
+        SealKey(path=path).value()
+
+
+def test_a_key_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "keys"
+    folder.mkdir(mode=0o700)
+    os.mkfifo(folder / "seal.key", 0o600)
+    with pytest.raises(SealKeyError, match="not a regular file"):
+        SealKey(path=folder / "seal.key").value()
+
+
+@pytest.mark.parametrize("weak", [b"e" * 32, b"ab" * 20, b"0123" * 10])
+def test_a_key_without_entropy_is_refused_from_every_source(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weak: bytes) -> None:
+    path = _key_file(tmp_path / "weak")
+    path.write_bytes(weak)
+    with pytest.raises(SealKeyError, match="the seal key is too predictable"):
+        SealKey(path=path).value()
+    with pytest.raises(SealKeyError, match="too predictable"):
+        SealKey(weak).value()
+    monkeypatch.setenv("CODEMODE_SEAL_KEY", weak.decode())
+    with pytest.raises(SealKeyError, match=r"^CODEMODE_SEAL_KEY: the seal key is too predict"):
+        SealKey().value()
+
+
 def test_keys_from_the_environment_and_too_short_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CODEMODE_SEAL_KEY", "e" * 32)
-    assert SealKey().value() == b"e" * 32
-    assert SealKey(b"g" * 40).value() == b"g" * 40        # given beats the environment
+    monkeypatch.setenv("CODEMODE_SEAL_KEY", KEY.decode())
+    assert SealKey().value() == KEY
+    assert SealKey(OTHER_KEY).value() == OTHER_KEY        # given beats the environment
     monkeypatch.setenv("CODEMODE_SEAL_KEY", "short")
     with pytest.raises(SealKeyError) as caught:
         SealKey().value()
@@ -60,7 +129,7 @@ def test_keys_from_the_environment_and_too_short_keys(monkeypatch: pytest.Monkey
 
 
 def test_a_seal_covers_every_field_and_survives_a_json_round_trip() -> None:
-    key = SealKey(b"k" * 32)
+    key = SealKey(KEY)
     state = {"code": "1", "limits": {"wall_clock_s": 10.0}, "exchanges": [[1, 2]]}
     sealed = key.sealed(state=state, **FIELDS)
     key.check(state=json.loads(json.dumps(sealed)), **FIELDS)
@@ -71,7 +140,7 @@ def test_a_seal_covers_every_field_and_survives_a_json_round_trip() -> None:
     with pytest.raises(ResumeTampered):
         key.check(state={**sealed, "code": "2"}, **FIELDS)
     with pytest.raises(ResumeTampered):
-        SealKey(b"o" * 32).check(state=sealed, **FIELDS)
+        SealKey(OTHER_KEY).check(state=sealed, **FIELDS)
     with pytest.raises(ResumeTampered) as caught:
         key.check(state=state, **FIELDS)
     assert caught.value.code == "RESUME_TAMPERED"
@@ -165,7 +234,7 @@ def test_resume_refuses_a_record_changed_in_the_log_and_runs_no_tool(
     copy = tmp_path / f"copy{suffix}"
     copy.write_bytes(original.read_bytes())
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("CODEMODE_SEAL_KEY", "another key, of at least 32 bytes")
+        env.setenv("CODEMODE_SEAL_KEY", OTHER_KEY.decode())
         foreign = codemode("resume", str(copy), run_id, *tools, "--approve-all", "--json")
     assert report(foreign)["kind"] == "resume_tampered"
     assert counts_of(counts) == before
