@@ -12,18 +12,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._run.visible import visible
 from ._classify import FAILING, OUTCOMES
 from ._slot import CaseResult
 
-# Case ids, categories and reasons come from corpus files: show control and invisible
-# characters (an ESC in a file name must not reach the terminal or the report) as escapes.
-_UNPRINTABLE = {c: f"\\u{c:04x}" for c in (*range(0x00, 0x20), *range(0x7f, 0xa0),
-                                             *range(0x200b, 0x2010), *range(0x2028, 0x202f),
-                                             *range(0x2066, 0x206a), 0xfeff)}
-
 
 def printable(text: str) -> str:
-    return text.translate(_UNPRINTABLE)
+    """`text` for one line of a table or the HTML report: case ids, categories and reasons
+    come from corpus files and programs, so control, invisible and bidirectional characters
+    and line breaks are escapes (`codemode._run.visible`)."""
+    return visible(text, lines=False)
+
 
 # Okabe-Ito colours (distinguishable with the common colour-vision deficiencies), and
 # each outcome also differs by icon, text, lightness and fill: failing outcomes are solid

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from codemode.pipeline import ApprovalRequest, Ask, Deny, Execution, thaw
 
+from .._run.visible import visible
+
 __all__ = ["APPROVAL_SCHEMA", "Approvals", "ask_client", "cannot_elicit", "on_ask"]
 
 _log = logging.getLogger("codemode.serve")
@@ -91,11 +93,12 @@ async def ask_client(ctx: Any, request: ApprovalRequest, arguments: Any,
     elicitation failed, "cancelled" when no answer came within `timeout_s`."""
     if cannot_elicit(ctx) is not None:
         return "unavailable"
-    shown = json.dumps(thaw(arguments), ensure_ascii=False, indent=2)
-    message = (f'Approve the tool call "{request.tool_name}" with these arguments?\n'
-               f"{shown}")
+    # what the client shows a person: nothing in it may hide or reorder text (`visible`)
+    shown = visible(json.dumps(thaw(arguments), ensure_ascii=False, indent=2))
+    message = (f'Approve the tool call "{visible(request.tool_name, lines=False)}" with '
+               f"these arguments?\n{shown}")
     if request.reason:
-        message += f"\nReason: {request.reason}"
+        message += f"\nReason: {visible(request.reason, lines=False)}"
     try:
         answer = await asyncio.wait_for(_elicit(ctx, message), timeout_s)
     except TimeoutError:

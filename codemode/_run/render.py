@@ -17,6 +17,7 @@ from codemode.sandbox import RunOutcome
 from .output import cut_line
 from .paging import paging_line
 from .typecheck import TypeCheckError, warned
+from .visible import visible
 
 MODEL_TEXT_CHARS = 20_000
 """Characters of one stream (stdout, stderr, the value, a traceback) in the text the model
@@ -39,10 +40,13 @@ def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
     lines = [f"The program is paused (run {value.get('run_id')}): {len(approvals)} tool call"
              f"{'s need' if len(approvals) != 1 else ' needs'} a person's approval:"]
     for request in approvals:
-        arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
-        reason = f" ({request['reason']})" if request.get("reason") else ""
-        lines.append(f"- {request.get('toolName')}({_bounded(arguments, 500)}){reason} "
-                     f"[request {request.get('id')}]")
+        # the model may show these lines to the person who decides: nothing in them may
+        # hide or reorder text (`visible`)
+        arguments = visible(json.dumps(request.get("arguments"), ensure_ascii=False))
+        reason = (f" ({visible(str(request['reason']), lines=False)})"
+                  if request.get("reason") else "")
+        lines.append(f"- {visible(str(request.get('toolName')), lines=False)}"
+                     f"({_bounded(arguments, 500)}){reason} [request {request.get('id')}]")
     lines.append("When they are decided the program resumes where it stopped and its result "
                  "arrives; do not run it again.")
     if value.get("labels"):

@@ -15,7 +15,9 @@ default), by pausing the run (docs/codemode.md "Pausing for approval"). A sub-ca
 `tools/pre-execute` listener answers with `Ask` (a policy's `ask` rule) is deferred: when
 the program waits only on such calls, the run pauses and `run_code` raises
 `ApprovalRequired` with metadata `{"run_id": str, "approvals": [{"id", "toolName",
-"arguments", "reason"?}]}`, so the agent run ends with a `DeferredToolRequests` holding the
+"arguments", "reason"?, "shown"}]}` (`shown`: the call as one line to show the person who
+decides, its invisible and bidirectional characters escaped; `toolName` and `arguments` are
+the data), so the agent run ends with a `DeferredToolRequests` holding the
 `run_code` call (its `code` argument is the program to review). The calls the program made
 before it paused have run, once.
 
@@ -41,6 +43,7 @@ run that pauses then raises `ApprovalRequired` just the same.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -53,6 +56,7 @@ from pydantic_core import SchemaValidator, core_schema
 
 from codemode._policy.policy import Policy
 from codemode._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
+from codemode._run.visible import visible
 from codemode.pipeline import (
     ApprovalDecision,
     Ask,
@@ -166,7 +170,8 @@ class CodeModeToolset(AbstractToolset[Any]):
         if isinstance(value, Mapping) and value.get("status") == "pending":
             self._paused[tool_call_id] = str(value["run_id"])
             raise ApprovalRequired(metadata={"run_id": str(value["run_id"]),
-                                             "approvals": [dict(a) for a in value["approvals"]]})
+                                             "approvals": [_with_shown(a)
+                                                           for a in value["approvals"]]})
         if result.is_error:
             raise ToolFailed(result_text(result))
         return result_text(result)
@@ -211,3 +216,12 @@ class CodeModeToolset(AbstractToolset[Any]):
                 and execution.agent == self.agent:
             return Ask(decision.reason, defer=True)
         return decision
+
+
+def _with_shown(request: Mapping[str, Any]) -> dict[str, Any]:
+    """An approval request of a paused run, with `shown`: what a person is shown of it,
+    one line whose invisible and bidirectional characters are escapes (`visible`)."""
+    arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+    reason = f" ({request['reason']})" if request.get("reason") else ""
+    shown = visible(f"{request.get('toolName')}({arguments}){reason}", lines=False)
+    return {**request, "shown": shown}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._run.visible import visible
 from ._report import RunReport, SubcallReport
 
 if TYPE_CHECKING:   # rich loads when a card is drawn: a piped `codemode run` draws none
@@ -19,20 +20,15 @@ if TYPE_CHECKING:   # rich loads when a card is drawn: a piped `codemode run` dr
 
     from codemode.pipeline import Session
 
-# What a user may see on the screen: newlines and tabs, not terminal control sequences
-# (C0, DEL, C1), bidirectional overrides, invisible or line-breaking format characters.
-_CONTROL = {c: f"\\u{c:04x}" if c > 0xff else f"\\x{c:02x}"
-            for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
-                      *range(0x200b, 0x2010), *range(0x2028, 0x202f), *range(0x2066, 0x206a),
-                      0xfeff)}
 _SHOWN_CHARS = 20_000
 _SHOWN_LINES = 400
 _CELL_CHARS = 80
 
 
 def safe_text(text: str) -> str:
-    """`text` with control and invisible characters written as escapes (`\\x1b`, `\\u202e`)."""
-    return text.translate(_CONTROL)
+    """`text` with control, invisible and bidirectional characters written as escapes
+    (`\\x1b`, `\\u202e`; `codemode._run.visible`), newlines and tabs kept."""
+    return visible(text)
 
 
 def write_output(stream: TextIO, text: str) -> None:

@@ -80,7 +80,8 @@ async def test_an_ask_rule_pauses_the_run_and_an_approval_resumes_it():
     run_id = metadata["run_id"]
     assert metadata["approvals"] == [
         {"id": f"{run_id}:2", "toolName": "sleep_ms", "arguments": {"ms": 5},
-         "reason": "sleeping on the host needs approval"}]
+         "reason": "sleeping on the host needs approval",
+         "shown": 'sleep_ms({"ms": 5}) (sleeping on the host needs approval)'}]
     assert toolset.paused_run(call.tool_call_id) == run_id
 
     approved = await agent.run(message_history=first.all_messages(),

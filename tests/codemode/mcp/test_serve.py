@@ -330,6 +330,30 @@ async def test_an_ask_rule_round_trips_through_elicitation(tmp_path: Path):
     assert decided == ["allowed-once", "rejected"]
 
 
+HIDDEN = "\u202e\u2066\u200b\u200d\ufeff\u2028\u2029\r\x1b\x85\u061c\u200e"
+
+
+async def test_an_approval_question_escapes_what_would_hide_or_reorder_text(tmp_path: Path):
+    policy = tmp_path / "ask.toml"
+    policy.write_text('[[rules]]\ntool = "get_weather"\naction = "ask"\n'
+                      'reason = "check \\u202e this"\n')
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": False})
+
+    city = "invoice\u202etxt.exe\u200b\u2028approved by admin" + HIDDEN
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving("--builtin", "--policy", str(policy),
+                                 elicitation_callback=answer) as client:
+            await client.call_tool("run_code", {"code": f"get_weather(city={city!r})"})
+    [message] = asked
+    assert not set(HIDDEN) & set(message), message
+    assert "invoice\\u202etxt.exe\\u200b\\u2028approved by admin" in message
+    assert message.splitlines()[-1] == "Reason: check \\u202e this"
+
+
 async def test_a_client_that_cannot_elicit_is_denied_with_the_reason():
     async with asyncio.timeout(LIMIT_S):
         async with stdio_serving("--builtin", "--policy", str(EXAMPLE_POLICY)) as client:
