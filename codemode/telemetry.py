@@ -22,8 +22,9 @@ and ours:
     codemode.agent            the calling agent, when there is one
     codemode.code             `run_code` only: the program (cut to `max_code_chars`)
     codemode.limits.<field>   `run_code` only: the run's `SandboxLimits` (wall_clock_s, ...)
-    codemode.labels           `run_code` only, when its run holds labels: their names,
-                              sorted (a string array; docs/codemode.md "Labels")
+    codemode.labels           `run_code` only, when its run holds labels (a failed run's
+                              too): their names, sorted (a string array;
+                              docs/codemode.md "Labels")
     codemode.outcome          "ok" | "error" | "denied" | "limit"
     codemode.error.code       on failure: DENIED, UNKNOWN_TOOL, CODE_RUN_FAILED, ...
     codemode.limit            on "limit": which one (timeout, fuel, memory, output, subcalls)
@@ -109,7 +110,7 @@ def instrument(session: Session, *, tracer_provider: Any = None,
             span = start(execution, time.time_ns())
             open_spans.pop(execution.call_id, None)
         by_token.pop(execution.token, None)
-        _finish(span, result)
+        _finish(span, result, _failed_run_labels(session, execution, result))
 
     disposers = [session.on("tools/pre-execute", on_pre_execute),
                  session.on("tools/result", on_result)]
@@ -144,9 +145,22 @@ def _limits_of(session: Session) -> Any:
     return owner.limits if isinstance(owner, CodeMode) else None
 
 
-def _finish(span: Span, result: CallResult) -> None:
+def _failed_run_labels(session: Session, execution: Execution,
+                       result: CallResult) -> dict[str, Any] | None:
+    """The labels a failed `run_code` run held (`CodeMode.labels`): its span's status text
+    may quote what the program printed of labelled data, so the span says so too."""
+    if not result.is_error or execution.name != session.reserved_name:
+        return None
+    from ._run.run_code import CodeMode
+
+    reserved = session.resolve(session.reserved_name)
+    owner = getattr(reserved.execute, "__self__", None) if reserved is not None else None
+    return owner.labels(execution.call_id) if isinstance(owner, CodeMode) else None
+
+
+def _finish(span: Span, result: CallResult, failed_labels: dict[str, Any] | None = None) -> None:
     labels = result.value.get("labels") if not result.is_error \
-        and isinstance(result.value, dict) else None
+        and isinstance(result.value, dict) else failed_labels
     if isinstance(labels, dict) and labels:             # a run_code value (a FrozenDict)
         span.set_attribute("codemode.labels", sorted(str(label) for label in labels))
     if not result.is_error:

@@ -61,11 +61,15 @@ class SubCallOk(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
 
 class SubCallErr(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="error"):
     """A call that failed: `code` is its stable rejection code (`DENIED`, `TOOL_ERROR`,
-    ...), raised in the program as the matching `ToolCallError`; `message` is for people."""
+    ...), raised in the program as the matching `ToolCallError`; `message` is for people.
+    `ran`: the tool's body ran (or its server answered) before the call failed, so the
+    message may hold the tool's data, whatever the code; False for a call refused before
+    its body (and in records written before the field existed)."""
 
     id: int
     code: str
     message: str
+    ran: bool = False
 
 
 SubCallOutcome = SubCallOk | SubCallErr

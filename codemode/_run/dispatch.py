@@ -439,7 +439,7 @@ class SubCallDispatcher(Replaying):
         answer: Any = msgspec.UNSET
         if self._resumed and code != "APPROVAL_PENDING":
             answer = sealed_answer(self._seal, self.run_id, sub.sub_call_id, sub.arguments,
-                                   _answer_of(sub.guest_id, result))
+                                   _answer_of(sub.guest_id, result, _body_ran(call)))
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
@@ -455,9 +455,9 @@ class SubCallDispatcher(Replaying):
         assert call is not None
         result = call.result
         if result is None:
-            return SubCallErr(id=guest_id, code="TOOL_ERROR",
-                                       message=f"sub-call failed in the host: {call.error}")
-        return _answer_of(guest_id, result)
+            return SubCallErr(id=guest_id, code="TOOL_ERROR", ran=_body_ran(call),
+                              message=f"sub-call failed in the host: {call.error}")
+        return _answer_of(guest_id, result, _body_ran(call))
 
     async def drain(self) -> None:
         """After the run settled: abort the run scope, drop calls that never started, and
@@ -490,3 +490,9 @@ def _reserved_reason(arguments: Any) -> str | None:
         return None
     return (f'"{reserved[0]}" is reserved for the host (it sets the parent token of every '
             "sub-call)")
+
+
+def _body_ran(call: Scheduled) -> bool:
+    """Whether the tool's body of `call` was entered (the pipeline's own record of it): a
+    failure after that may carry the tool's data, so it brings the tool's labels."""
+    return call.pending is not None and call.pending.body_invoked

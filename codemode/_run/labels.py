@@ -3,9 +3,11 @@
 A tool's results carry labels ("private", "untrusted"): its definition's own
 (`ToolDefinition.labels`) and those of the policy's `[[labels]]` entries whose glob matches
 its name (how an MCP server's tools get labels). A run holds the union of the labels of
-every result its program received: an answer to a call of a labelled tool that ran (it
-succeeded, or failed in its own body, `TOOL_ERROR`: its message may carry its data).
-A refused call (denied, unknown, invalid, pending approval) brought nothing.
+every result its program received: an answer to a call of a labelled tool whose body ran,
+whatever its outcome (a success; any failure after the body was entered, `SubCallErr.ran`:
+an exception, `SystemExit`, an output its check refused, a timeout, a post-execute block,
+an MCP server's error, since its message may carry the tool's data). A call refused before
+its body (denied, unknown, invalid, pending approval) brought nothing.
 
 This is deliberately coarse: a program may combine anything it has seen, so no value is
 tracked through the program. What a run received is read from its exchanges with the
@@ -46,8 +48,6 @@ _ANCHOR = EVIDENCE_CHARS // 2     # every piece of EVIDENCE_CHARS holds one alig
 EXCERPT_CHARS = 60
 """Characters of the verbatim piece quoted in a reason (past it: cut, with "...")."""
 
-CARRIES_LABELS = frozenset({"TOOL_ERROR"})
-"""Codes of failed calls whose answer came from the tool itself (so carries its labels)."""
 
 
 class LabelRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -143,7 +143,7 @@ class RunFlow:
             for reply in exchange.replies:
                 if isinstance(reply, SubCallOk):
                     value: Any = reply.value
-                elif reply.code in CARRIES_LABELS:
+                elif reply.ran:               # the body ran: its message may hold its data
                     value = reply.message
                 else:
                     continue

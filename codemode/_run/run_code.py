@@ -433,28 +433,32 @@ class CodeMode:
             await dispatcher.drain()
             close_flow()
             self._remember(ctx.execution.call_id, flow)
-        if not dispatcher.went_live and outcome.status != "paused":
-            # The resumed program ended (or diverged) before it reached the calls it paused
-            # on: nothing ran, so the run stays paused and may be resumed again.
-            self._suspend_again(args, ctx)
-            raise ReplayDiverged(
-                "code run failed (replay-diverged): the resumed program did not repeat the "
-                f"paused run ({_why_diverged(dispatcher, outcome)}); no tool ran, and the run "
-                "is still paused: resume it again once the program's tools are the same")
-        if dispatcher.diverged is not None or _diverged(outcome):
-            raise ReplayDiverged(
-                "code run failed (replay-diverged): the resumed program did not repeat the "
-                f"paused run ({_why_diverged(dispatcher, outcome)}) after the approved calls "
-                "ran")
-        if outcome.status == "paused":
-            return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
-                             flow)
-        value = self._value(outcome, dispatcher, flow, code, type_errors)
-        if self.output_paging and "cut" in value:
-            value["output_handle"] = outer_id
-        if reads:
-            value["output_reads"] = reads
-        return _labelled(value, flow)
+        try:
+            if not dispatcher.went_live and outcome.status != "paused":
+                # The resumed program ended (or diverged) before it reached the calls it paused
+                # on: nothing ran, so the run stays paused and may be resumed again.
+                self._suspend_again(args, ctx)
+                raise ReplayDiverged(
+                    "code run failed (replay-diverged): the resumed program did not repeat the "
+                    f"paused run ({_why_diverged(dispatcher, outcome)}); no tool ran, and the run "
+                    "is still paused: resume it again once the program's tools are the same")
+            if dispatcher.diverged is not None or _diverged(outcome):
+                raise ReplayDiverged(
+                    "code run failed (replay-diverged): the resumed program did not repeat the "
+                    f"paused run ({_why_diverged(dispatcher, outcome)}) after the approved calls "
+                    "ran")
+            if outcome.status == "paused":
+                return _labelled(self._suspend(args, ctx, run_id, dispatcher, outcome, request),
+                                 flow)
+            value = self._value(outcome, dispatcher, flow, code, type_errors)
+            if self.output_paging and "cut" in value:
+                value["output_handle"] = outer_id
+            if reads:
+                value["output_reads"] = reads
+            return _labelled(value, flow)
+        except HarnessError as exc:          # every way a failed run leaves names its labels
+            _with_labels(exc, flow)
+            raise
 
     def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
         """The replay of a resumed run (`_replay_of`), with the answers of its resumptions
@@ -519,9 +523,6 @@ class CodeMode:
                code: str, type_errors: Sequence[TypeCheckError]) -> dict[str, Any]:
         if outcome.status != "ok":
             message = _failure_message(outcome)
-            labels = flow.by_label()
-            if labels:                       # what it printed may hold labelled data
-                message += "\n\n" + _labels_line(labels)
             if type_errors:                  # "warn": they may say why it failed
                 message += "\n\n" + warned(code, type_errors)
             raise CodeRunFailed(message, outcome=outcome)
@@ -536,6 +537,18 @@ class CodeMode:
         if type_errors:
             value["type_errors"] = [msgspec.to_builtins(e) for e in type_errors]
         return value
+
+
+def _with_labels(exc: HarnessError, flow: RunFlow) -> None:
+    """Give `exc`, a failure of a run that held labels, those labels: its message ends
+    with the labels line (what the model, the log, the CLI and an adapter's exception read;
+    what the run printed, or a divergence's words, may hold labelled data) and
+    `exc.labels` is `{label: [sub-call ids]}` (as `CodeMode.labels(call_id)` says later)."""
+    labels = flow.by_label()
+    if labels and not getattr(exc, "labels", None):
+        exc.message += "\n\n" + _labels_line(labels)
+        exc.args = (exc.message,)
+        exc.labels = labels                  # type: ignore[attr-defined]
 
 
 def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:

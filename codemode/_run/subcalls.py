@@ -71,12 +71,14 @@ class _Slot:
     reason: str | None = None        # why it needs approval
 
 
-def _answer_of(guest_id: int, result: CallResult) -> SubCallOutcome:
-    """What the program is answered for a settled call."""
+def _answer_of(guest_id: int, result: CallResult, ran: bool) -> SubCallOutcome:
+    """What the program is answered for a settled call; `ran`: its tool's body ran (the
+    pipeline's fact, whatever the failure's code: a failure then carries its labels)."""
     if not result.is_error:
         return SubCallOk(id=guest_id, value=result.value)
     assert result.error is not None
-    return SubCallErr(id=guest_id, code=rejection_code(result), message=result.error.message)
+    return SubCallErr(id=guest_id, code=rejection_code(result), message=result.error.message,
+                      ran=ran)
 
 
 def _is_media(block: Any) -> bool:

@@ -117,3 +117,18 @@ async def test_a_run_code_span_carries_the_labels_its_run_holds(exporter_and_pro
     await session.call("run_code", {"code": 'len(list_inbox())'})
     runs = [s for s in exporter.get_finished_spans() if s.name == "execute_tool run_code"]
     assert [s.attributes.get("codemode.labels") for s in runs] == [("mail", "private"), None]
+
+
+async def test_a_failed_run_s_span_carries_its_labels_too(exporter_and_provider):
+    from codemode.fixtures.mailbox import mailbox_tools
+
+    exporter, provider = exporter_and_provider
+    session = Session(tools=mailbox_tools([]))
+    instrument(session, tracer_provider=provider)
+    Policy.from_data({"labels": [{"tool": "read_email", "label": "private"}]}).apply(session)
+    failed = await session.call("run_code", {
+        "code": 'm = read_email(id="m1")\nraise ValueError(m["body"])'})
+    assert failed.is_error and "[labels: private from " in failed.text, failed.text
+    [run] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool run_code"]
+    assert run.attributes.get("codemode.labels") == ("private",)
+    assert run.attributes.get("codemode.outcome") == "error"

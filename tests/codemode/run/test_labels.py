@@ -279,7 +279,8 @@ def test_the_flow_reads_what_the_program_received() -> None:
         Exchange(calls=(RecordedCall(id=1, name="read_email", args="{}"),),   # reused id
                  refused=(SubCallErr(id=1, code="TOOL_ERROR",
                                      message="sub-call id 1 was already used"),),
-                 replies=(SubCallErr(id=1, code="TOOL_ERROR", message="no message 'x' " * 2),)),
+                 replies=(SubCallErr(id=1, code="TOOL_ERROR", message="no message 'x' " * 2,
+                                     ran=True),)),      # the body ran: its words count
     ]
     seen: list[Exchange] = []
     flow = RunFlow(lambda name: frozenset({"private"}) if name == "read_email"
