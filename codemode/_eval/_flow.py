@@ -18,6 +18,7 @@ from .._run.labels import (
     EVIDENCE_ARGUMENT_CHARS,
     EVIDENCE_CHARS,
     EVIDENCE_RESULT_CHARS,
+    TextIndex,
     bounded_strings,
     longest_shared,
 )
@@ -53,7 +54,7 @@ class FlowWatch:
 
     def __init__(self, labels_of: Callable[[str], frozenset[str]]) -> None:
         self._labels_of = labels_of
-        self._results: list[tuple[str, list[str]]] = []     # (tool, its long strings)
+        self._results: list[tuple[str, TextIndex]] = []     # (tool, its long strings)
         self.reached: list[str] = []
 
     async def wrapper(self, execution: Any, next: Any) -> Any:
@@ -63,13 +64,14 @@ class FlowWatch:
             self._check(name, execution.arguments)
         result = await next()
         if labelled and not result.is_error:
-            self._results.append((name, bounded_strings(result.value, EVIDENCE_RESULT_CHARS)))
+            self._results.append(
+                (name, TextIndex(bounded_strings(result.value, EVIDENCE_RESULT_CHARS))))
         return result
 
     def _check(self, sink: str, arguments: Any) -> None:
         pieces = bounded_strings(arguments, EVIDENCE_ARGUMENT_CHARS)
-        for source, texts in self._results:
-            best = longest_shared(pieces, texts)
+        for source, index in self._results:
+            best = longest_shared(pieces, index)
             if len(best) >= EVIDENCE_CHARS:
                 self.reached.append(f"{sink} received {len(best)} characters of a "
                                     f"{source} result")

@@ -23,6 +23,8 @@ argument and which earlier call, for the person approving it.
 from __future__ import annotations
 
 import fnmatch
+import itertools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -131,6 +133,7 @@ class RunFlow:
         self._sources: list[Source] = []
         self._values: list[tuple[Source, Any]] = []
         self._held: frozenset[str] = frozenset()       # the union of the sources' labels
+        self._indexes: dict[int, TextIndex] = {}       # a labelled result's, by its place
 
     def _catch_up(self) -> None:
         if self._labels_of is no_labels:
@@ -180,27 +183,33 @@ class RunFlow:
     def evidence(self, arguments: Any, labels: frozenset[str]) -> list[Evidence]:
         """Verbatim pieces of results carrying any of `labels` in `arguments` (a call's
         argument object): at most one per argument and source, longest first within an
-        argument, arguments in their order."""
+        argument, arguments in their order. Bounded in work whatever the program sends
+        (`EVIDENCE_WORK`): it runs on the session's event loop."""
         self._catch_up()
         if not isinstance(arguments, dict):
             return []
         budget = EVIDENCE_RESULT_CHARS
-        texts = []
-        for source, value in self._values:
+        indexes = []
+        for number, (source, value) in enumerate(self._values):
             if labels.intersection(source.labels) and budget > 0:
-                strings = bounded_strings(value, budget)
-                budget -= sum(len(t) for t in strings)
-                texts.append((source, strings))
+                if number not in self._indexes:      # built once per result
+                    self._indexes[number] = TextIndex(bounded_strings(value, budget))
+                index = self._indexes[number]
+                budget -= sum(len(t) for t in index.texts)
+                indexes.append((source, index))
         found: list[Evidence] = []
+        work = Work()
         for argument, value in arguments.items():
             pieces = bounded_strings(value, EVIDENCE_ARGUMENT_CHARS)
             hits = []
-            for source, results in texts:
-                best = longest_shared(pieces, results)
+            for source, index in indexes:
+                best = longest_shared(pieces, index, work)
                 if len(best) >= EVIDENCE_CHARS:
                     hits.append(Evidence(argument=str(argument), source=source,
                                          chars=len(best), excerpt=_excerpt(best)))
             found.extend(sorted(hits, key=lambda e: -e.chars))
+            if work.left <= 0:
+                break
         return found
 
 
@@ -285,44 +294,127 @@ def strings_in(value: Any) -> Iterator[str]:
             stack.extend(reversed(item))
 
 
-def longest_shared(pieces: Sequence[str], texts: Sequence[str]) -> str:
+EVIDENCE_WORK = 500_000
+"""The work one decision's evidence search may do, whatever the arguments and results: a
+unit per character compared or block cut, 64 per block of an argument that a labelled
+result holds, 256 per place a match is tried (about 5-10 ms on a loaded 2-vCPU machine,
+`tests/codemode/run/test_labels.py` measures it). Past it the search stops with what it
+found: evidence only explains a decision, the rule fires on the labels alone."""
+
+_SITE_COST = 256          # work charged for trying one place, beyond its comparisons
+_HIT_COST = 64            # work charged for a block of the piece that the texts hold
+_BLOCK = re.compile(f".{{{_ANCHOR}}}", re.S)
+
+
+class Work:
+    """The work one decision may still do (`EVIDENCE_WORK` units)."""
+
+    def __init__(self, units: int = EVIDENCE_WORK) -> None:
+        self.left = units
+
+    def spend(self, units: int) -> bool:
+        """Take `units` from what is left; False, and nothing left, when they are not there."""
+        if units > self.left:
+            self.left = 0
+            return False
+        self.left -= units
+        return True
+
+
+class TextIndex:
+    """Labelled texts indexed for the evidence search: their `_ANCHOR`-character blocks at
+    positions that are multiples of `_ANCHOR` (a shared piece of `EVIDENCE_CHARS` characters
+    always covers one), each block at its first place. The texts are joined by NUL, and
+    the blocks cut and indexed by the regular-expression engine and `dict` (C loops): a
+    result of `EVIDENCE_RESULT_CHARS` characters is indexed in a few milliseconds, once."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = [t for t in texts if len(t) >= EVIDENCE_CHARS]
+        self.text = "\x00".join(self.texts)
+        chunks = _BLOCK.findall(self.text)
+        last = _ANCHOR * (len(chunks) - 1)
+        self.blocks: dict[str, int] = dict(zip(reversed(chunks),
+                                               itertools.count(last, -_ANCHOR), strict=False))
+
+    def longest(self, piece: str, work: Work) -> str:
+        """A longest verbatim piece of `piece` that the texts hold, if it has at least
+        `EVIDENCE_CHARS` characters ("" otherwise). For each of the `_ANCHOR` alignments
+        of `piece`, its blocks are cut and looked up at C speed; at each block the texts
+        hold, the match is extended both ways (doubling, then halving, slice comparisons)
+        unless a match found already covers it. Lookups and comparisons are paid from
+        `work`."""
+        text, blocks = self.text, self.blocks
+        found: list[tuple[int, int]] = []          # (start, end) of the matches so far
+        best_start, best_len = 0, 0
+        for offset in range(min(_ANCHOR, max(0, len(piece) - _ANCHOR + 1))):
+            chunks = _BLOCK.findall(piece, offset)
+            if not work.spend(len(chunks)) or blocks.keys().isdisjoint(chunks):
+                continue
+            for j, chunk in enumerate(chunks):
+                k = blocks.get(chunk)
+                if k is None:
+                    continue
+                if not work.spend(_HIT_COST):
+                    break
+                i = offset + j * _ANCHOR
+                if any(start <= i and i + _ANCHOR <= end for start, end in found):
+                    continue
+                if not work.spend(_SITE_COST):
+                    break
+                left = _extend(piece, i, text, k, -1, work)
+                right = _extend(piece, i, text, k, 1, work)
+                if left + right >= EVIDENCE_CHARS:
+                    found.append((i - left, i + right))
+                    if left + right > best_len:
+                        best_start, best_len = i - left, left + right
+        return piece[best_start:best_start + best_len] if best_len else ""
+
+
+def _extend(piece: str, i: int, text: str, k: int, way: int, work: Work) -> int:
+    """How many characters `piece` and `text` share going right from `piece[i]` and
+    `text[k]` (`way` 1), or left from just before them (`way` -1): segments of doubling
+    length are compared until one differs, then halves of that one, so each character is
+    compared about twice (paid from `work`; 0 past it)."""
+    room = min(len(piece) - i, len(text) - k) if way > 0 else min(i, k)
+
+    def same(start: int, end: int) -> bool:       # the characters start..end from the origin
+        if not work.spend(2 * (end - start)):
+            return False
+        if way > 0:
+            return piece[i + start:i + end] == text[k + start:k + end]
+        return piece[i - end:i - start] == text[k - end:k - start]
+
+    low, step = 0, _ANCHOR                          # they share `low` characters
+    while low < room:
+        high = min(room, low + step)
+        if not same(low, high):
+            break
+        low, step = high, step * 2
+    else:
+        return low
+    while high - low > 1:                            # the first difference is in low..high
+        middle = (low + high) // 2
+        if same(low, middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def longest_shared(pieces: Sequence[str], texts: Sequence[str] | TextIndex,
+                   work: Work | None = None) -> str:
     """The longest verbatim piece of any of `pieces` that any of `texts` holds, if it has at
-    least `EVIDENCE_CHARS` characters ("" otherwise)."""
-    return max((longest_common_piece(p, t) for p in pieces for t in texts), key=len,
-               default="")
+    least `EVIDENCE_CHARS` characters ("" otherwise), within `work` (a fresh
+    `EVIDENCE_WORK` when None)."""
+    index = texts if isinstance(texts, TextIndex) else TextIndex(texts)
+    work = work if work is not None else Work()
+    return max((index.longest(p, work) for p in pieces), key=len, default="")
 
 
 def longest_common_piece(piece: str, text: str) -> str:
     """A longest verbatim piece of `piece` that `text` holds, if it has at least
-    `EVIDENCE_CHARS` characters ("" otherwise), found greedily from the left: each piece
-    found is extended as far as it goes (a binary search), and the search goes on past it.
-
-    Only starts whose aligned `_ANCHOR`-character block `text` holds are tried (a piece of
-    `EVIDENCE_CHARS` characters always holds one), so a piece with nothing in common costs
-    `len(piece) / _ANCHOR` substring searches.
-    """
-    n = len(piece)
-    if n < EVIDENCE_CHARS or len(text) < EVIDENCE_CHARS:
-        return ""
-    anchors = {m for m in range(0, n - _ANCHOR + 1, _ANCHOR) if piece[m:m + _ANCHOR] in text}
-    best_start, best_len = 0, 0
-    i = 0
-    while anchors and i <= n - EVIDENCE_CHARS:
-        aligned = -(-i // _ANCHOR) * _ANCHOR     # the first anchor at or after i
-        if aligned not in anchors or piece[i:i + EVIDENCE_CHARS] not in text:
-            i += 1
-            continue
-        low, high = EVIDENCE_CHARS, n - i         # piece[i:i + low] is in text
-        while low < high:
-            middle = (low + high + 1) // 2
-            if piece[i:i + middle] in text:
-                low = middle
-            else:
-                high = middle - 1
-        if low > best_len:
-            best_start, best_len = i, low
-        i += low                                  # the next piece starts past this one
-    return piece[best_start:best_start + best_len]
+    `EVIDENCE_CHARS` characters ("" otherwise): `TextIndex.longest`."""
+    return TextIndex([text]).longest(piece, Work())
 
 
 def bounded_strings(value: Any, limit: int) -> list[str]:

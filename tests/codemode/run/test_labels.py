@@ -290,7 +290,7 @@ def test_the_flow_reads_what_the_program_received() -> None:
     assert flow.sources() == [Source(n=1, name="read_email", labels=("private",))]
     assert flow.by_label() == {"private": ["r:code:1"]}
     [found] = flow.evidence({"x": ["pre no message 'x' no"]}, frozenset({"private"}))
-    assert (found.argument, found.chars) == ("x", len(" no message 'x' "))
+    assert (found.argument, found.chars) == ("x", len("no message 'x' no"))
 
 
 def test_a_reason_names_at_most_five_calls_per_label() -> None:
@@ -442,3 +442,44 @@ async def test_the_pydantic_ai_adapter_defers_the_send_and_an_approval_sends_it(
                                    approvals={call.tool_call_id: True}))
     assert approved.output.startswith("done: ")
     assert [m["to"] for m in outbox] == ["eve@example.net"]
+
+
+def _crafted() -> dict[str, tuple[str, str]]:
+    """Labelled results and arguments built to make a verbatim-piece search slow: many
+    near-matches, one repeated character, a small alphabet (the searches they stalled for
+    seconds)."""
+    import random
+
+    from codemode._run.labels import EVIDENCE_RESULT_CHARS
+
+    rng = random.Random(7)
+
+    def letters(alphabet: str, n: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    return {
+        "small-alphabet": (letters("abcd", EVIDENCE_RESULT_CHARS),
+                           letters("abcd", EVIDENCE_ARGUMENT_CHARS)),
+        "two-letters": (letters("ab", EVIDENCE_RESULT_CHARS),
+                        letters("ab", EVIDENCE_ARGUMENT_CHARS)),
+        "one-letter": ("a" * EVIDENCE_RESULT_CHARS, "a" * (EVIDENCE_ARGUMENT_CHARS - 1) + "b"),
+        "near-misses": (("x" * 15 + "y") * (EVIDENCE_RESULT_CHARS // 16),
+                        ("x" * 15 + "z") * (EVIDENCE_ARGUMENT_CHARS // 16)),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_crafted()))
+def test_a_crafted_result_and_argument_cannot_stall_a_decision(case: str) -> None:
+    import time
+
+    result, argument = _crafted()[case]
+    seen = [Exchange(calls=(RecordedCall(id=1, name="read_email", args="{}"),),
+                     replies=(SubCallOk(id=1, value={"body": result}),))]
+    flow = RunFlow(lambda name: frozenset({"private"}), lambda: seen, lambda n: f"r:{n}")
+    arguments = {f"a{k}": argument for k in range(8)}       # many arguments, one decision
+    worst = 0.0
+    for _ in range(3):                   # the first decision indexes the result too
+        started = time.thread_time()     # this thread's CPU: what the event loop would lose
+        flow.evidence(arguments, frozenset({"private"}))
+        worst = max(worst, time.thread_time() - started)
+    assert worst < 0.050, f"{case}: {worst * 1000:.1f} ms of the event loop's thread"
