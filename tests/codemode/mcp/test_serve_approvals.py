@@ -89,3 +89,19 @@ def test_a_weak_approval_token_is_refused_at_startup(token: str, tmp_path: Path)
     assert done.returncode == 2
     assert "weak approval token" in done.stderr and "secrets.token_urlsafe" in done.stderr
 
+
+
+@pytest.mark.parametrize(("approvals", "file", "said"), [
+    ("elicit", "token", "--approval-token-file needs --approvals auto or defer"),
+    ("auto", "missing", "cannot read the approval token file"),
+])
+def test_an_approval_token_file_that_cannot_serve_is_a_usage_error(
+        approvals: str, file: str, said: str, tmp_path: Path):
+    (tmp_path / "token").write_text(TOKEN, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "codemode", "serve", "--builtin",
+                           "--approvals", approvals, "--approval-token-file",
+                           str(tmp_path / file)],
+                          capture_output=True, text=True, timeout=LIMIT_S, cwd=ROOT,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert said in " ".join(done.stderr.split())
