@@ -29,7 +29,8 @@ from codemode.pipeline import ApprovalDecision, ResumeError, Session
 from codemode.pipeline._resume import find_suspension
 
 __all__ = ["APPROVAL_TOKEN_ENV", "APPROVAL_TOKEN_META", "RESUME_DESCRIPTION", "RESUME_RUN",
-           "RESUME_RUN_PARAMETERS", "ApprovalTokenError", "read_approval_token",
+           "RESUME_RUN_PARAMETERS", "ApprovalTokenError", "check_approval_token",
+           "read_approval_token",
            "resume_arguments", "resume_target", "token_refusal"]
 
 RESUME_RUN = "resume_run"
@@ -72,7 +73,18 @@ def read_approval_token(path: str | Path | None = None,
         if found is None:
             return None
         token, where = found.strip(), APPROVAL_TOKEN_ENV
-    if len(token) < _MIN_TOKEN_CHARS or len(set(token)) < _MIN_DISTINCT_CHARS:
+    return check_approval_token(token, where)
+
+
+def check_approval_token(token: str, where: str = "the approval token") -> str:
+    """`token`, when it is strong enough to guard approvals.
+
+    Raises:
+        ApprovalTokenError: fewer than 32 characters, or fewer than 10 different ones
+            (`where` names its source in the message).
+    """
+    if not isinstance(token, str) or len(token) < _MIN_TOKEN_CHARS or \
+            len(set(token)) < _MIN_DISTINCT_CHARS:
         raise ApprovalTokenError(
             f"{where} holds a weak approval token: it needs at least {_MIN_TOKEN_CHARS} "
             f"characters, {_MIN_DISTINCT_CHARS} of them different (make one with: python "

@@ -68,6 +68,7 @@ from .resume import (
     RESUME_DESCRIPTION,
     RESUME_RUN,
     RESUME_RUN_PARAMETERS,
+    check_approval_token,
     resume_target,
     token_refusal,
 )
@@ -153,6 +154,10 @@ class CodeModeServer:
         approval_token: the secret a `resume_run` request must carry in its `_meta`
             (`resume.APPROVAL_TOKEN_META`) to decide anything; None: `resume_run` refuses
             every decision (`resume.token_refusal`).
+
+    Raises:
+        ValueError: a bad mode, approvals or timeout; `ApprovalTokenError` (a ValueError)
+            for an approval token of fewer than 32 characters or 10 different ones.
         progress_interval_s: seconds between heartbeat progress notifications of a long call
             (None: only one per sub-call).
 
@@ -185,7 +190,8 @@ class CodeModeServer:
         self.agent = agent
         self.approval_timeout_s = approval_timeout_s
         self.approvals = approvals
-        self._approval_token = approval_token
+        self._approval_token = (check_approval_token(approval_token)
+                                if approval_token is not None else None)
         self.progress_interval_s = progress_interval_s
         self.log_level = "info"
         self._calls: dict[str, McpCall] = {}        # root call id -> the request it serves

@@ -105,3 +105,16 @@ def test_an_approval_token_file_that_cannot_serve_is_a_usage_error(
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2
     assert said in " ".join(done.stderr.split())
+
+
+def test_a_server_built_in_python_refuses_a_weak_approval_token():
+    from codemode import CodeModeServer
+    from codemode.pipeline import Session
+    from codemode.pipeline.log import MemoryLog
+
+    session = Session(log=MemoryLog())
+    with pytest.raises(ValueError, match="weak approval token"):
+        CodeModeServer(session, approvals="defer", approval_token="x" * 40)
+    assert session.approval is None          # nothing was installed on the session
+    server = CodeModeServer(session, approvals="defer", approval_token=TOKEN)
+    server.close()
