@@ -546,4 +546,3 @@ async def test_resume_run_is_not_listed_or_callable_when_approvals_elicit():
             assert [t.name for t in (await client.list_tools()).tools] == ["run_code"]
             refused = await client.call_tool("resume_run", {"run_id": "x"})
             assert refused.is_error and "resume_run" in _text(refused)
-
