@@ -6,20 +6,108 @@ A paused `run_code` succeeds with `structuredContent` `{"status": "pending", "ru
 "approvals": [{"id", "toolName", "arguments", "reason"?}], "logs", "stderr"?, "subcalls",
 "labels"?}`, and the tool `resume_run` (`{"run_id", "approve": [id], "deny": [{"id",
 "reason"?}]}`, listed only then) resumes it with `Session.resume`, answering as `run_code`
-does. Whoever calls `resume_run` approves: a client must keep it away from its model.
+does.
+
+The approval token. A decision comes from a person or an approver the operator set up,
+never from the model, which may see `resume_run` listed: the operator gives the server a
+secret (`read_approval_token`: `--approval-token-file PATH` or `CODEMODE_APPROVAL_TOKEN`),
+and the approving client sends it outside the tool's arguments, in the `tools/call`
+request's `_meta` under `APPROVAL_TOKEN_META`. A call without it, or with another value
+(`token_refusal`, compared with `hmac.compare_digest`), is an error result that decides
+nothing: the run stays paused. Without a configured token every call is refused so.
 """
 
 from __future__ import annotations
 
+import hmac
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from codemode.pipeline import ApprovalDecision, ResumeError, Session
 from codemode.pipeline._resume import find_suspension
 
-__all__ = ["RESUME_DESCRIPTION", "RESUME_RUN", "RESUME_RUN_PARAMETERS", "resume_arguments",
-           "resume_target"]
+__all__ = ["APPROVAL_TOKEN_ENV", "APPROVAL_TOKEN_META", "RESUME_DESCRIPTION", "RESUME_RUN",
+           "RESUME_RUN_PARAMETERS", "ApprovalTokenError", "check_approval_token",
+           "read_approval_token",
+           "resume_arguments", "resume_target", "token_refusal"]
 
 RESUME_RUN = "resume_run"
+
+APPROVAL_TOKEN_META = "codemode/approvalToken"
+"""The `_meta` key of a `resume_run` request that carries the operator's approval token."""
+
+APPROVAL_TOKEN_ENV = "CODEMODE_APPROVAL_TOKEN"
+"""The environment variable `codemode serve` reads the approval token from (when no
+`--approval-token-file` is given)."""
+
+_MIN_TOKEN_CHARS = 32
+_MIN_DISTINCT_CHARS = 10
+
+
+class ApprovalTokenError(ValueError):
+    """The approval token cannot be read, or is too weak to guard approvals."""
+
+
+def read_approval_token(path: str | Path | None = None,
+                        environ: Mapping[str, str] | None = None) -> str | None:
+    """The operator's approval token, read once: the contents of the file `path` (surrounding
+    whitespace removed), else `environ[APPROVAL_TOKEN_ENV]` (default `os.environ`), else
+    None (no token: `resume_run` refuses every decision).
+
+    Raises:
+        ApprovalTokenError: the file cannot be read, or the token has fewer than 32
+            characters or fewer than 10 different ones (make one with
+            `python -c "import secrets; print(secrets.token_urlsafe(32))"`).
+    """
+    if path is not None:
+        try:
+            token = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ApprovalTokenError(f"cannot read the approval token file {str(path)!r}: "
+                                     f"{exc}") from None
+        where = f"the approval token file {str(path)!r}"
+    else:
+        found = (os.environ if environ is None else environ).get(APPROVAL_TOKEN_ENV)
+        if found is None:
+            return None
+        token, where = found.strip(), APPROVAL_TOKEN_ENV
+    return check_approval_token(token, where)
+
+
+def check_approval_token(token: str, where: str = "the approval token") -> str:
+    """`token`, when it is strong enough to guard approvals.
+
+    Raises:
+        ApprovalTokenError: fewer than 32 characters, or fewer than 10 different ones
+            (`where` names its source in the message).
+    """
+    if not isinstance(token, str) or len(token) < _MIN_TOKEN_CHARS or \
+            len(set(token)) < _MIN_DISTINCT_CHARS:
+        raise ApprovalTokenError(
+            f"{where} holds a weak approval token: it needs at least {_MIN_TOKEN_CHARS} "
+            f"characters, {_MIN_DISTINCT_CHARS} of them different (make one with: python "
+            "-c \"import secrets; print(secrets.token_urlsafe(32))\")")
+    return token
+
+
+def token_refusal(meta: Mapping[str, Any] | None, token: str | None) -> str | None:
+    """Why a `resume_run` request whose `_meta` is `meta` may not decide anything, or None
+    when it carries `token` under `APPROVAL_TOKEN_META` (`token` None: every request is
+    refused, with how to configure one)."""
+    if token is None:
+        return ("resume_run decides nothing: this server has no approval token. Start "
+                "codemode serve with --approval-token-file PATH (or the environment variable "
+                f"{APPROVAL_TOKEN_ENV}) and have the approving client send the token in the "
+                f'tools/call request\'s _meta["{APPROVAL_TOKEN_META}"]; the run stays paused')
+    given = meta.get(APPROVAL_TOKEN_META) if isinstance(meta, Mapping) else None
+    if isinstance(given, str) and hmac.compare_digest(given.encode("utf-8", "replace"),
+                                                      token.encode("utf-8")):
+        return None
+    return ("resume_run decides nothing without the operator's approval token in the "
+            f'tools/call request\'s _meta["{APPROVAL_TOKEN_META}"] (approvals come from a '
+            "person or the operator's approver, not from the model); the run stays paused")
 
 RESUME_RUN_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -42,9 +130,10 @@ RESUME_RUN_PARAMETERS: dict[str, Any] = {
 RESUME_DESCRIPTION = (
     "Resume a run_code run that paused for approval (its result has status \"pending\"): "
     "approve or deny each request it waits on, by id. The program goes on where it stopped "
-    "(its earlier tool calls are not run again) and the result is that of run_code. Whoever "
-    "calls this tool approves the requests: it is for the person or application that "
-    "decides, not for the model.")
+    "(its earlier tool calls are not run again) and the result is that of run_code. It "
+    "decides only with the operator's approval token, which the approving application "
+    "sends outside the arguments: it is for the person or application that decides, not "
+    "for the model.")
 
 
 def resume_target(session: Session,

@@ -64,7 +64,14 @@ from .approvals import Approvals, ask_client, on_ask
 from .calls import CallIndex
 from .changes import ListChanges
 from .progress import McpCall
-from .resume import RESUME_DESCRIPTION, RESUME_RUN, RESUME_RUN_PARAMETERS, resume_target
+from .resume import (
+    RESUME_DESCRIPTION,
+    RESUME_RUN,
+    RESUME_RUN_PARAMETERS,
+    check_approval_token,
+    resume_target,
+    token_refusal,
+)
 from .toolsets import gather_tools
 
 __all__ = ["RESUME_RUN", "RESUME_RUN_PARAMETERS", "RUN_CODE_OUTPUT_SCHEMA", "Approvals",
@@ -144,6 +151,13 @@ class CodeModeServer:
         approvals: "elicit", "auto" or "defer" (`Approvals`; `approvals`). With
             "auto" and "defer", runs record their clocks and randomness so that a paused
             run replays exactly, and `resume_run` is listed.
+        approval_token: the secret a `resume_run` request must carry in its `_meta`
+            (`resume.APPROVAL_TOKEN_META`) to decide anything; None: `resume_run` refuses
+            every decision (`resume.token_refusal`).
+
+    Raises:
+        ValueError: a bad mode, approvals or timeout; `ApprovalTokenError` (a ValueError)
+            for an approval token of fewer than 32 characters or 10 different ones.
         progress_interval_s: seconds between heartbeat progress notifications of a long call
             (None: only one per sub-call).
 
@@ -161,7 +175,8 @@ class CodeModeServer:
                  name: str = "codemode", agent: str = "mcp-client",
                  approval_timeout_s: float = 600.0,
                  progress_interval_s: float | None = 1.0,
-                 approvals: Approvals = "elicit") -> None:
+                 approvals: Approvals = "elicit",
+                 approval_token: str | None = None) -> None:
         if mode not in ("code", "both"):
             raise ValueError(f"mode must be 'code' or 'both', not {mode!r}")
         if approvals not in ("elicit", "auto", "defer"):
@@ -175,6 +190,8 @@ class CodeModeServer:
         self.agent = agent
         self.approval_timeout_s = approval_timeout_s
         self.approvals = approvals
+        self._approval_token = (check_approval_token(approval_token)
+                                if approval_token is not None else None)
         self.progress_interval_s = progress_interval_s
         self.log_level = "info"
         self._calls: dict[str, McpCall] = {}        # root call id -> the request it serves
@@ -244,7 +261,7 @@ class CodeModeServer:
     async def _call_tool(self, ctx: Any,
                          params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name == RESUME_RUN and self.approvals != "elicit":
-            return await self._resume_run(ctx, params.arguments or {})
+            return await self._resume_run(ctx, params.arguments or {}, params.meta)
         call_id = f"mcp_{uuid.uuid4().hex[:16]}"
         call = self._open_call(ctx)
         self._calls[call_id] = call
@@ -263,9 +280,15 @@ class CodeModeServer:
             await call.close()
         return self._mcp_result(params.name, result)
 
-    async def _resume_run(self, ctx: Any, arguments: dict[str, Any]) -> types.CallToolResult:
-        """`resume_run`: `Session.resume` with the decisions given; a request left
-        undecided, an unknown or already resumed run is an error result."""
+    async def _resume_run(self, ctx: Any, arguments: dict[str, Any],
+                          meta: Any) -> types.CallToolResult:
+        """`resume_run`: `Session.resume` with the decisions given; a request without the
+        approval token in `meta` (the request's `_meta`), a request left undecided, an
+        unknown or already resumed run is an error result."""
+        refused = token_refusal(meta, self._approval_token)
+        if refused is not None:
+            return types.CallToolResult(content=[types.TextContent(
+                type="text", text=f"Error: APPROVAL_TOKEN_REQUIRED: {refused}")], is_error=True)
         try:
             run_id, decisions, call_id = resume_target(self.session, arguments)
         except ResumeError as exc:
@@ -416,7 +439,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
                       log: str | Path | None = None, mode: ServeMode = "code",
                       call_timeout_s: float = 60.0,
                       progress_interval_s: float | None = 1.0,
-                      approvals: Approvals = "elicit") -> AsyncIterator[CodeModeServer]:
+                      approvals: Approvals = "elicit",
+                      approval_token: str | None = None) -> AsyncIterator[CodeModeServer]:
     """Connect the upstream servers, open the session and its log, build the server; undo
     it all on exit (what `codemode serve` runs).
 
@@ -428,7 +452,7 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         policy: the policy to apply (tier, limits, exposed tools, rules).
         log: the session log (`.db`/`.sqlite` SQLite, `.jsonl` JSONL; None: in memory while
             the server runs, `MemoryLog()`, so a policy's `ask` may pause runs).
-        mode, progress_interval_s, approvals: as for `CodeModeServer`.
+        mode, progress_interval_s, approvals, approval_token: as for `CodeModeServer`.
         call_timeout_s: seconds each upstream `tools/call` may take.
     Raises:
         McpStartError: an upstream server did not start (the others are closed).
@@ -444,7 +468,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         stack.callback(session.log.close)
         stack.callback(gathered.attach(session))
         server = CodeModeServer(session, mode=mode, policy=policy,
-                                progress_interval_s=progress_interval_s, approvals=approvals)
+                                progress_interval_s=progress_interval_s, approvals=approvals,
+                                approval_token=approval_token)
         stack.callback(server.close)
         yield server
 

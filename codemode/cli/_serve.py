@@ -44,7 +44,13 @@ def serve_command(
         help="How a program's call that needs approval is decided. elicit: ask the client "
              "(a client that cannot be asked gets a denial); auto: ask it when it can, else "
              "pause the run; defer: always pause the run. A paused run is resumed with the "
-             "resume_run tool, which approves: keep it away from the model."),
+             "resume_run tool, which decides only with the approval token."),
+    approval_token_file: Path | None = typer.Option(
+        None, "--approval-token-file", metavar="FILE",
+        help="A file holding the secret (32+ characters) that resume_run requests must send "
+             "in _meta[\"codemode/approvalToken\"] to approve or deny; default: the "
+             "CODEMODE_APPROVAL_TOKEN environment variable. Without one, resume_run "
+             "decides nothing."),
 ) -> None:
     """Serve run_code (your tools and those of the upstream MCP servers, composed by a
     sandboxed program) as an MCP server. Every call goes through one pipeline and one log.
@@ -58,6 +64,7 @@ def serve_command(
         raise typer.BadParameter("--transport must be stdio or http")
     if approvals not in ("elicit", "auto", "defer"):
         raise typer.BadParameter("--approvals must be elicit, auto or defer")
+    token = _approval_token(approvals, approval_token_file)
     check_log_directory(log)
     loaded = load_policy(policy)
     own = load_own_tools(tools)
@@ -65,7 +72,22 @@ def serve_command(
         run(serving(transport="http" if transport == "http" else "stdio", host=host,
                     port=port, mcp=mcp, mcp_urls=mcp_url, builtin=builtin, tools=own,
                     policy=loaded, log=log, mode=mode, call_timeout_s=mcp_timeout,
-                    approvals=approvals))
+                    approvals=approvals, approval_token=token))
     except Exception as exc:   # an upstream that did not start, a port in use, ...
         print_error("error", f"{type(exc).__name__}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _approval_token(approvals: str, path: Path | None) -> str | None:
+    """The approval token `resume_run` checks (`read_approval_token`), read once; only
+    `--approvals auto|defer` list `resume_run`, so a token file with `elicit` is an error."""
+    from .._mcp.resume import ApprovalTokenError, read_approval_token
+
+    if path is not None and approvals == "elicit":
+        raise typer.BadParameter("--approval-token-file needs --approvals auto or defer "
+                                 "(only they list resume_run)")
+    try:
+        return read_approval_token(path) if approvals != "elicit" else None
+    except ApprovalTokenError as exc:
+        print_error("error", str(exc))
         raise typer.Exit(EXIT_USAGE) from None

@@ -471,7 +471,19 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-async def test_a_client_that_cannot_elicit_gets_a_pending_run_and_resumes_it(tmp_path: Path):
+TOKEN = "tok-" + "0123456789abcdefghijklmnopqrstuvwxyz"      # what the operator configured
+APPROVER = {"codemode/approvalToken": TOKEN}                   # the operator's client's _meta
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "approval-token"
+    path.write_text(TOKEN + "\n", encoding="utf-8")
+    return path
+
+
+async def test_a_client_that_cannot_elicit_gets_a_pending_run_and_resumes_it(
+        tmp_path: Path, token_file: Path):
     import jsonschema
 
     from tests.codemode.run.test_resume import PROGRAM
@@ -481,7 +493,8 @@ async def test_a_client_that_cannot_elicit_gets_a_pending_run_and_resumes_it(tmp
     policy.write_text(ASK_POLICY, encoding="utf-8")
     async with asyncio.timeout(LIMIT_S):
         async with stdio_serving("--mcp", _counter(counts), "--policy", str(policy),
-                                 "--log", str(log_path), "--approvals", "auto") as client:
+                                 "--log", str(log_path), "--approvals", "auto",
+                                 "--approval-token-file", str(token_file)) as client:
             listing = {t.name: t for t in (await client.list_tools()).tools}
             assert list(listing) == ["run_code", "resume_run"]
             assert "not for the model" in listing["resume_run"].description
@@ -501,22 +514,23 @@ async def test_a_client_that_cannot_elicit_gets_a_pending_run_and_resumes_it(tmp
             assert "need a person's approval" in _text(result)
 
             undecided = await client.call_tool("resume_run", {"run_id": run_id,
-                                                              "approve": [f"{run_id}:2"]})
+                                                              "approve": [f"{run_id}:2"]},
+                                               meta=APPROVER)
             assert undecided.is_error
             assert f"no decision for pending approval(s): {run_id}:3" in _text(undecided)
 
             done = await client.call_tool("resume_run", {
                 "run_id": run_id, "approve": [f"{run_id}:2"],
-                "deny": [{"id": f"{run_id}:3", "reason": "not today"}]})
+                "deny": [{"id": f"{run_id}:3", "reason": "not today"}]}, meta=APPROVER)
             final = structured(done)
             jsonschema.validate(final, listing["resume_run"].output_schema)
             assert final["result"] == "done"
             assert "".join(final["logs"]) == "start\na ran 1\nb: step_b\nc: ToolDenied DENIED\n"
 
             again = await client.call_tool("resume_run", {
-                "run_id": run_id, "approve": [f"{run_id}:2", f"{run_id}:3"]})
+                "run_id": run_id, "approve": [f"{run_id}:2", f"{run_id}:3"]}, meta=APPROVER)
             assert again.is_error and "already resumed" in _text(again)
-            unknown = await client.call_tool("resume_run", {"run_id": "nope"})
+            unknown = await client.call_tool("resume_run", {"run_id": "nope"}, meta=APPROVER)
             assert unknown.is_error and "holds no suspended run 'nope'" in _text(unknown)
 
     data = json.loads(counts.read_text())
@@ -528,22 +542,24 @@ async def test_a_client_that_cannot_elicit_gets_a_pending_run_and_resumes_it(tmp
     assert [e.name for e in logged if isinstance(e, events.CodeReplayed)] == ["step_a"]
 
 
-async def test_approvals_defer_pauses_even_a_client_that_can_elicit():
+async def test_approvals_defer_pauses_even_a_client_that_can_elicit(token_file: Path):
     async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         raise AssertionError("--approvals defer elicits nothing")
 
     async with asyncio.timeout(LIMIT_S):
         async with stdio_serving("--builtin", "--policy", str(EXAMPLE_POLICY),
-                                 "--approvals", "defer", elicitation_callback=answer) as client:
+                                 "--approvals", "defer", "--approval-token-file",
+                                 str(token_file), elicitation_callback=answer) as client:
             result = await client.call_tool("run_code", {"code": APPROVAL_PROGRAM})
             pending = structured(result)
             assert [a["toolName"] for a in pending["approvals"]] == ["sleep_ms"]
             run_id = pending["run_id"]
             second = structured(await client.call_tool("resume_run", {
-                "run_id": run_id, "approve": [f"{run_id}:1"]}))
+                "run_id": run_id, "approve": [f"{run_id}:1"]}, meta=APPROVER))
             assert [a["id"] for a in second["approvals"]] == [f"{run_id}:2"]
             done = structured(await client.call_tool("resume_run", {
-                "run_id": run_id, "deny": [{"id": f"{run_id}:2", "reason": "once is enough"}]}))
+                "run_id": run_id, "deny": [{"id": f"{run_id}:2", "reason": "once is enough"}]},
+                meta=APPROVER))
             assert done["result"] == [5, 'the user rejected tool "sleep_ms": once is enough',
                                       "Paris"]
 

@@ -386,13 +386,15 @@ async def test_codemode_serve_pauses_the_send_and_resume_run_sends_it(tmp_path: 
 
     import jsonschema
 
-    from tests.codemode.mcp.test_serve import LIMIT_S, stdio_serving, structured
+    from tests.codemode.mcp.test_serve import APPROVER, LIMIT_S, TOKEN, stdio_serving, structured
 
     outbox, log = tmp_path / "outbox.jsonl", tmp_path / "serve.jsonl"
+    (token := tmp_path / "token").write_text(TOKEN, encoding="utf-8")
     async with asyncio.timeout(LIMIT_S):
         async with stdio_serving("--mcp", mailbox_server(outbox), "--policy",
                                  str(MAILBOX_POLICY), "--log", str(log),
-                                 "--approvals", "auto") as client:
+                                 "--approvals", "auto", "--approval-token-file",
+                                 str(token)) as client:
             listing = {t.name: t for t in (await client.list_tools()).tools}
             pending = structured(await client.call_tool(
                 "run_code", {"code": textwrap.dedent(PROGRAMS["gather"])}))
@@ -406,7 +408,7 @@ async def test_codemode_serve_pauses_the_send_and_resume_run_sends_it(tmp_path: 
             assert pending["labels"] == {"private": [f"{run_id}:code:1", f"{run_id}:code:2"]}
             assert sent(outbox) == []
             done = structured(await client.call_tool(
-                "resume_run", {"run_id": run_id, "approve": [request["id"]]}))
+                "resume_run", {"run_id": run_id, "approve": [request["id"]]}, meta=APPROVER))
             jsonschema.validate(done, listing["resume_run"].output_schema)
             assert list(done["labels"]) == ["private"]
     assert [m["body"] for m in sent(outbox)] == ["FYI: " + BODY]
