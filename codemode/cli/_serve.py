@@ -48,9 +48,9 @@ def serve_command(
     approval_token_file: Path | None = typer.Option(
         None, "--approval-token-file", metavar="FILE",
         help="A file holding the secret (32+ characters) that resume_run requests must send "
-             "in _meta[\"codemode/approvalToken\"] to approve or deny; default: the "
-             "CODEMODE_APPROVAL_TOKEN environment variable. Without one, resume_run "
-             "decides nothing."),
+             "in their _meta, under the key codemode/approvalToken, to approve or deny; "
+             "default: the CODEMODE_APPROVAL_TOKEN environment variable. Without one, "
+             "resume_run decides nothing."),
 ) -> None:
     """Serve run_code (your tools and those of the upstream MCP servers, composed by a
     sandboxed program) as an MCP server. Every call goes through one pipeline and one log.
