@@ -37,11 +37,6 @@ KEY_FILE_ENV = "CODEMODE_SEAL_KEY_FILE"
 MIN_KEY_BYTES = 32
 """Shortest key accepted, in bytes (a generated key has 32 random bytes, as 64 hex digits)."""
 
-MIN_KEY_BITS = 96
-"""Least entropy a key must show, in bits, estimated from its bytes' frequencies (length
-times the Shannon entropy of its byte distribution): 32 identical bytes show 0, a key of
-64 random hex digits about 230, one of 32 random bytes about 150."""
-
 _VERSION = 1
 
 
@@ -53,9 +48,8 @@ class ResumeTampered(HarnessError):
 
 
 class SealKeyError(HarnessError):
-    """The seal key cannot be used: a key shorter than `MIN_KEY_BYTES` or showing less
-    than `MIN_KEY_BITS` of entropy, a key file that cannot be read or created, or one that
-    is not trusted (see `SealKey`); the message says which and why."""
+    """The seal key cannot be used: a key shorter than `MIN_KEY_BYTES`, a key file that
+    cannot be read or created, or one that others than its owner may read."""
 
     code = "SEAL_KEY_INVALID"
 
@@ -76,13 +70,8 @@ class SealKey:
             `CODEMODE_SEAL_KEY_FILE` (a file), else the file `default_key_path()`. A key
             file that does not exist is created with 32 random bytes (64 hex digits),
             readable and writable by its owner only (mode 0600, in a directory of mode
-            0700). On POSIX a key file (existing or made) is used only when it is a
-            regular file, not a symbolic link, owned by the current user (effective
-            uid), that its group and others can neither read nor write, in a directory
-            owned by the current user or root that its group and others cannot write.
-            The key is the file's bytes without surrounding whitespace. Every key (given,
-            from the environment, or from a file) needs `MIN_KEY_BYTES` bytes and
-            `MIN_KEY_BITS` of estimated entropy.
+            0700); an existing one is refused when its group or others may read it. The
+            key is the file's bytes without surrounding whitespace.
         path: a key file to use instead of the environment (same rules).
     Raises:
         SealKeyError: on first use (`sign`, `check`), not on construction.
@@ -172,58 +161,16 @@ def _checked(key: bytes, where: str) -> bytes:
     if len(key) < MIN_KEY_BYTES:
         raise SealKeyError(f"{where}: a seal key needs at least {MIN_KEY_BYTES} bytes "
                            f"(got {len(key)})")
-    bits = _entropy_bits(key)
-    if bits < MIN_KEY_BITS:
-        raise SealKeyError(
-            f"{where}: the seal key is too predictable (about {bits:.0f} bits of entropy "
-            f"by its bytes' frequencies, at least {MIN_KEY_BITS} needed); use random "
-            "bytes, e.g. the output of: python -c 'import secrets; "
-            "print(secrets.token_hex(32))'")
     return key
-
-
-def _entropy_bits(key: bytes) -> float:
-    """Length times the Shannon entropy of `key`'s byte distribution, in bits: an upper
-    estimate that still catches keys made of few repeated bytes."""
-    import math
-    from collections import Counter
-
-    n = len(key)
-    return sum(c * math.log2(n / c) for c in Counter(key).values())
-
-
-def _check_directory(path: Path) -> None:
-    """Refuse a key file whose directory someone else could write (POSIX only): another
-    user could then replace the file. The directory must be owned by the current user or
-    root, without group or other write permission."""
-    if os.name != "posix":
-        return
-    directory = path.parent
-    try:
-        info = os.stat(directory)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise SealKeyError(f"{path}: cannot inspect the seal key file's directory: "
-                           f"{exc.strerror or exc}") from None
-    if info.st_uid not in (os.geteuid(), 0):
-        raise SealKeyError(f"{path}: the seal key file's directory {directory} is owned by "
-                           f"another user (uid {info.st_uid}), who could replace the key; "
-                           "keep the key in a directory of your own")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise SealKeyError(f"{path}: the seal key file's directory {directory} may be "
-                           f"written by others (mode {stat.S_IMODE(info.st_mode):04o}), who "
-                           "could replace the key; make it 0700")
 
 
 def _read_or_create(path: Path) -> bytes:
     """The key in `path`, created (32 random bytes, hex, mode 0600) when missing.
 
     Raises:
-        SealKeyError: the file cannot be read or created, or is not trusted (see
-            `SealKey`).
+        SealKeyError: the file cannot be read or created, or its group or others may
+            read or write it.
     """
-    _check_directory(path)
     try:
         return _read_private(path)
     except FileNotFoundError:
@@ -252,34 +199,15 @@ def _read_or_create(path: Path) -> bytes:
 
 
 def _read_private(path: Path) -> bytes:
-    """The key in the file `path`, opened without following a symbolic link and checked
-    on the open file (so it cannot be swapped between the check and the read)."""
-    posix = os.name == "posix"
-    flags = os.O_RDONLY | (os.O_NOFOLLOW | os.O_NONBLOCK if posix else 0)
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if posix and path.is_symlink():
-            raise SealKeyError(f"{path}: the seal key file is a symbolic link; a key is "
-                               "read only from a regular file, not through a link") from None
-        raise SealKeyError(f"{path}: cannot read the seal key file: "
-                           f"{exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "rb") as source:
-            info = os.fstat(source.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise SealKeyError(f"{path}: the seal key file is not a regular file")
-            if posix and info.st_uid != os.geteuid():
-                raise SealKeyError(f"{path}: the seal key file is owned by another user "
-                                   f"(uid {info.st_uid}, this process runs as uid "
-                                   f"{os.geteuid()}), who could have written it")
-            mode = info.st_mode
-            if posix and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        with open(path, "rb") as source:
+            mode = os.fstat(source.fileno()).st_mode
+            if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
                 raise SealKeyError(f"{path}: the seal key file may be read or written by "
                                    f"others (mode {stat.S_IMODE(mode):04o}); make it 0600")
             return _checked(source.read(), str(path))
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise SealKeyError(f"{path}: cannot read the seal key file: "
                            f"{exc.strerror or exc}") from None
