@@ -17,6 +17,7 @@ from mcp_types import PaginatedRequestParams
 
 from codemode.pipeline import RunContext, ToolDefinition
 
+from .._run.tagged import mark_tagged
 from .answers import render
 from .errors import McpProtocolError
 from .values import admit_markers, wrapped_result
@@ -100,4 +101,5 @@ def tool_definition(mcp_tool: Any, call: Call) -> tuple[ToolDefinition, bool]:
         render=render,
         is_concurrency_safe=safe,
     )
+    mark_tagged(execute)      # its values come tagged for the wire (`values.lossless`)
     return definition, inner is not None
