@@ -88,3 +88,31 @@ async def test_lossless_escapes_the_servers_own_one_key_tag_dicts() -> None:
     assert lossless([{"$float": {"x": 2**70}}]) == [
         {"$dict": [["$float", {"x": {"$int": str(2**70)}}]]}]
     assert lossless({"$int": "5", "other": 1}) == {"$int": "5", "other": 1}
+
+
+async def test_a_resumed_run_replays_the_numbers_as_python_numbers(raw, tmp_path) -> None:
+    sent: list[int] = []
+
+    @tool
+    def send(x: int) -> int:
+        """Send x."""
+        sent.append(x)
+        return x
+
+    rules = {"rules": [{"tool": "send", "action": "ask"}],
+             "limits": {"wall_clock_s": 120.0}}
+    code = CHECKS.replace("results = [",                # numbers, then the paused send
+                          "first = check(numbers())\nsend(x=1)\nresults = [first, ")
+    log = str(tmp_path / "s.jsonl")
+    session = Session(tools=[*raw.definitions, send], log=log)
+    Policy.from_data(rules).apply(session)
+    pending = await session.call("run_code", {"code": code}, call_id="r")
+    await session.aclose()
+    assert pending.value["status"] == "pending", pending.text
+
+    session = Session(tools=[*raw.definitions, send], log=log)
+    Policy.from_data(rules).apply(session)
+    done = await session.resume("r", {"r:2": True})
+    await session.aclose()
+    assert not done.is_error, done.text
+    assert done.value["result"] == [] and sent == [1]
