@@ -17,6 +17,7 @@ from mcp_types import PaginatedRequestParams
 
 from codemode.pipeline import RunContext, ToolDefinition
 
+from .._run.tagged import mark_tagged
 from .answers import render
 from .errors import McpProtocolError
 from .values import admit_markers, wrapped_result
@@ -102,4 +103,5 @@ def tool_definition(mcp_tool: Any, call: Call, server: str = "") -> tuple[ToolDe
         is_concurrency_safe=safe,
         group=server,
     )
+    mark_tagged(execute)      # its values come tagged for the wire (`values.lossless`)
     return definition, inner is not None

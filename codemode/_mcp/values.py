@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from .._run.stubs import LOSSLESS_MARKER_KEY
+from .._run.tagged import WIRE_TAGS
 
 __all__ = ["MARKER_KEY", "admit_markers", "lossless", "unwrap", "wrapped_result"]
 
@@ -90,7 +91,10 @@ def unwrap(structured: Any) -> Any:
 
 
 def lossless(value: Any) -> Any:
-    """`value` with each part that is not lossless JSON replaced by its tag (see above)."""
+    """`value` with each part that is not lossless JSON replaced by its tag (see above),
+    and each of the server's own one-key dicts whose key is a tag written as
+    `{"$dict": [[key, value]]}`, so that a tag never means two things: the program gets the
+    `int`, `float` or `dict` back on every tier (`codemode._run.tagged`)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
@@ -109,7 +113,10 @@ def lossless(value: Any) -> Any:
     if isinstance(value, list):
         return [lossless(item) for item in value]
     if isinstance(value, dict):
-        return {key: lossless(item) for key, item in value.items()}
+        inner = {key: lossless(item) for key, item in value.items()}
+        if len(inner) == 1 and next(iter(inner)) in WIRE_TAGS:    # the server's own dict
+            return {"$dict": [list(item) for item in inner.items()]}
+        return inner
     return value
 
 

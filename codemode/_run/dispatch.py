@@ -85,6 +85,7 @@ from .replay import Exchange, RecordedCall, RunRecord, sealed_answer
 from .resumed import Replay, Replaying
 from .seal import SealKey
 from .subcalls import SubCallSummary, _all_text, _answer_of, _Slot, _SubCall
+from .tagged import is_tagged
 
 # Seconds a sub-call may take to stop after its run ended before it is abandoned.
 ABANDON_AFTER_S = 1.0
@@ -439,7 +440,8 @@ class SubCallDispatcher(Replaying):
         answer: Any = msgspec.UNSET
         if self._resumed and code != "APPROVAL_PENDING":
             answer = sealed_answer(self._seal, self.run_id, sub.sub_call_id, sub.arguments,
-                                   _answer_of(sub.guest_id, result, _body_ran(call)))
+                                   _answer_of(sub.guest_id, result, _body_ran(call),
+                                              self._tagged(sub)))
         self._session.log.append(events.CodeDispatch(
             root_call_id=outer.root_call_id, parent_call_id=outer.call_id,
             sub_call_id=sub.sub_call_id, name=sub.name, arguments=sub.arguments,
@@ -457,7 +459,12 @@ class SubCallDispatcher(Replaying):
         if result is None:
             return SubCallErr(id=guest_id, code="TOOL_ERROR", ran=_body_ran(call),
                               message=f"sub-call failed in the host: {call.error}")
-        return _answer_of(guest_id, result, _body_ran(call))
+        return _answer_of(guest_id, result, _body_ran(call), self._tagged(slot.sub))
+
+    def _tagged(self, sub: _SubCall) -> bool:
+        """The tool's values are already in the wire's tagged form (`tagged.mark_tagged`)."""
+        definition = self._session.resolve(sub.name, self._outer.execution.agent)
+        return definition is not None and is_tagged(definition.execute)
 
     async def drain(self) -> None:
         """After the run settled: abort the run scope, drop calls that never started, and

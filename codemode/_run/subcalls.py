@@ -21,6 +21,7 @@ from codemode.pipeline import CallResult, Scheduled, Signal
 from codemode.sandbox import SubCallErr, SubCallOk, SubCallOutcome
 
 from .rejections import rejection_code
+from .tagged import escape
 
 
 @dataclass
@@ -41,6 +42,9 @@ class SubCallSummary:
         if self.discovery:
             value["discovery"] = dict(self.discovery)
         return value
+
+
+_encode = msgspec.json.Encoder().encode
 
 
 class _SubCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,11 +75,18 @@ class _Slot:
     reason: str | None = None        # why it needs approval
 
 
-def _answer_of(guest_id: int, result: CallResult, ran: bool) -> SubCallOutcome:
-    """What the program is answered for a settled call; `ran`: its tool's body ran (the
-    pipeline's fact, whatever the failure's code: a failure then carries its labels)."""
+def _answer_of(guest_id: int, result: CallResult, ran: bool,
+               tagged: bool = False) -> SubCallOutcome:
+    """What the program is answered for a settled call: its value as the wire carries it
+    (`tagged`: the tool's values are already in the wire's tagged form, an MCP tool's;
+    else a one-key dict whose key is a wire tag is escaped, `tagged.escape`); `ran`: its
+    tool's body ran (the pipeline's fact, whatever the failure's code: a failure then
+    carries its labels)."""
     if not result.is_error:
-        return SubCallOk(id=guest_id, value=result.value)
+        value = result.value
+        if not tagged and b'"$' in _encode(value):
+            value = escape(value)
+        return SubCallOk(id=guest_id, value=value)
     assert result.error is not None
     return SubCallErr(id=guest_id, code=rejection_code(result), message=result.error.message,
                       ran=ran)

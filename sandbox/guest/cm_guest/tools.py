@@ -341,11 +341,41 @@ _scan_reply = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _decode_reply(text):
-    """The host's answer (JSON text it encoded itself) as a dict."""
+    """The host's answer (JSON text it encoded itself) as a dict, each value untagged."""
     try:
-        return _scan_reply(text, 0)[0]
+        reply = _scan_reply(text, 0)[0]
     except StopIteration:
-        return json.loads(text)       # raises json's own error for text that is not JSON
+        reply = json.loads(text)      # raises json's own error for text that is not JSON
+    if '"$' in text and isinstance(reply, dict):
+        for outcome in reply.get("results", ()):
+            if isinstance(outcome, dict) and "value" in outcome:
+                outcome["value"] = untag(outcome["value"])
+    return reply
+
+
+def _untag_int(text):
+    return int(text, 16) if text.lstrip("-").startswith("0x") else int(text)
+
+
+_UNTAG = {"$int": _untag_int, "$float": float,
+          "$dict": lambda pairs: {k: untag(v) for k, v in pairs}}
+
+
+def untag(value):
+    """A tool's value as the program sees it: the host's tags for what JSON cannot carry
+    (`values.py`: `{"$int": "<digits>"}` beyond 64 bits, `{"$float": "nan"}` and the
+    infinities and -0.0, `{"$dict": [[key, value]]}` for a tool's own one-key dict whose
+    key is a tag) become the `int`, `float` and `dict` they stand for, at any depth."""
+    if isinstance(value, list):
+        return [untag(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        [(tag, body)] = value.items()
+        decode = _UNTAG.get(tag)
+        if decode is not None:
+            return decode(body)
+    return {key: untag(item) for key, item in value.items()}
 
 
 _NOT_OK = object()
@@ -364,7 +394,7 @@ def _ok_value(text, call_id):
         except (StopIteration, ValueError):
             return _NOT_OK
         if end == len(text) - 3:
-            return value
+            return untag(value) if '"$' in text else value
     return _NOT_OK
 _INT_RANGE = (-(2**63), 2**63)
 _INT_MIN, _INT_MAX = _INT_RANGE
