@@ -23,9 +23,11 @@ even if it kills this process.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 from typing import Any, BinaryIO
@@ -185,6 +187,42 @@ def _left_running() -> bool:
                for t in threading.enumerate())
 
 
+def _shared_state() -> tuple[Any, ...]:
+    """A fingerprint of interpreter-wide state a run could change through the modules it
+    may use and a later run could read: the registries of the abstract classes of those
+    modules, the decimal module's shared contexts, the warnings filters, the modules loaded,
+    the recursion limit. A run after which it differs retires this worker (`Done.recycle`):
+    the tier refuses the known ways in (`register` on a class the program did not define),
+    this catches the ones it does not know."""
+    import abc
+    import decimal
+    import warnings
+
+    registries = tuple(len(abc._get_dump(cls)[0])  # type: ignore[attr-defined]
+                       for cls in _abstract_classes())
+    contexts = tuple(repr(c) for c in (decimal.DefaultContext, decimal.BasicContext,
+                                       decimal.ExtendedContext))
+    return (registries, contexts, id(warnings.filters), len(warnings.filters),
+            len(sys.modules), sys.getrecursionlimit())
+
+
+@functools.cache
+def _abstract_classes() -> tuple[type, ...]:
+    """The abstract classes the tier's modules define (looked up once: the modules are
+    imported when the worker starts)."""
+    import abc
+
+    from ._restricted_modules import ALLOWED_MODULES
+
+    found: dict[int, type] = {}
+    for name in sorted(ALLOWED_MODULES):
+        module = sys.modules.get(name)
+        for value in vars(module).values() if module is not None else ():
+            if isinstance(value, abc.ABCMeta):
+                found[id(value)] = value
+    return tuple(found.values())
+
+
 def run_one(request: RunRequest, jobs: BinaryIO, reports: _Reports) -> Done:
     """One run under the OS limits; `Done.recycle` when this process should not be reused.
     Its output went to the host as `Output` messages (the outcome's stdout and stderr are
@@ -192,7 +230,7 @@ def run_one(request: RunRequest, jobs: BinaryIO, reports: _Reports) -> Done:
     at the cap, so nothing is cut twice)."""
     global _current_cancel
     limits = request.limits
-    baseline = _rss_bytes()
+    baseline, state = _rss_bytes(), _shared_state()
     set_run_limits(limits.memory_bytes, limits.wall_clock_s)
     channel = _Channel(jobs, reports)
     cancel = _current_cancel = threading.Event()
@@ -204,7 +242,8 @@ def run_one(request: RunRequest, jobs: BinaryIO, reports: _Reports) -> Done:
     finally:
         channel.close()
         _current_cancel = None
-    recycle = _left_running() or _rss_bytes() - baseline > limits.memory_bytes
+    recycle = (_left_running() or _rss_bytes() - baseline > limits.memory_bytes
+               or _shared_state() != state)
     outcome = msgspec.structs.replace(outcome, stdout="", stderr="", cut=(), full=None)
     return Done(outcome=outcome, recycle=recycle)
 
@@ -230,7 +269,22 @@ def _private_streams() -> tuple[BinaryIO, BinaryIO]:
     return jobs, reports
 
 
+def _import_the_tier_s_modules() -> None:
+    """Import every module a program may use now, so that a run's first import of one does
+    not count as a change of shared state (`_shared_state`)."""
+    import importlib
+
+    from ._restricted_modules import ALLOWED_MODULES
+
+    for name in sorted(ALLOWED_MODULES):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def main() -> None:
+    _import_the_tier_s_modules()
     jobs, stream = _private_streams()
     reports = _Reports(stream)
     signal.signal(signal.SIGUSR1, _cancel)

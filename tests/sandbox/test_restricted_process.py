@@ -174,3 +174,46 @@ def test_a_fresh_workers_first_run_may_print_past_a_mebibyte():
         fresh.close()
     assert outcome.status == "ok", outcome.error
     assert outcome.full is not None and len(outcome.full.stdout) == 3_000_001
+
+
+# What a run can change for the whole interpreter through the modules it may use, and a
+# later run would see. Each `change` program changes it; each `probe` reads it back.
+SHARED_STATE = {
+    "abc-registration": ("import collections.abc\ncollections.abc.Sequence.register(int)",
+                         "import collections.abc\nprint(isinstance(5, collections.abc.Sequence))"),
+    "numbers-registration": ("import numbers\nnumbers.Integral.register(str)",
+                             "import numbers\nprint(isinstance('x', numbers.Integral))"),
+    "decimal-default-context": ("import decimal\ndecimal.DefaultContext.clear_traps()",
+                                "import decimal\nprint(decimal.DefaultContext.traps["
+                                "decimal.DivisionByZero])"),
+    "io-registration": ("import io\nio.IOBase.register(dict)",
+                        "import io\nprint(isinstance({}, io.IOBase))"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SHARED_STATE))
+def test_what_a_run_changes_for_the_interpreter_no_later_run_sees(name):
+    change, probe = SHARED_STATE[name]
+    one = WorkerPool(max_runs=100, keep_idle=1)
+    try:
+        sandbox = RestrictedProcessSandbox(one)
+        before = run(sandbox, probe).stdout
+        run(sandbox, change)                         # refused, or run and forgotten
+        assert run(sandbox, probe).stdout == before, name
+    finally:
+        one.close()
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_STATE))
+def test_the_in_process_tier_leaves_the_host_s_interpreter_as_it_was(name):
+    import collections.abc
+    import io
+    import numbers
+
+    change, _probe = SHARED_STATE[name]
+    outcome = run(RestrictedSandbox(), change)
+    if name.endswith("registration"):        # refused: it would change the host itself
+        assert outcome.status == "error" and '"register" of' in outcome.error.message
+    assert not isinstance(5, collections.abc.Sequence)
+    assert not isinstance("x", numbers.Integral) and not isinstance({}, io.IOBase)
