@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from codemode.pipeline import ApprovalDecision, PendingApproval, RunContext, Session, events
+from codemode.pipeline import (
+    ApprovalDecision,
+    PendingApproval,
+    Resumption,
+    RunContext,
+    Session,
+    events,
+)
 from codemode.sandbox import SubCall, SubCallBatch, SubCallErr, SubCallOutcome, SubCallReply
 
 from .approvals import _RunApprovals
@@ -173,3 +180,20 @@ def _not_as_shown(call: SubCall, shown: PendingApproval | None) -> str | None:
     if shown.tool_name != call.name or msgspec.json.encode(call.arguments) != arguments:
         return f"where the request {shown.id} showed {shown.tool_name}({arguments.decode()})"
     return None
+
+
+def replay_of(resumption: Resumption | None, code: str,
+               earlier: dict[int, EarlierAnswer] | None = None) -> Replay | None:
+    """The replay a resumption asks for, its state checked: a state that does not decode,
+    or holds another program than the call's `code`, is refused. `earlier`: what
+    resumptions that crashed already settled (`Replay.earlier`)."""
+    if resumption is None:
+        return None
+    try:
+        record = msgspec.convert(resumption.state, RunRecord)
+    except msgspec.ValidationError as exc:
+        raise ReplayDiverged(f"the paused run's record cannot be read: {exc}") from None
+    if record.code != code:
+        raise ReplayDiverged("the paused run's record holds another program than its call")
+    return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
+                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {})

@@ -20,7 +20,6 @@ from msgspec import UNSET
 
 from codemode.pipeline import (
     HarnessError,
-    Resumption,
     RunContext,
     Session,
     Signal,
@@ -48,9 +47,9 @@ from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .output import FullOutputs, OnRunOutput, cut_json, loop_output
 from .paging import READ_OUTPUT, READ_OUTPUT_SPEC, page_reader
 from .render import _failure_message, _labels_line, _render
-from .replay import EarlierAnswer, ReplayDiverged, RunRecord, earlier_answers
-from .resumed import Replay
-from .seal import SealKey
+from .replay import ReplayDiverged, earlier_answers
+from .resumed import Replay, replay_of
+from .seal import ResumeTampered, SealKey, SealKeyError
 from .stubs import ToolStub, build_stubs
 from .typecheck import DEFAULT_TYPE_CHECK, TypeCheck, TypeChecker, TypeCheckError, warned
 from .waiting import ended, run_waiters
@@ -461,14 +460,14 @@ class CodeMode:
             raise
 
     def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
-        """The replay of a resumed run (`_replay_of`), with the answers of its resumptions
+        """The replay of a resumed run (`resumed.replay_of`), with the answers of its resumptions
         that crashed, read from the session's log."""
         resumption = ctx.resumption
         if resumption is None:
             return None
         earlier = earlier_answers(self.session.log.read(), resumption.run_id,
                                   ctx.execution.call_id, self.seal_key)
-        return _replay_of(resumption, code, earlier)
+        return replay_of(resumption, code, earlier)
 
     def _records_runs(self, agent: str | None) -> bool:
         """Whether runs record clocks and randomness for a replay: when they can pause
@@ -479,13 +478,23 @@ class CodeMode:
         return self.session.may_ask(agent) and not self.session.has_approver(agent)
 
     def _check_seal(self, args: dict[str, Any], ctx: RunContext) -> None:
-        """Raises:
-            ResumeTampered: the paused run's record is not the one `run_code` sealed."""
+        """Check the paused run's record before anything of it is used. A failed check
+        uses nothing up: the record is logged again, unchanged, so that the right key (a
+        wrong one, a key file refused) can still resume the run; a changed record fails
+        again, whatever key.
+
+        Raises:
+            ResumeTampered: the paused run's record is not the one `run_code` sealed.
+            SealKeyError: the key cannot be used (`SealKey`)."""
         resumption = ctx.resumption
         assert resumption is not None
-        self.seal_key.check(run_id=resumption.run_id, name=RUN_CODE, arguments=dict(args),
-                            requests=resumption.requests, state=resumption.state,
-                            agent=ctx.execution.agent)
+        try:
+            self.seal_key.check(run_id=resumption.run_id, name=RUN_CODE, arguments=dict(args),
+                                requests=resumption.requests, state=resumption.state,
+                                agent=ctx.execution.agent)
+        except (ResumeTampered, SealKeyError):
+            self._suspend_again(args, ctx)
+            raise
 
     def _suspend_again(self, args: dict[str, Any], ctx: RunContext) -> None:
         """Log the resumption's suspension again, unchanged, so that it can be resumed."""
@@ -557,23 +566,6 @@ def _labelled(value: dict[str, Any], flow: RunFlow) -> dict[str, Any]:
     if labels:
         value["labels"] = labels
     return value
-
-
-def _replay_of(resumption: Resumption | None, code: str,
-               earlier: dict[int, EarlierAnswer] | None = None) -> Replay | None:
-    """The replay a resumption asks for, its state checked: a state that does not decode,
-    or holds another program than the call's `code`, is refused. `earlier`: what
-    resumptions that crashed already settled (`Replay.earlier`)."""
-    if resumption is None:
-        return None
-    try:
-        record = msgspec.convert(resumption.state, RunRecord)
-    except msgspec.ValidationError as exc:
-        raise ReplayDiverged(f"the paused run's record cannot be read: {exc}") from None
-    if record.code != code:
-        raise ReplayDiverged("the paused run's record holds another program than its call")
-    return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
-                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {})
 
 
 def _why_diverged(dispatcher: SubCallDispatcher, outcome: RunOutcome) -> str:

@@ -177,7 +177,7 @@ def _checked(key: bytes, where: str) -> bytes:
                            f"(got {len(key)})")
     bits = _entropy_bits(key)
     if bits < MIN_KEY_ENTROPY_BITS:
-        raise SealKeyError(f"{where}: the seal key is too predictable (about {bits:.0f} bits "
+        raise SealKeyError(f"{where}: the seal key is too predictable (about {int(bits)} bits "
                            f"of entropy in its bytes, at least {MIN_KEY_ENTROPY_BITS} needed); "
                            "use random bytes, e.g. `python -c 'import secrets; "
                            "print(secrets.token_hex(32))'`")

@@ -265,9 +265,14 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
                                            "did not run and no tool was called",
                                            traceback=format_errors(source, type_errors)),
                          **common)
-    if outcome is None:
-        error = ErrorReport(type=type(failure).__name__ if failure else "RuntimeError",
-                            message=str(failure) if failure else "the sandbox did not run")
+    if outcome is None:               # the run failed before its sandbox: say why, when known
+        if failure is not None:
+            error = ErrorReport(type=type(failure).__name__, message=str(failure))
+        elif detail is not None:
+            error = ErrorReport(type=detail.info.name if detail.info else "CallFailed",
+                                message=detail.message)
+        else:
+            error = ErrorReport(type="RuntimeError", message="the sandbox did not run")
         return RunReport(ok=False, kind="sandbox_error", code="runtime", limit=None,
                          stdout="", stderr="", value=None, error=error, **common)
     value = None if outcome.value is UNSET else outcome.value

@@ -236,8 +236,17 @@ def test_resume_refuses_a_record_changed_in_the_log_and_runs_no_tool(
     with pytest.MonkeyPatch.context() as env:
         env.setenv("CODEMODE_SEAL_KEY", OTHER_KEY.decode())
         foreign = codemode("resume", str(copy), run_id, *tools, "--approve-all", "--json")
+        env.setenv("CODEMODE_SEAL_KEY", "e" * 40)               # a key refused outright
+        weak = codemode("resume", str(copy), run_id, *tools, "--approve-all", "--json")
     assert report(foreign)["kind"] == "resume_tampered"
+    assert weak.returncode != 0 and b"too predictable" in weak.stdout + weak.stderr
     assert counts_of(counts) == before
+    # neither failed check used the paused run up: the right key resumes it
+    again = codemode("resume", str(copy), run_id, *tools, "--approve-all", "--json")
+    assert report(again)["kind"] == "ok", again.stderr.decode()
+    assert counts_of(counts)["step_b"] == 1
+    copy.unlink()
+    before = counts_of(counts)
     resumed = codemode("resume", str(original), run_id, *tools, "--approve-all", "--json")
     assert report(resumed)["kind"] == "ok", resumed.stderr.decode()
-    assert counts_of(counts)["step_b"] == 1
+    assert counts_of(counts)["step_b"] == before["step_b"] + 1
