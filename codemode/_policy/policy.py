@@ -377,6 +377,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                         output_paging=self.output_paging, type_check=self.type_check)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
+            mode.decide = self.decide       # what a dry run's plan says of each call
         return mode
 
     def _check_pauses_resumable(self, session: Session, tools: list[str]) -> None:
