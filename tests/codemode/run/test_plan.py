@@ -152,3 +152,16 @@ def test_a_value_from_a_schema_is_the_simplest_it_accepts() -> None:
     assert from_schema(schema) == {"id": "", "tags": [], "n": 0, "kind": "a"}
     with pytest.raises(ValueError):
         from_schema({"$ref": "#/$defs/X"})
+
+
+@pytest.mark.slow
+async def test_the_policy_says_which_tools_only_read_and_wins_over_the_definition() -> None:
+    outbox: list[dict[str, Any]] = []
+    program = """\
+        list_inbox()
+        send_email(to="a@b.c", subject="s", body="b")
+        """
+    plan = await plan_of(program, mailbox_tools(outbox),
+                         {"read_only": ["send_*"], "changes": ["list_inbox"]})
+    assert [e.tool for e in plan.entries] == ["list_inbox"]
+    assert outbox == [{"to": "a@b.c", "subject": "s", "body": "b"}]
