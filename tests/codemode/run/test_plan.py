@@ -9,12 +9,23 @@ import textwrap
 from typing import Any
 
 import mcp.types
+import msgspec
 import pytest
 
-from codemode import Plan, PlanFailed, Policy, Session, tool
+from codemode import (
+    Plan,
+    PlanFailed,
+    Policy,
+    ResumeTampered,
+    Session,
+    approve_plan,
+    run_approved,
+    tool,
+)
 from codemode._mcp.listing import tool_definition
 from codemode._run.plan import SIMULATED, from_schema
 from codemode.fixtures.mailbox import mailbox_tools
+from codemode.pipeline import events, thaw
 from codemode.pipeline.log import MemoryLog
 
 FIVE_MAILS = """\
@@ -165,3 +176,74 @@ async def test_the_policy_says_which_tools_only_read_and_wins_over_the_definitio
                          {"read_only": ["send_*"], "changes": ["list_inbox"]})
     assert [e.tool for e in plan.entries] == ["list_inbox"]
     assert outbox == [{"to": "a@b.c", "subject": "s", "body": "b"}]
+
+
+async def approved_run(program: str, change: Any = None, deny: dict[int, str] | None = None
+                       ) -> tuple[Any, list[dict[str, Any]], Any]:
+    """Plan `program`, approve the plan (denying `deny`), then run `program` changed by
+    `change` (None: as planned) under the approval: (result, outbox, the log's events)."""
+    outbox: list[dict[str, Any]] = []
+    log = MemoryLog()
+    session = Session(tools=mailbox_tools(outbox), log=log)
+    mode = Policy.from_data(POLICY).apply(session)
+    try:
+        plan = await mode.plan(textwrap.dedent(program))
+        approval = approve_plan(mode, plan, deny=deny or {})
+        if change is not None:
+            approval = change(approval)
+        result = await run_approved(mode, approval)
+        return result, outbox, log.read()
+    finally:
+        await session.aclose()
+
+
+@pytest.mark.slow
+async def test_one_approval_sends_five_mails_once_each_without_pausing() -> None:
+    result, outbox, log = await approved_run(FIVE_MAILS)
+    assert not result.is_error and result.value.get("status") != "pending", result.text
+    assert [m["to"] for m in outbox] == [
+        f"{n}@example.com" for n in ["ann", "bob", "cy", "dee", "eve"]]
+    assert not any(isinstance(e, events.ToolSuspended) for e in log)
+
+
+@pytest.mark.slow
+async def test_a_denied_entry_is_a_binding_rejection_and_the_others_run() -> None:
+    program = FIVE_MAILS.replace('send_email(', 'try:\n            send_email(').replace(
+        'body="Hi " + name)', 'body="Hi " + name)\n        except ToolDenied as e:\n'
+        '            print("refused", e)')
+    result, outbox, _ = await approved_run(program, deny={2: "not bob"})
+    assert not result.is_error, result.text
+    assert [m["to"] for m in outbox] == [
+        f"{n}@example.com" for n in ["ann", "cy", "dee", "eve"]]
+    [refused] = [line for line in result.value["logs"] if line.startswith("refused")]
+    assert "not bob (plan approval " in refused and ", entry 2)" in refused
+
+
+@pytest.mark.slow
+async def test_a_call_that_leaves_the_plan_pauses_on_that_call_alone() -> None:
+    program = FIVE_MAILS
+    outbox: list[dict[str, Any]] = []
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
+    mode = Policy.from_data(POLICY).apply(session)
+    try:
+        plan = await mode.plan(textwrap.dedent(program))
+        approval = approve_plan(mode, plan)
+        changed = msgspec.structs.replace(approval, code=textwrap.dedent(
+            program.replace('"eve"', '"mallory"')))
+        with pytest.raises(ResumeTampered):
+            await run_approved(mode, changed)                # the seal binds the program
+        assert outbox == []
+        # the same approval, with the last entry's arguments no longer what the run sends
+        last = approval.entries[-1]
+        sealed = approve_plan(mode, msgspec.structs.replace(plan, entries=[
+            *plan.entries[:-1],
+            msgspec.structs.replace(plan.entries[-1], arguments={**last.arguments,
+                                                                 "to": "x@example.com"})]))
+        result = await run_approved(mode, sealed)
+        value = thaw(result.value)
+        assert value["status"] == "pending", result.text
+        [request] = value["approvals"]
+        assert request["arguments"]["to"] == "eve@example.com"
+        assert len(outbox) == 4
+    finally:
+        await session.aclose()
