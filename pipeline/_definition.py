@@ -71,6 +71,13 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             decide later calls on them (docs/codemode.md "Labels"). Empty: none.
         group: the toolset the tool comes from, for listings that group tools (an MCP
             server's name, set by the MCP client). Empty: none given.
+        read_only: the tool only reads: a call changes nothing (from ``@tool(read_only=
+            True)``, an MCP tool's ``readOnlyHint``). Default ``False``: a tool that says
+            nothing counts as changing something. A Code-Mode dry run runs read-only tools
+            and simulates the others (docs/codemode.md "Plan before the run").
+        simulate: ``(args) -> value``, the value a dry run gives the program instead of
+            running the tool (a tool with effects only). ``None``: a value built from
+            ``output_schema``, else a marker.
 
     Raises:
         ValueError: a bad name or timeout, or ``parameters``/``output_schema`` is not a JSON
@@ -96,6 +103,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     arguments_fit: Callable[[Any], bool] | None = None
     output_fits: Callable[[Any], bool] | None = None
     convert_output: Callable[[Any], Any] | None = None
+    read_only: bool = False
+    simulate: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -111,6 +120,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
             raise TypeError(f"tool {self.name!r}: parameters must be a JSON Schema object")
         if not callable(self.execute):
             raise TypeError(f"tool {self.name!r}: execute must be callable")
+        if self.simulate is not None and not callable(self.simulate):
+            raise TypeError(f"tool {self.name!r}: simulate must be callable")
         if self.convert_output is not None and not callable(self.convert_output):
             raise TypeError(f"tool {self.name!r}: convert_output must be callable")
         if self.timeout_ms is not None and (
@@ -229,6 +240,8 @@ def tool(
     present_result: Callable[[Any, Any], Any] | None = None,
     show_traceback: bool = False,
     labels: Iterable[str] = (),
+    read_only: bool = False,
+    simulate: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
 
@@ -248,6 +261,8 @@ def tool(
     present_result: Callable[[Any, Any], Any] | None = None,
     show_traceback: bool = False,
     labels: Iterable[str] = (),
+    read_only: bool = False,
+    simulate: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Build a ``ToolDefinition`` from a typed function (sync or async).
 
@@ -273,6 +288,8 @@ def tool(
     - ``present_call``/``present_result`` are called only for arguments that validate and
       return ``None`` (generic card) on any problem: they never raise.
     - ``labels``: what the tool's results carry (``ToolDefinition.labels``).
+    - ``read_only``/``simulate``: the tool only reads; the value a dry run gives instead
+      of running a tool with effects (``ToolDefinition.read_only``, ``.simulate``).
     - ``show_traceback``: the body's traceback shown with its failure
       (``ToolDefinition.show_traceback``); by default only the log and ``logging`` keep it.
 
@@ -295,6 +312,8 @@ def tool(
             present_result=present_result,
             show_traceback=show_traceback,
             labels=frozenset(labels),
+            read_only=read_only,
+            simulate=simulate,
         )
 
     return build(fn) if fn is not None else build
@@ -316,6 +335,8 @@ def _build_tool(
     present_result: Callable[[Any, Any], Any] | None,
     show_traceback: bool = False,
     labels: frozenset[str] = frozenset(),
+    read_only: bool = False,
+    simulate: Callable[[Any], Any] | None = None,
 ) -> ToolDefinition:
     tool_name = name or func.__name__
     hints = typing.get_type_hints(func, include_extras=True)
@@ -439,6 +460,8 @@ def _build_tool(
         present_result=soft(present_result),
         show_traceback=show_traceback,
         labels=labels,
+        read_only=read_only,
+        simulate=simulate,
         arguments_fit=fits,
         output_fits=None if output_schema is None else output_fits,
         convert_output=to_json,

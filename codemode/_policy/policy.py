@@ -84,7 +84,7 @@ from typing import Any, Literal
 import msgspec
 import msgspec.inspect
 
-from codemode.pipeline import Allow, Ask, Deny, Session
+from codemode.pipeline import Allow, Ask, Deny, Session, ToolDefinition
 from codemode.sandbox import Sandbox, SandboxLimits
 
 from .._run.budget import DEFAULT_DESCRIPTION_BUDGET, MIN_DESCRIPTION_BUDGET
@@ -222,6 +222,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             `search_tools` and `describe`.
         type_check: "enforce" (the default), "warn" or "off": `CodeMode(type_check=...)`,
             the check of each program against its tools' stubs before it runs.
+        read_only, changes: fnmatch globs over tool names: the tools that only read, and
+            those that change something, whatever their definitions say (`changes` wins
+            over `read_only`, both over `ToolDefinition.read_only`): a dry run runs the
+            first and plans the others (docs/codemode.md "Plan before the run").
     """
 
     tier: Tier = "wasm"
@@ -233,6 +237,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     description: str = ""
     description_budget: int = DEFAULT_DESCRIPTION_BUDGET
     type_check: TypeCheck = DEFAULT_TYPE_CHECK
+    read_only: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.description_budget < MIN_DESCRIPTION_BUDGET:
@@ -377,7 +383,17 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                         output_paging=self.output_paging, type_check=self.type_check)
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
+            mode.decide = self.decide       # what a dry run's plan says of each call
+        if self.read_only or self.changes:
+            mode.read_only = self._reads_only
         return mode
+
+    def _reads_only(self, definition: ToolDefinition) -> bool:
+        """Whether a dry run runs `definition`'s tool: `changes`, then `read_only`, then the
+        definition say."""
+        def matches(globs: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(definition.name, glob) for glob in globs)
+        return not matches(self.changes) and (matches(self.read_only) or definition.read_only)
 
     def _check_pauses_resumable(self, session: Session, tools: list[str]) -> None:
         """Raises:

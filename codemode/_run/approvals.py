@@ -17,6 +17,7 @@ from codemode.pipeline import (
     Session,
 )
 
+from .plan_approval import APPROVED, Grants
 from .subcalls import _Slot
 
 
@@ -32,6 +33,7 @@ class _RunApprovals:
         self._run_id = run_id
         self._slots = slots
         self._decisions = decisions
+        self._grants = Grants(APPROVED.get())    # a plan approval the run follows, if any
 
     def decision_for(self, request_id: str) -> ApprovalDecision | None:
         """The decision given for `request_id`, if any (not used up by looking)."""
@@ -44,6 +46,13 @@ class _RunApprovals:
             slot.reason = request.reason
         decision = self._decisions.pop(key, None)
         channel = self._session.approval
+        granted = self._grants.answer(request.tool_name, slot.sub.arguments) \
+            if slot is not None and decision is None else None
+        if granted is not None:
+            if isinstance(channel, ApprovalService) and self._session.turn_open \
+                    and channel.record(request, granted.outcome) != granted.outcome:
+                return ApprovalAnswer("rejected", granted.reason)
+            return granted
         if decision is not None:
             outcome: ApprovalOutcome = "allowed-once" if decision.approved else "rejected"
             if isinstance(channel, ApprovalService) and self._session.turn_open \

@@ -46,6 +46,7 @@ from .dispatch import HostAnswer, SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .output import FullOutputs, OnRunOutput, cut_json, loop_output
 from .paging import READ_OUTPUT, READ_OUTPUT_SPEC, page_reader
+from .plan import PLANNING, Decide, Plan, dry_run, make_plan, plan_read_only
 from .render import _failure_message, _labels_line, _render
 from .replay import ReplayDiverged, earlier_answers
 from .resumed import Replay, replay_of
@@ -190,6 +191,9 @@ class CodeMode:
         ValueError: `description_budget` is below `MIN_DESCRIPTION_BUDGET` (4,000), or
             `type_check` is none of the three.
     """
+
+    decide: Decide | None = None     # the rules a plan's entries say (`Policy.apply`)
+    read_only: Callable[[ToolDefinition], bool] = staticmethod(plan_read_only)
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
                  limits: SandboxLimits | None = None,
@@ -367,6 +371,10 @@ class CodeMode:
             return definition.labels if definition is not None else frozenset()
         return labeller(self.label_rules, definition_labels)
 
+    async def plan(self, code: str, *, agent: str | None = None) -> Plan:
+        """A dry run of `code`: a `Plan` (`plan.make_plan`; raises `PlanFailed`)."""
+        return await make_plan(self, code, agent)
+
     # ---- the body ------------------------------------------------------------------------
 
     async def _execute(self, args: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -395,6 +403,8 @@ class CodeMode:
         if self.output_paging:
             host_answered[READ_OUTPUT] = page_reader(self._full.get, reads)
             specs = (*specs, READ_OUTPUT_SPEC)
+        exposed = dry_run(PLANNING.get(), definitions, exposed, host_answered, self,
+                          lambda: flow)
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay, seal=self.seal_key,

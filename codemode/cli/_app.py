@@ -1,5 +1,5 @@
-"""The `codemode` command line: `run`, `resume`, `demo`, `describe`, `eval`, `serve`, `log`
-and `cache`.
+"""The `codemode` command line: `run`, `resume`, `demo`, `describe`, `plan`, `eval`, `serve`,
+`log` and `cache`.
 
     codemode run PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
                               [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
@@ -8,6 +8,8 @@ and `cache`.
                                [--deny-all] [--tools MODULE:ATTR]... [--mcp CMD]...
                                [--builtin] [--policy FILE] [--json] [--table/--no-table]
     codemode demo [--log FILE]
+    codemode plan PROGRAM.py [--tools MODULE:ATTR]... [--builtin] [--policy FILE] [--json]
+                                                                       (_plan.py)
     codemode describe [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin] [--policy FILE]
                       [--mode code|both] [--json]                      (_describe.py)
     codemode eval CORPUS... --policy FILE [--policy FILE...] [--tools MODULE:ATTR]...
@@ -57,6 +59,7 @@ from ._options import (
     load_policy,
     usage_error,
 )
+from ._plan import PLAN_HELP, PLAN_SHORT_HELP, plan_command
 from ._serve import SERVE_SHORT_HELP, serve_command
 from ._stop import stopping
 
@@ -466,6 +469,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 app.command("describe", cls=_Command, help=DESCRIBE_HELP,
             short_help=DESCRIBE_SHORT_HELP)(describe_command)
 app.command("eval", cls=_Command, help=EVAL_HELP, short_help=EVAL_SHORT_HELP)(eval_command)
+app.command("plan", cls=_Command, help=PLAN_HELP, short_help=PLAN_SHORT_HELP)(plan_command)
 app.command("serve", cls=_Command, short_help=SERVE_SHORT_HELP)(serve_command)
 app.add_typer(log_app, name="log")     # `codemode log check|show FILE` (_log.py)
 app.add_typer(cache_app, name="cache")   # `codemode cache list|prune` (_cache.py)

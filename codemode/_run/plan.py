@@ -1,0 +1,218 @@
+"""A dry run's plan (docs/codemode.md "Plan before the run").
+
+A dry run (`CodeMode.plan`) runs the program in the sandbox as usual. A tool that only
+reads (`ToolDefinition.read_only`) runs for real, through the whole pipeline; a tool with
+effects does not run: the program gets a simulated value instead, and the call becomes an
+entry of the `Plan`, with what the policy's rules would do with it. What makes a value
+simulated, in order: the definition's `simulate(args)`; else a value built from its
+`output_schema` (`from_schema`); else the marker `SIMULATED` names.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from codemode.pipeline import Allow, Ask, Deny, ToolDefinition
+from codemode.sandbox import SubCall, SubCallErr, SubCallOk, SubCallOutcome
+
+from .labels import RunFlow
+
+__all__ = ["SIMULATED", "Plan", "PlanEntry", "PlanFailed", "from_schema"]
+
+SIMULATED = "$simulated"
+"""The key of the marker a program receives for a simulated call whose tool has neither a
+simulator nor an output schema: `{"$simulated": "<tool name>"}`."""
+
+Decide = Callable[[str, Any, "RunFlow | None"], "Allow | Deny | Ask | None"]
+"""The policy's rules for one call (`Policy.decide`): the first matching rule's decision."""
+
+Verdict = Literal["allow", "ask", "deny"]
+
+
+class PlanEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One call with effects the program made in a dry run, in the order it made them.
+
+    Attributes:
+        n: the entry's number in the plan (1 for the program's first call with effects).
+        tool, arguments: the call as the program made it.
+        decision: what the policy would do: "allow" (a rule allows, or none matches), "ask"
+            or "deny".
+        reason: the rule's reason ("" when none matched or it gave none).
+        labels: the labels the run held when it made the call (what label rules decide on).
+        simulated: how the program's value was made: "simulator", "schema" or "marker".
+        after_simulated: the program had received a simulated value before it made this
+            call, so the call (its arguments, or its being made at all) may depend on a
+            value the real run will not give.
+        quota: the quota use of the call; empty until the policy has quotas.
+    """
+
+    n: int
+    tool: str
+    arguments: Any
+    decision: Verdict
+    reason: str = ""
+    labels: list[str] = []
+    simulated: Literal["simulator", "schema", "marker"] = "marker"
+    after_simulated: bool = False
+    quota: dict[str, Any] = {}
+
+
+class Plan(msgspec.Struct, kw_only=True):
+    """What a program would do: its calls with effects, in order (`entries`).
+
+    Attributes:
+        code: the program.
+        entries: one `PlanEntry` per call of a tool with effects (none ran).
+        complete: False when a call came after the program had received a simulated value
+            (`PlanEntry.after_simulated`), or the program's end did: the real run may take
+            another path, so the plan may be incomplete.
+        value: the dry run's value (`run_code`'s value; its stdout and result were made
+            with simulated values).
+    """
+
+    code: str
+    entries: list[PlanEntry] = []
+    complete: bool = True
+    value: Any = None
+
+    def asked(self) -> list[PlanEntry]:
+        """The entries the policy would ask about, in order."""
+        return [e for e in self.entries if e.decision == "ask"]
+
+
+PLANNING: contextvars.ContextVar[Plan | None] = contextvars.ContextVar(
+    "codemode_planning", default=None)
+"""The plan of the dry run the current task is making (`CodeMode.plan` sets it)."""
+
+
+def from_schema(schema: Any, depth: int = 0) -> Any:
+    """The simplest value `schema` (a JSON Schema) accepts, as far as it can tell: an
+    object of its required properties, `[]`, `""`, `0`, `False`, `None`, a `const`, the
+    first `enum` value or the first branch of `anyOf`/`oneOf`. Raises ValueError for a
+    schema it cannot build from ($ref, or nesting past 20)."""
+    if not isinstance(schema, dict) or depth > 20 or "$ref" in schema:
+        raise ValueError("no value built from this schema")
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return from_schema(schema[key][0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0] if kind else None
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties", {})
+        return {name: from_schema(properties.get(name, {"type": "null"}), depth + 1)
+                for name in schema.get("required", [])}
+    simple = {"array": [], "string": "", "integer": 0, "number": 0,
+              "boolean": False, "null": None}
+    if kind in simple:
+        return simple[kind]
+    raise ValueError("no value built from this schema")
+
+
+class Planner:
+    """Answers a dry run's calls of tools with effects, and writes the plan.
+
+    Args:
+        plan: the plan the entries go to.
+        decide: the policy's rules (`CodeMode.decide`), or None: every call "allow".
+        flow: the run's labels (asked at each call).
+    """
+
+    def __init__(self, plan: Plan, decide: Decide | None, flow: Callable[[], RunFlow]) -> None:
+        self.plan = plan
+        self._decide = decide
+        self.flow = flow
+        self.simulated = False          # a simulated value has reached the program
+
+    def answer_for(self, definition: ToolDefinition) -> Callable[[SubCall], SubCallOutcome]:
+        """The host answer to a call of `definition` (a tool with effects)."""
+
+        def answer(call: SubCall) -> SubCallOutcome:
+            if call.invalid is not None:
+                return SubCallErr(id=call.id, code="INVALID_ARGS", message=call.invalid)
+            flow = self.flow()
+            decision = self._decide(definition.name, call.arguments, flow) \
+                if self._decide is not None else None
+            verdict: Verdict = ("deny" if isinstance(decision, Deny) else
+                                "ask" if isinstance(decision, Ask) else "allow")
+            reason = getattr(decision, "reason", None) or ""
+            value, how = _simulated(definition, call.arguments)
+            self.plan.entries.append(PlanEntry(
+                n=len(self.plan.entries) + 1, tool=definition.name, arguments=call.arguments,
+                decision=verdict, reason=reason, labels=sorted(flow.by_label()),
+                simulated=how, after_simulated=self.simulated))
+            if self.simulated:
+                self.plan.complete = False
+            self.simulated = True
+            if verdict == "deny":
+                return SubCallErr(id=call.id, code="DENIED",
+                                  message=f"denied by policy: {reason}" if reason
+                                  else f"denied by policy: {definition.name}")
+            return SubCallOk(id=call.id, value=value)
+
+        return answer
+
+
+def _simulated(definition: ToolDefinition, arguments: Any) -> tuple[Any, Any]:
+    if definition.simulate is not None:
+        return definition.simulate(arguments), "simulator"
+    if definition.output_schema is not None:
+        try:
+            return from_schema(definition.output_schema), "schema"
+        except ValueError:
+            pass
+    return {SIMULATED: definition.name}, "marker"
+
+
+def plan_read_only(definition: ToolDefinition) -> bool:
+    """Whether a dry run runs `definition`'s tool (`CodeMode.read_only`; a policy's
+    `read_only` and `effects` lists win over the definition's `read_only`)."""
+    return definition.read_only
+
+
+def dry_run(plan: Plan | None, definitions: list[ToolDefinition], exposed: dict[str, Any],
+            host_answered: dict[str, Any], mode: Any, flow: Callable[[], RunFlow]
+            ) -> dict[str, Any]:
+    """For a run that makes `plan` (None: a real run, nothing changes): puts in
+    `host_answered` a `Planner`'s answer for every exposed tool with effects
+    (`mode.read_only` false; `mode.decide` for the entries; `flow()` the run's labels), and
+    returns the exposed tools left to the pipeline (the read-only ones)."""
+    if plan is None:
+        return exposed
+    planner = Planner(plan, mode.decide, flow)
+    for definition in definitions:
+        if definition.name in exposed and not mode.read_only(definition):
+            host_answered[definition.name] = planner.answer_for(definition)
+    return {name: stub for name, stub in exposed.items()
+                     if name not in host_answered}
+
+
+async def make_plan(mode: Any, code: str, agent: str | None = None) -> Plan:
+    """`CodeMode.plan`: a dry run of `code` through `mode`'s `run_code`."""
+    plan = Plan(code=code)
+    token = PLANNING.set(plan)
+    try:
+        result = await mode.session.call(mode.definition.name, {"code": code}, agent=agent)
+    finally:
+        PLANNING.reset(token)
+    if result.is_error:
+        message = result.error.message if result.error is not None else "failed"
+        raise PlanFailed(f"dry run failed: {message}", plan=plan)
+    plan.value = result.value
+    return plan
+
+
+class PlanFailed(Exception):
+    """A dry run's program failed (or was refused); `plan` holds the entries it made."""
+
+    def __init__(self, message: str, *, plan: Plan) -> None:
+        super().__init__(message)
+        self.plan = plan

@@ -1,0 +1,142 @@
+"""One approval for a whole plan (docs/codemode.md "Plan before the run").
+
+`approve_plan` decides every entry of a `Plan` the policy would ask about at once (approved,
+or denied with a reason) and seals the decisions, bound to the program and to each entry's
+exact tool and arguments, with the `CodeMode`'s seal key (as a paused run's record is).
+`run_approved` checks the seal (`ResumeTampered` before anything runs) and runs the program
+for real: a call that asks and matches an unused approved entry (same tool, equal
+arguments) runs without another ask; one that matches a denied entry is a binding
+rejection with the entry's reason; a call that matches no entry goes through the policy as
+usual and can still pause the run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from codemode.pipeline import ApprovalAnswer, CallResult, thaw
+
+from .plan import Plan
+from .seal import ResumeTampered
+
+__all__ = ["ApprovedEntry", "PlanApproval", "approve_plan", "run_approved"]
+
+
+class ApprovedEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One decided entry: the plan's entry `n`, its tool and arguments, and the decision."""
+
+    n: int
+    tool: str
+    arguments: Any
+    approved: bool
+    reason: str = ""
+
+
+class PlanApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """The sealed decisions on a plan's asked entries (`approve_plan`); JSON-encodable
+    (`msgspec.json.encode`), so it may be stored and used by another process with the same
+    seal key.
+
+    Attributes:
+        id: this approval's id (random); the answers it gives name it.
+        code: the program it is for.
+        entries: the decided entries, in the plan's order.
+        seal: hex HMAC-SHA256 over the rest (`SealKey.sign`).
+    """
+
+    id: str
+    code: str
+    entries: tuple[ApprovedEntry, ...]
+    seal: str = ""
+
+
+APPROVED: contextvars.ContextVar[PlanApproval | None] = contextvars.ContextVar(
+    "codemode_plan_approval", default=None)
+"""The approval the current task's run follows (`run_approved` sets it)."""
+
+
+def _sign(mode: Any, approval: PlanApproval) -> str:
+    return str(mode.seal_key.sign(run_id=approval.id, name="plan", arguments={
+        "code": approval.code}, requests=approval.entries, state={}, agent=None))
+
+
+def approve_plan(mode: Any, plan: Plan, *, deny: Mapping[int, str] = {}) -> PlanApproval:
+    """Decide every entry of `plan` the policy would ask about: approved, except those whose
+    number (`PlanEntry.n`) `deny` maps to a reason. Sealed with `mode.seal_key`.
+
+    Raises:
+        ValueError: `deny` names an entry that is not an asked one.
+    """
+    import secrets  # here, not at the top: it loads OpenSSL, which only approvals need
+
+    asked = {e.n: e for e in plan.asked()}
+    unknown = sorted(set(deny) - set(asked))
+    if unknown:
+        raise ValueError(f"entries {unknown} are not entries the policy asks about "
+                         f"(those are {sorted(asked)})")
+    entries = tuple(ApprovedEntry(n=e.n, tool=e.tool, arguments=e.arguments,
+                                  approved=e.n not in deny, reason=deny.get(e.n, ""))
+                    for e in asked.values())
+    approval = PlanApproval(id=secrets.token_hex(8), code=plan.code, entries=entries)
+    return msgspec.structs.replace(approval, seal=_sign(mode, approval))
+
+
+async def run_approved(mode: Any, approval: PlanApproval, *,
+                       agent: str | None = None) -> CallResult:
+    """Run `approval.code` for real through `mode`'s `run_code`, following `approval`.
+
+    Returns:
+        The `run_code` call's result (it may still be a paused run, for calls that matched
+        no entry).
+    Raises:
+        ResumeTampered: the approval's seal does not match it (changed, or sealed with
+            another key); nothing ran.
+    """
+    import hmac
+
+    want = _sign(mode, msgspec.structs.replace(approval, seal=""))
+    if not hmac.compare_digest(approval.seal, want):
+        raise ResumeTampered(f"the plan approval {approval.id!r} was changed after it was "
+                             "given (its seal does not match, or another key sealed it); "
+                             "nothing ran")
+    token = APPROVED.set(approval)
+    try:
+        result: CallResult = await mode.session.call(
+            mode.definition.name, {"code": approval.code}, agent=agent)
+        return result
+    finally:
+        APPROVED.reset(token)
+
+
+class Grants:
+    """The entries of the approval a run follows, each used once, in order."""
+
+    def __init__(self, approval: PlanApproval | None) -> None:
+        self._approval = approval
+        self._unused = list(approval.entries) if approval is not None else []
+
+    def answer(self, tool: str, arguments: Any) -> ApprovalAnswer | None:
+        """The answer an asked call gets from the approval, or None (no entry matches)."""
+        if self._approval is None:
+            return None
+        for index, entry in enumerate(self._unused):
+            if entry.tool == tool and _same(entry.arguments, arguments):
+                del self._unused[index]
+                where = f"plan approval {self._approval.id}, entry {entry.n}"
+                if entry.approved:
+                    return ApprovalAnswer("allowed-once", f"approved by {where}")
+                return ApprovalAnswer("rejected", f"{entry.reason} ({where})"
+                                      if entry.reason else f"denied by {where}")
+        return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(msgspec.json.encode(a, order="sorted")
+                    == msgspec.json.encode(thaw(b), order="sorted"))
+    except (TypeError, ValueError):
+        return False

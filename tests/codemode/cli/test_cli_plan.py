@@ -1,0 +1,93 @@
+"""`codemode plan PROGRAM` (docs/codemode.md "Plan before the run"): the calls with effects a
+program would make, with the policy's decision, and none of them run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TOOLS = '''\
+from pathlib import Path
+from codemode import tool
+
+SENT = Path(__file__).with_name("sent.txt")
+
+@tool(read_only=True)
+def inbox() -> list[str]:
+    """The subjects in the inbox."""
+    return ["hello", "numbers"]
+
+@tool
+def send_email(to: str, body: str) -> str:
+    """Send a mail."""
+    with SENT.open("a") as f:
+        f.write(to + "\\n")
+    return "sent"
+
+TOOLS = [inbox, send_email]
+'''
+
+PROGRAM = """\
+for subject in inbox():
+    send_email(to=subject + "@example.com", body="re: " + subject)
+"""
+
+POLICY = """\
+[[rules]]
+tool = "send_email"
+action = "ask"
+reason = "mail leaves the house"
+"""
+
+
+def codemode(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codemode", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "mytools.py").write_text(TOOLS)
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    (tmp_path / "policy.toml").write_text(POLICY)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_plan_prints_each_send_with_the_policys_decision_and_sends_nothing(
+        project: Path) -> None:
+    done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--policy", "policy.toml",
+                    cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        '1. send_email({"body": "re: hello", "to": "hello@example.com"}) -> ask: '
+        'mail leaves the house',
+        '2. send_email({"body": "re: numbers", "to": "numbers@example.com"}) -> ask: '
+        'mail leaves the house',
+        "2 call(s) with effects, 2 to approve; later calls used simulated values, so the "
+        "real run may differ"]
+    assert not (project / "sent.txt").exists()
+    as_json = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--json", cwd=project)
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert [(e["tool"], e["decision"]) for e in data["entries"]] == [
+        ("send_email", "allow"), ("send_email", "allow")]
+    assert not (project / "sent.txt").exists()
+
+
+@pytest.mark.slow
+def test_a_failing_program_prints_what_it_planned_and_exits_1(project: Path) -> None:
+    (project / "bad.py").write_text(textwrap.dedent("""\
+        send_email(to="a@b.c", body="x")
+        raise RuntimeError("boom")
+        """))
+    done = codemode("plan", "bad.py", "--tools", "mytools:TOOLS", cwd=project)
+    assert done.returncode == 1
+    assert done.stdout.startswith('1. send_email({"body": "x", "to": "a@b.c"}) -> allow\n')
+    assert "boom" in done.stdout
+    assert not (project / "sent.txt").exists()
