@@ -439,7 +439,8 @@ class SubCallDispatcher(Replaying):
         code = rejection_code(result) if result.is_error else msgspec.UNSET
         answer: Any = msgspec.UNSET
         if self._resumed and code != "APPROVAL_PENDING":
-            answer = sealed_answer(self._seal, self.run_id, sub.sub_call_id, sub.arguments,
+            answer = sealed_answer(self._seal, self.run_id, sub.sub_call_id, sub.name,
+                                   sub.arguments,
                                    _answer_of(sub.guest_id, result, _body_ran(call),
                                               self._tagged(sub)))
         self._session.log.append(events.CodeDispatch(

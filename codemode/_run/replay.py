@@ -145,16 +145,24 @@ class EarlierAnswer(msgspec.Struct, frozen=True, kw_only=True):
         return call.name == self.name and sent == msgspec.json.encode(self.arguments)
 
 
-def sealed_answer(seal: SealKey | None, run_id: str, sub_call_id: str, arguments: Any,
-                  reply: SubCallOutcome) -> dict[str, Any]:
+def _answer_name(sub_call_id: str, tool: str) -> str:
+    """What an answer's seal binds besides the run and the arguments: the call (its sub-call
+    id, which holds the resuming call and its number) and the tool it called."""
+    return f"answer {sub_call_id} of {tool}"
+
+
+def sealed_answer(seal: SealKey | None, run_id: str, sub_call_id: str, tool: str,
+                  arguments: Any, reply: SubCallOutcome) -> dict[str, Any]:
     """What `tool/code-dispatch` keeps as `answer` for a resumed run's live call: `{"reply":
-    ..., "seal": ...}`, sealed like a paused run's record (`_seal`, the name `"answer
-    <sub-call id>"` keeps the two apart), so that a later resumption trusts only answers
-    `run_code` wrote. Without a key (a dispatcher made by hand) it is not sealed."""
+    ..., "seal": ...}`, sealed like a paused run's record over the run, the call (sub-call
+    id and number), the tool and the arguments (`_answer_name`), so that a later
+    resumption trusts only answers `run_code` wrote, each for the very call it answered (a
+    log writer cannot move one to another call or another tool). Without a key (a
+    dispatcher made by hand) it is not sealed."""
     state = {"reply": msgspec.to_builtins(reply)}
     if seal is None:
         return state
-    return seal.sealed(run_id=run_id, name=f"answer {sub_call_id}", arguments=arguments,
+    return seal.sealed(run_id=run_id, name=_answer_name(sub_call_id, tool), arguments=arguments,
                        requests=(), state=state, agent=None)
 
 
@@ -189,10 +197,12 @@ def earlier_answers(log: Iterable[events.Event], run_id: str, resuming: str,
             if not (sub_call_id.startswith(prefix) and number.isdigit()):
                 continue
             answer = settle.answer
-            if not isinstance(answer, dict):
+            # the number comes from the sealed event, never from a replay pointer alone: a
+            # forged `tool/code-replayed` cannot hand call 1's answer to call 2
+            if not isinstance(answer, dict) or settle.sub_call_id.rpartition(":")[2] != number:
                 continue
             try:
-                seal.check(run_id=run_id, name=f"answer {settle.sub_call_id}",
+                seal.check(run_id=run_id, name=_answer_name(settle.sub_call_id, settle.name),
                            arguments=settle.arguments, requests=(), state=answer, agent=None)
                 reply = msgspec.convert(answer.get("reply"), SubCallOutcome)
             except (ResumeTampered, msgspec.ValidationError):

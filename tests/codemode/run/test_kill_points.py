@@ -252,3 +252,4 @@ def test_an_answer_changed_in_the_log_is_not_trusted(
     reopen(log)
     finishes(log, run_id, tools)           # prints "b: step_b": the real answer, run again
     assert keys_run(counts)[f"{run_id}:2"] == 2
+
