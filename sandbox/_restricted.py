@@ -49,6 +49,10 @@ What differs, on purpose or because RestrictedPython refuses it:
   `SyntaxError` naming the rule).
 - Writes go only to the program's own objects (instances of classes it defined, its
   functions) and to plain containers; attribute writes on anything else raise `TypeError`.
+  A container held by a class the program did not define arrives as a per-run copy.
+- State the whole interpreter shares is out of reach: `register` of an ABC the program did
+  not define, a library function's `cache_info`/`cache_clear`, `abc.get_cache_token`
+  (`_restricted_guards._shared_state`).
 - No `sys.stdout`: `print` writes to the captured stdout; stderr carries `warnings.warn`.
 
 This module runs a program: the worker thread, its watchdog (deadline, process memory,

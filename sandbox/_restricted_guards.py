@@ -6,16 +6,20 @@ unpacking, in-place operators and `print` into calls of `_getattr_`, `_write_`,
 `_mul_`, `_pow_`, `_lshift_`; `_program_builtins` supplies them all for one run, with the
 plain builtins beside them. The guards follow the attribute-name rule, hand out modules as
 their views, let writes reach only the program's own objects and plain containers (else a
-`_ReadOnly` stand-in), refuse operations that would obviously allocate past the memory limit
-or multiply integers past `MAX_PRODUCT_BITS`, and make the builtins that consume iterators
-in C check the limits per item.
+`_ReadOnly` stand-in; a container held by a library class is a per-run copy), refuse
+interpreter-wide state (`STATEFUL_ATTRS` on what the program does not own), refuse
+operations that would obviously allocate past the memory limit or multiply integers past
+`MAX_PRODUCT_BITS`, and make the builtins that consume iterators in C check the limits per
+item.
 """
 
 from __future__ import annotations
 
+import abc
 import array
 import builtins
 import collections
+import copy
 import decimal
 import operator
 import types
@@ -29,7 +33,7 @@ from RestrictedPython.Guards import (
 )
 
 from ._restricted_modules import _Modules
-from ._restricted_policy import PROGRAM, _check_attr_name
+from ._restricted_policy import PROGRAM, STATEFUL_ATTRS, _check_attr_name
 from ._restricted_run import _Run
 from .guest.cm_guest import pending, settling
 
@@ -141,12 +145,51 @@ _PLAIN_BUILTINS = """
 """.split()
 
 
+def _program_function(ob: Any) -> bool:
+    """A function the program defined, or a wrapper (`functools.cache`) of one."""
+    ob = getattr(ob, "__wrapped__", ob) if not isinstance(ob, types.FunctionType) else ob
+    return isinstance(ob, types.FunctionType) and ob.__code__.co_filename == PROGRAM
+
+
+def _shared_state(ob: Any, name: str, owned: set[type]) -> None:
+    """Refuse the attributes of `STATEFUL_ATTRS` on what the program does not own: an
+    ABC's `register` (on `abc.ABCMeta` itself too) would change the host's class
+    registry, seen by every later run and by the host; a library function's cache
+    counters would tell a run what earlier runs called it with."""
+    if name not in STATEFUL_ATTRS:
+        return
+    if name == "register":
+        if (isinstance(ob, type) and issubclass(ob, abc.ABCMeta)) or (
+                isinstance(ob, abc.ABCMeta) and ob not in owned):
+            raise AttributeError(
+                '"register" is available in the sandbox only on an ABC the program '
+                "defined (registering with a library ABC changes the interpreter for every "
+                "later run); subclass the ABC instead")
+    elif not _program_function(ob) and hasattr(ob, "cache_info"):
+        raise AttributeError(f'"{name}" of a library function is not available in the '
+                             "sandbox (its cache is shared by every run)")
+
+
+def _unshared(ob: Any, name: str, value: Any, owned: set[type]) -> Any:
+    """`value`, or a copy of it when it is a mutable container kept as an attribute of a
+    class the program did not define (`calendar.HTMLCalendar.cssclasses`): changing it
+    would change that class for the host and for every later run."""
+    if not isinstance(value, _WRITABLE):
+        return value
+    cls = ob if isinstance(ob, type) else type(ob)
+    for klass in cls.__mro__:
+        if klass not in owned and vars(klass).get(name) is value:
+            return copy.copy(value)
+    return value
+
+
 def _program_builtins(run: _Run, modules: _Modules, owned: set[type]) -> dict[str, Any]:
 
     def getattr_(ob: Any, name: Any, *default: Any) -> Any:
         ob = pending.settle(ob)
         _check_attr_name(name, ob, owned)
-        value = getattr(ob, name, *default)
+        _shared_state(ob, name, owned)
+        value = _unshared(ob, name, getattr(ob, name, *default), owned)
         if name == "__name__" and type(value) is not str:
             raise AttributeError('"__name__" is readable in the sandbox only as a str')
         if isinstance(value, types.ModuleType):

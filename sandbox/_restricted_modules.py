@@ -22,7 +22,7 @@ import random
 import types
 from typing import Any
 
-from ._restricted_policy import _check_attr_name
+from ._restricted_policy import STATEFUL_ATTRS, _check_attr_name
 from ._restricted_run import _Run, _RunLoop
 from .guest.cm_guest import aio, introspect, modules, pending, runtime
 
@@ -100,7 +100,11 @@ _TYPES_NAMES = frozenset("""
 # Members left out of the views: setters of process-wide state, printers to the host's
 # streams, and functions that evaluate strings or read the host.
 _DROPPED = {
-    "calendar": {"setfirstweekday", "c", "prcal", "prmonth", "prweek", "main"},
+    "abc": {"get_cache_token"},                    # counts registrations in every run
+    # The Locale* calendars switch the process's locale (`locale.setlocale`) while they
+    # format, under every thread of the process.
+    "calendar": {"setfirstweekday", "c", "prcal", "prmonth", "prweek", "main",
+                 "different_locale", "LocaleTextCalendar", "LocaleHTMLCalendar"},
     "contextlib": {"redirect_stdout", "redirect_stderr", "chdir"},
     "csv": {"register_dialect", "unregister_dialect", "field_size_limit"},
     "enum": {"global_enum"},                       # writes into sys.modules[cls.__module__]
@@ -119,12 +123,20 @@ _ONLY = {"asyncio": _ASYNCIO_NAMES, "io": _IO_NAMES, "types": _TYPES_NAMES,
 _MUTABLE = (list, dict, set, bytearray)
 
 
+def _refuse_stateful(name: str) -> None:
+    if name in STATEFUL_ATTRS:
+        raise AttributeError(f'"{name}" cannot be reached through operator in the sandbox '
+                             "(it may change or read state the whole interpreter shares); "
+                             "use the attribute directly")
+
+
 def _safe_attrgetter(*names: str) -> Any:
     for dotted in names:
         if type(dotted) is not str:
             raise TypeError("attribute name must be a string")
         for part in dotted.split("."):
             _check_attr_name(part)
+            _refuse_stateful(part)
             if part in ("format", "format_map"):
                 raise NotImplementedError("Using the format*() methods of `str` is not safe")
     return operator.attrgetter(*names)
@@ -132,6 +144,7 @@ def _safe_attrgetter(*names: str) -> Any:
 
 def _safe_methodcaller(name: str, /, *args: Any, **kwargs: Any) -> Any:
     _check_attr_name(name)
+    _refuse_stateful(name)
     if name in ("format", "format_map"):
         raise NotImplementedError("Using the format*() methods of `str` is not safe")
     return operator.methodcaller(name, *args, **kwargs)

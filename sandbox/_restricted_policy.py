@@ -39,6 +39,14 @@ _EXCEPTION_ATTRS = frozenset({"__cause__", "__context__", "__suppress_context__"
 _CONTEXT_ATTRS = _NAMEDTUPLE_ATTRS | _EXCEPTION_ATTRS | {"__init__", "__name__"}
 
 
+# Attributes that change or read state of the whole interpreter when the object is not the
+# program's own: `register` of an ABC (its registry and the global ABC cache token), and the
+# counters and cache of a library function under `functools.lru_cache`. The guards decide
+# them against the object (`_restricted_guards._shared_state`); where only a name is known
+# (`operator.attrgetter`, `operator.methodcaller`) they are refused outright.
+STATEFUL_ATTRS = frozenset({"register", "cache_info", "cache_clear", "cache_parameters"})
+
+
 def _context_allows(name: str, target: Any, owned: set[type] | None) -> bool:
     if name == "__name__":
         return True                   # `_getattr_` hands it out only if it is a str
