@@ -20,12 +20,15 @@ would exceed. `QUOTA_EXCEEDED` is the code a refusal carries.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "quota_use"]
+from codemode.pipeline import Deny, events
+
+__all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "quota_listener", "quota_use",
+           "usage_from_log"]
 
 QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
 """The code of a call refused because it would exceed a quota."""
@@ -173,3 +176,85 @@ def quota_use(quotas: tuple[Quota, ...] | list[Quota], name: str,
             found.append(QuotaUse(index=index, quota=quota, measure="cost_budget",
                                   used=spent, limit=quota.cost_budget, needs=quota.unit_cost))
     return found
+
+
+# a sub-call that ended with one of these never reached its tool: it uses no quota
+_NOT_RUN = frozenset({"DENIED", QUOTA_EXCEEDED, "APPROVAL_PENDING", "ABORTED_BEFORE_DISPATCH",
+                      "UNKNOWN_TOOL", "INVALID_ARGS"})
+_RESUME = ":resume:"
+
+
+def run_of(call_id: str) -> str:
+    """The run id of a `run_code` call id: a resumption's `"<run id>:resume:<k>"` belongs to
+    the run `"<run id>"`."""
+    return call_id.split(_RESUME, 1)[0]
+
+
+def usage_from_log(log_events: Iterable[Any], run_id: str | None,
+                   exclude: str | None = None) -> Usage:
+    """The use so far, counted from the session log's events, so that a resumed or
+    crash-repaired run goes on counting from what its earlier parts used.
+
+    Args:
+        log_events: the session log's events (`session.log.read()`).
+        run_id: the run whose calls `Usage.run_calls` counts (its first `run_code` call id;
+            its resumptions' sub-calls count too); None: none (a direct call).
+        exclude: the id of the call being decided, whose own start is already logged.
+    Returns:
+        A `Usage`: each sub-call that started (`tool/code-dispatch-start`) and did not end
+        refused before its tool ran (denied, over quota, pending approval, unknown tool,
+        invalid arguments) counts once, in its run and in the session; each direct
+        `tool/call` counts in the session unless it ended `QUOTA_EXCEEDED`; result bytes are
+        those of the run's sub-call results' content encoded as JSON.
+    """
+    starts: dict[str, tuple[str, str]] = {}      # sub_call_id -> (name, run id)
+    refused: set[str] = set()
+    direct: dict[str, str] = {}
+    run_bytes: dict[str, int] = {}
+    for event in log_events:
+        if isinstance(event, events.CodeDispatchStart):
+            if event.sub_call_id != exclude:
+                starts[event.sub_call_id] = (event.name, run_of(event.parent_call_id))
+        elif isinstance(event, events.CodeDispatch):
+            if event.code in _NOT_RUN:
+                refused.add(event.sub_call_id)
+            elif run_id is not None and run_of(event.parent_call_id) == run_id:
+                run_bytes[event.name] = (run_bytes.get(event.name, 0)
+                                         + len(msgspec.json.encode(event.content)))
+        elif isinstance(event, events.ToolCall):
+            if event.call_id != exclude and event.name != "run_code":
+                direct[event.call_id] = event.name
+        elif (isinstance(event, events.ToolResult) and event.error is not msgspec.UNSET
+              and event.error.code == QUOTA_EXCEEDED):
+            direct.pop(event.call_id, None)
+    run_calls: dict[str, int] = {}
+    session_calls: dict[str, int] = {}
+    for sub_call_id, (name, run) in starts.items():
+        if sub_call_id in refused:
+            continue
+        session_calls[name] = session_calls.get(name, 0) + 1
+        if run_id is not None and run == run_id:
+            run_calls[name] = run_calls.get(name, 0) + 1
+    for name in direct.values():
+        session_calls[name] = session_calls.get(name, 0) + 1
+    return Usage(run_calls=run_calls, session_calls=session_calls,
+                 run_result_bytes=run_bytes)
+
+
+def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
+    """A `tools/pre-execute` listener refusing, with `Deny(code="QUOTA_EXCEEDED")`, a call
+    that would exceed one of `quotas`, counting from `session.log` (`usage_from_log`).
+    `Policy.apply` registers it after the rules' listener."""
+    async def enforce_quotas(execution: Any, next: Any) -> Any:
+        name = execution.name
+        if name != "run_code" and any(q.governs(name) for q in quotas):
+            call_id = execution.call_id
+            outer, is_sub, _ = call_id.rpartition(":code:")
+            usage = usage_from_log(session.log.read(), run_of(outer) if is_sub else None,
+                                   exclude=call_id)
+            for use in quota_use(quotas, name, usage):
+                if use.exceeded and (is_sub or use.measure == "per_session"):
+                    return Deny(use.message(name), code=QUOTA_EXCEEDED)
+        return await next()
+
+    return enforce_quotas
