@@ -23,17 +23,20 @@ from ._pending_state import PendingState, aborted
 from ._result import CallResult, ToolErrorDetail, text_block
 from ._schema import argument_problem
 from ._shield import own_cancellation
+from .events import ErrorInfo
 
 __all__ = ["AdmissionPhase", "denial"]
 
 
-def denial(reason: Any) -> CallResult:
-    """The failure of a call a guard or a ``Deny`` refused, for ``reason``."""
+def denial(reason: Any, code: str | None = None) -> CallResult:
+    """The failure of a call a guard or a ``Deny`` refused, for ``reason``; with ``code``,
+    its ``error.info`` is ``{name: "Denied", code}``."""
     message = reason if isinstance(reason, str) else message_of(reason)
+    info = None if code is None else ErrorInfo(name="Denied", code=code)
     return CallResult(
         is_error=True,
         content=(text_block(f"Error: {message}"),),
-        error=ToolErrorDetail(message=message),
+        error=ToolErrorDetail(message=message, info=info),
         denied=True,
     )
 
@@ -185,7 +188,7 @@ class AdmissionPhase(PendingState):
             self._settle("post", aborted(True))
             return False
         if isinstance(decision, Deny):
-            self._settle("post", denial(decision.reason))
+            self._settle("post", denial(decision.reason, decision.code))
             return False
         return True
 

@@ -16,9 +16,14 @@ class Allow(msgspec.Struct, frozen=True):
 
 
 class Deny(msgspec.Struct, frozen=True):
-    """Pre-execute: refuse the call; ``reason`` becomes the failure message."""
+    """Pre-execute: refuse the call; ``reason`` becomes the failure message.
+
+    ``code``: a stable code for the refusal (``"QUOTA_EXCEEDED"``), kept in the failure's
+    ``error.info`` (``{name: "Denied", code}``) so that a program's ``ToolCallError`` carries
+    it; None (the default): a plain denial, code ``DENIED`` in a program."""
 
     reason: str
+    code: str | None = None
 
 
 class Ask(msgspec.Struct, frozen=True):

@@ -94,6 +94,7 @@ from .._run.seal import SealKey
 from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
 from .conditions import Condition
+from .quotas import Quota, quota_listener
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
@@ -213,6 +214,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         rules: per-tool rules, first match wins; a call no rule matches is allowed.
         labels: `[[labels]]` entries: the labels the results of matching tools carry (on
             top of each tool definition's own `labels`).
+        quotas: `[[quotas]]` entries (`quotas.Quota`): calls per run and per session,
+            result bytes and cost units per run of the tools a glob matches, counted from
+            the session log; a call past one is refused with code `QUOTA_EXCEEDED`.
         output_paging: whether programs get `read_output` to page through the whole output
             of an earlier run that was cut (`CodeMode(output_paging=...)`); default False.
         description: what the policy is for, for people.
@@ -233,6 +237,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     expose: tuple[str, ...] = ("*",)
     rules: tuple[Rule, ...] = ()
     labels: tuple[LabelRule, ...] = ()
+    quotas: tuple[Quota, ...] = ()
     output_paging: bool = False
     description: str = ""
     description_budget: int = DEFAULT_DESCRIPTION_BUDGET
@@ -386,6 +391,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             mode.decide = self.decide       # what a dry run's plan says of each call
         if self.read_only or self.changes:
             mode.read_only = self._reads_only
+        if self.quotas:
+            session.on("tools/pre-execute", quota_listener(self.quotas, session))
         return mode
 
     def _reads_only(self, definition: ToolDefinition) -> bool:
@@ -431,6 +438,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                    for i, r in enumerate(self.rules)]
         entries += [(f"labels[{i}].tool", "a [[labels]] entry", e.tool, e.optional)
                     for i, e in enumerate(self.labels)]
+        entries += [(f"quotas[{i}].tool", "a [[quotas]] entry", q.tool, q.optional)
+                    for i, q in enumerate(self.quotas)]
         found: list[str] = []
         for key, what, pattern, optional in entries:
             if optional or any(fnmatch.fnmatchcase(t, pattern) for t in tools):
