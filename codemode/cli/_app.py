@@ -243,6 +243,12 @@ def _report_run(start: Callable[[OutputSoFar], Awaitable[Ran]], title: str, *,
         write_output(sys.stderr, report.stderr)
     if draw:
         draw_card(err_console(), report, title, ran.session)
+    if report.type_errors and report.kind != "type_error" and not as_json:   # "warn"
+        found = "".join(f"  line {e.line}, column {e.column}: {e.message} [{e.rule}]\n"
+                        for e in report.type_errors)
+        write_output(sys.stderr, f"codemode: warning: the type check found "
+                                 f"{len(report.type_errors)} type error(s); the program ran "
+                                 f"anyway (--type-check warn):\n{found}")
     paused = report.kind == "pending"
     if paused and not as_json:
         write_output(sys.stderr, pending_text(report, resume(report)))

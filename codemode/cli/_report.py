@@ -282,6 +282,12 @@ def build_report(*, outcome: RunOutcome | None, failure: BaseException | None,
         error = ErrorReport(type=getattr(outcome.error, "type", type(outcome.error).__name__),
                             message=outcome.error.message,
                             traceback=getattr(outcome.error, "traceback", ""))
+        if kind == "pending" and result.is_error and detail is not None:
+            # it paused, but the pause could not be recorded (a seal key refused): it failed
+            return RunReport(ok=False, kind="sandbox_error", code="runtime", limit=None,
+                             value=None, error=ErrorReport(
+                                 type=detail.info.name if detail.info else "CallFailed",
+                                 message=detail.message), **common)
         if kind == "pending":
             common["approvals"] = _approvals(result)
         return RunReport(ok=False, kind=kind, code=outcome.error.kind, limit=limit,

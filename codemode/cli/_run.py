@@ -140,6 +140,8 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
     if policy is not None:
         sandbox = RecordingSandbox(policy.build_sandbox(), echo)
         mode = msgspec.structs.replace(policy, limits=limits).apply(session, sandbox=sandbox)
+        if any(rule.action == "ask" for rule in policy.rules):
+            mode.seal_key.value()     # a run may pause: a key it could not seal with fails now
     else:
         sandbox = RecordingSandbox(WasmSandbox(), echo)
         mode = CodeMode(session, sandbox=sandbox, limits=limits)

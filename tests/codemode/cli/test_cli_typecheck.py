@@ -61,3 +61,15 @@ def test_the_type_check_option_replaces_the_policy_s(tmp_path):
     assert warned["kind"] == "ok" and [e["line"] for e in warned["type_errors"]] == [3]
     wrong = codemode("run", str(program), "--builtin", "--type-check", "strict")
     assert wrong.returncode == 2 and b"--type-check must be enforce, warn or off" in wrong.stderr
+
+
+def test_warn_tells_a_terminal_user_what_it_found(tmp_path):
+    program = tmp_path / "w.py"
+    program.write_text("import random\nif random.random() > 2:\n    add(a='x', b=1)\n"
+                       "print('ran')\n")
+    done = codemode("run", str(program), "--builtin", "--type-check", "warn")
+    assert (done.returncode, done.stdout) == (0, b"ran\n")
+    assert done.stderr.decode().startswith(
+        "codemode: warning: the type check found 1 type error(s); the program ran anyway")
+    assert "  line 3, column 9: Argument to function `add` is incorrect" in \
+        done.stderr.decode()

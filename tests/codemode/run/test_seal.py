@@ -250,3 +250,15 @@ def test_resume_refuses_a_record_changed_in_the_log_and_runs_no_tool(
     resumed = codemode("resume", str(original), run_id, *tools, "--approve-all", "--json")
     assert report(resumed)["kind"] == "ok", resumed.stderr.decode()
     assert counts_of(counts)["step_b"] == before["step_b"] + 1
+
+
+def test_a_run_that_may_pause_refuses_a_weak_key_before_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "prog.py").write_text("print('start')\nsleep_ms(ms=1)\n", encoding="utf-8")
+    (tmp_path / "ask.toml").write_text('[[rules]]\ntool = "sleep_ms"\naction = "ask"\n')
+    monkeypatch.setenv("CODEMODE_SEAL_KEY", "a" * 40)
+    done = codemode("run", str(tmp_path / "prog.py"), "--builtin", "--policy",
+                    str(tmp_path / "ask.toml"), "--log", str(tmp_path / "s.jsonl"))
+    assert done.returncode == 2, done.stderr.decode()
+    assert b"SealKeyError: CODEMODE_SEAL_KEY: the seal key is too predictable" in done.stderr
+    assert done.stdout == b""                        # nothing ran
