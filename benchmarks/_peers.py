@@ -11,8 +11,8 @@ when the package is missing; `available()` says which ones are present.
 - `monty`: pydantic-monty's pool of `monty` worker processes; a fresh REPL session per run
   (`checkout()`), sub-calls to a host function (`external_lookup`).
 - `eryx`: pyeryx (Python 3.12+), CPython 3.14 compiled to a component in wasmtime as
-  here: its pre-initialised runtime, a fresh instance per `execute`, sub-calls to a host
-  callback (`await echo(...)`, its callbacks are async).
+  here: a `SandboxFactory` snapshot with the callback declared, a fresh instance per
+  `execute`, sub-calls to a host callback (`await echo(...)`, its callbacks are async).
 - `harness`: pydantic-ai-harness's `CodeMode` (Monty underneath): one agent run per program,
   driven by pydantic-ai's `FunctionModel`, whose first response calls `run_code` with the
   program and whose second ends the run; its nested calls (`await echo(...)`) go through the
@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import operator
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 NAMES = ("sandbox", "run_code", "eryx", "monty", "harness", "restricted", "native")
@@ -54,7 +58,7 @@ FIRST_RESULT = {
              "with pydantic_monty.Monty(min_processes=1, max_processes=1) as pool:\n"
              "    with pool.checkout() as s:\n"
              "        print(s.feed_run('x = 1\\nx'))",
-    "eryx": "import eryx\nprint(eryx.Sandbox().execute('x = 1\\nprint(x)').stdout_text.strip())",
+    "eryx": "from benchmarks._peers import EryxPeer\nprint(EryxPeer().run('x = 1\\nx'))",
     "harness": "from benchmarks._peers import HarnessPeer\nprint(HarnessPeer().run('x = 1\\nx'))",
     "restricted": "from RestrictedPython import compile_restricted, safe_globals\n"
                   "g = dict(safe_globals)\nexec(compile_restricted('x = 1', '<p>', 'exec'), g)\n"
@@ -166,15 +170,30 @@ class MontyPeer(Peer):
         self._pool.__exit__(None, None, None)
 
 
+FACTORY_FILE = "codemode-bench-eryx-{version}.bin"
+
+
 class EryxPeer(Peer):
     name = "eryx"
 
     def __init__(self) -> None:
+        """A sandbox from a factory whose snapshot has the `echo` callback's declarations
+        baked in (else each `execute` installs them, a few ms), made once per pyeryx
+        version (a minute or more) and kept in the temporary directory (`FACTORY_FILE`)."""
         import eryx
 
+        callbacks: list[Any] = [{"name": "echo", "fn": echo}]
+        path = Path(tempfile.gettempdir()) / FACTORY_FILE.format(
+            version=importlib.metadata.version("pyeryx"))
+        if path.exists():
+            factory = eryx.SandboxFactory.load(path, callbacks=callbacks)
+        else:
+            factory = eryx.SandboxFactory(callbacks=callbacks)
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            factory.save(partial)
+            partial.replace(path)               # whole or absent for a concurrent reader
         limits = eryx.ResourceLimits(max_callback_invocations=None)
-        self._sandbox = eryx.Sandbox(resource_limits=limits,
-                                     callbacks=[{"name": "echo", "fn": echo}])
+        self._sandbox = factory.create_sandbox(resource_limits=limits, callbacks=callbacks)
 
     def run(self, code: str) -> Any:
         """The final expression's value, printed with `repr` in the guest and read back
