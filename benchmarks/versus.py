@@ -4,7 +4,8 @@ machine the load between them can differ by 2x).
 
     python -m benchmarks.versus [--rounds 7]
 
-Needs pyeryx (the `bench` extra, Python 3.12+). Per round and per program (`x = 1`, 30
+Needs pyeryx (the `bench` extra, Python 3.12+); the first run makes eryx's snapshot (a
+minute or more, then kept: `_peers.FACTORY_FILE`). Per round and per program (`x = 1`, 30
 runs; then each workload of `benchmarks.run`, one run), a run of each peer in turn. Prints
 the median wall time of each and the ratio (sandbox / eryx, above 1: codemode slower), and
 per peer the CPU time (user + system, every thread of this process) and the minor page
