@@ -1,7 +1,7 @@
 """The runtimes `benchmarks.run` compares, behind one small interface.
 
 Each peer runs a program's source from scratch (`run`) and returns the value of its final
-line, an expression. A peer that needs an optional package (pydantic-monty) is left out
+line, an expression. A peer that needs an optional package (`NEEDS`) is left out
 when the package is missing; `available()` says which ones are present.
 
 - `sandbox`: `WasmSandbox.run`, a fresh wasmtime Store and instance per run, with an echo
@@ -10,6 +10,13 @@ when the package is missing; `available()` says which ones are present.
   built-in toolset; sub-calls go to its `add` tool).
 - `monty`: pydantic-monty's pool of `monty` worker processes; a fresh REPL session per run
   (`checkout()`), sub-calls to a host function (`external_lookup`).
+- `eryx`: pyeryx (Python 3.12+), CPython 3.14 compiled to a component in wasmtime as
+  here: a `SandboxFactory` snapshot with the callback declared, a fresh instance per
+  `execute`, sub-calls to a host callback (`await echo(...)`, its callbacks are async).
+- `harness`: pydantic-ai-harness's `CodeMode` (Monty underneath): one agent run per program,
+  driven by pydantic-ai's `FunctionModel`, whose first response calls `run_code` with the
+  program and whose second ends the run; its nested calls (`await echo(...)`) go through the
+  agent's tool validation and execution path.
 - `restricted`: RestrictedPython's `compile_restricted` and `exec` in this process, with
   its safe builtins and guards, a fresh globals dict per run.
 - `native`: `compile` and `exec` in this process, a fresh globals dict per run.
@@ -17,16 +24,24 @@ when the package is missing; `available()` says which ones are present.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import operator
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
-NAMES = ("sandbox", "run_code", "monty", "restricted", "native")
+NAMES = ("sandbox", "run_code", "eryx", "monty", "harness", "restricted", "native")
+# Peer: the module it needs, for the peers that need an optional package.
+NEEDS = {"eryx": "eryx", "monty": "pydantic_monty", "harness": "pydantic_ai_harness"}
 
 # Per peer: what a program writes for one sub-call, given a loop variable `i`.
 CALL = {"sandbox": "echo(value=i)", "run_code": "add(a=i, b=1)", "monty": "echo(value=i)",
+        "eryx": "await echo(value=i)", "harness": "await echo(value=i)",
         "restricted": "echo(value=i)", "native": "echo(value=i)"}
 
 # The statements a fresh interpreter runs for "first result in a new process"; each prints 1.
@@ -43,6 +58,8 @@ FIRST_RESULT = {
              "with pydantic_monty.Monty(min_processes=1, max_processes=1) as pool:\n"
              "    with pool.checkout() as s:\n"
              "        print(s.feed_run('x = 1\\nx'))",
+    "eryx": "from benchmarks._peers import EryxPeer\nprint(EryxPeer().run('x = 1\\nx'))",
+    "harness": "from benchmarks._peers import HarnessPeer\nprint(HarnessPeer().run('x = 1\\nx'))",
     "restricted": "from RestrictedPython import compile_restricted, safe_globals\n"
                   "g = dict(safe_globals)\nexec(compile_restricted('x = 1', '<p>', 'exec'), g)\n"
                   "print(g['x'])",
@@ -57,7 +74,7 @@ def echo(value: Any) -> Any:
 
 def available() -> list[str]:
     """The peers whose packages are installed, in `NAMES` order."""
-    return [n for n in NAMES if n != "monty" or importlib.util.find_spec("pydantic_monty")]
+    return [n for n in NAMES if n not in NEEDS or importlib.util.find_spec(NEEDS[n])]
 
 
 def _with_result(code: str) -> str:
@@ -153,6 +170,73 @@ class MontyPeer(Peer):
         self._pool.__exit__(None, None, None)
 
 
+FACTORY_FILE = "codemode-bench-eryx-{version}.bin"
+
+
+class EryxPeer(Peer):
+    name = "eryx"
+
+    def __init__(self) -> None:
+        """A sandbox from a factory whose snapshot has the `echo` callback's declarations
+        baked in (else each `execute` installs them, a few ms), made once per pyeryx
+        version (a minute or more) and kept in the temporary directory (`FACTORY_FILE`)."""
+        import eryx
+
+        callbacks: list[Any] = [{"name": "echo", "fn": echo}]
+        path = Path(tempfile.gettempdir()) / FACTORY_FILE.format(
+            version=importlib.metadata.version("pyeryx"))
+        if path.exists():
+            factory = eryx.SandboxFactory.load(path, callbacks=callbacks)
+        else:
+            factory = eryx.SandboxFactory(callbacks=callbacks)
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            factory.save(partial)
+            partial.replace(path)               # whole or absent for a concurrent reader
+        limits = eryx.ResourceLimits(max_callback_invocations=None)
+        self._sandbox = factory.create_sandbox(resource_limits=limits, callbacks=callbacks)
+
+    def run(self, code: str) -> Any:
+        """The final expression's value, printed with `repr` in the guest and read back
+        with `ast.literal_eval` (eryx returns a run's output, not a value)."""
+        *body, last = code.rstrip("\n").split("\n")
+        out = self._sandbox.execute("\n".join([*body, f"print(repr({last}))"]))
+        return ast.literal_eval(out.stdout_text.strip())
+
+
+class HarnessPeer(Peer):
+    name = "harness"
+
+    def __init__(self) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+        from pydantic_ai.models.function import FunctionModel
+        from pydantic_ai_harness import CodeMode
+
+        self._code, self._out = "", None
+
+        def model(messages: list[Any], _info: Any) -> Any:
+            returned = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+            if returned:
+                self._out = returned[0].content
+                return ModelResponse(parts=[TextPart("done")])
+            return ModelResponse(parts=[ToolCallPart("run_code", {"code": self._code})])
+
+        mode = CodeMode(max_tool_calls=1_000_000, resource_limits="unlimited")
+        self._agent = Agent(FunctionModel(model), capabilities=[mode])
+
+        @self._agent.tool_plain
+        def echo(value: int) -> int:
+            """Returns its argument."""
+            return value
+
+    def run(self, code: str) -> Any:
+        self._code, self._out = code, None
+        self._agent.run_sync("run the program")
+        if isinstance(self._out, str):           # a type or run error, as the model sees it
+            raise RuntimeError(f"harness: {self._out}")
+        return self._out
+
+
 def _inplace(op: str, x: Any, y: Any) -> Any:
     return {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul}[op](x, y)
 
@@ -199,6 +283,7 @@ class NativePeer(Peer):
 
 _CLASSES: dict[str, type[Peer]] = {
     "sandbox": SandboxPeer, "run_code": RunCodePeer, "monty": MontyPeer,
+    "eryx": EryxPeer, "harness": HarnessPeer,
     "restricted": RestrictedPeer, "native": NativePeer,
 }
 

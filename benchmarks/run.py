@@ -5,7 +5,9 @@ and native CPython, all measured in one run on this machine.
 
 Peers (`benchmarks/_peers.py`): `sandbox` (WasmSandbox alone), `run_code` (the whole
 pipeline), `monty` (pydantic-monty, when installed: `pip install -e '.[bench]'`),
-`restricted` (RestrictedPython) and `native` (CPython's `exec`). Measures, per peer:
+`eryx` (pyeryx, Python 3.12+) and `harness` (pydantic-ai-harness's CodeMode) when installed
+(the `bench` extra), `restricted` (RestrictedPython) and `native` (CPython's `exec`).
+Measures, per peer:
 
 - fresh run of `x = 1`, p50 and p95 over `--runs` runs back to back (ms), and p50 of
   runs `PAUSE_S` apart (ms): the sandbox makes instances ahead only in idle time;
@@ -19,9 +21,10 @@ pipeline), `monty` (pydantic-monty, when installed: `pip install -e '.[bench]'`)
 - PSS of one such process once warm, its child processes included (MiB);
 - PSS one ready instance of codemode's instance pool adds (MiB; `benchmarks.footprint`).
 
-Then the same figures as ratios: each codemode column against native, and against the
-fastest of the other sandboxes (Monty, RestrictedPython); above 1 means codemode is slower
-or bigger.
+Then the same figures as ratios: each codemode column against native, against the
+fastest of the other sandboxes (eryx, Monty, RestrictedPython), and against its direct
+counterpart (`sandbox` against eryx, `run_code` against pydantic-ai-harness's `run_code`);
+above 1 means codemode is slower or bigger.
 """
 
 from __future__ import annotations
@@ -49,8 +52,12 @@ WORKLOADS = {
 EXPECTED = {"loop": 399999, "json": 200, "sort": 100002}
 CODEMODE = ("sandbox", "run_code")
 PAUSE_S = 0.02          # between the runs of the paced latency row
-OTHERS = ("monty", "restricted")
-OUT_OF_PROCESS = ("monty",)     # runs in worker processes: no CPU or faults per run here
+OTHERS = ("eryx", "monty", "restricted")
+# Each codemode column against its direct counterpart: the same wasmtime and CPython
+# (eryx), and another code mode's whole `run_code` and nested call (pydantic-ai-harness).
+COUNTERPARTS = (("sandbox", "eryx"), ("run_code", "harness"))
+# Runs in worker processes (Monty's): no CPU or faults per run here.
+OUT_OF_PROCESS = ("monty", "harness")
 
 
 def _percentile(samples: list[float], q: float) -> float:
@@ -282,9 +289,11 @@ def render(figures: dict[str, list[float | None]]) -> str:
                                                       for n in names))
     ours = [n for n in CODEMODE if n in figures]
     others = [n for n in OTHERS if n in figures]
-    heads = [f"{n}/native" for n in ours] + [f"{n}/best" for n in ours if others]
+    pairs = [(a, b) for a, b in COUNTERPARTS if a in figures and b in figures]
+    heads = ([f"{n}/native" for n in ours] + [f"{n}/best" for n in ours if others]
+             + [f"{a}/{b}" for a, b in pairs])
     lines += ["", f"{'ratio (above 1: codemode slower or bigger)':<44}"
-              + "".join(f"{h:>16}" for h in heads) + "  best peer"]
+              + "".join(f"{h:>18}" for h in heads) + "  best peer"]
     for i, (label, _, higher) in enumerate(ROWS):
         cells = [_ratio(figures[n][i], figures["native"][i], higher) for n in ours]
         best = None
@@ -295,7 +304,8 @@ def render(figures: dict[str, list[float | None]]) -> str:
                 best = pick(known, key=lambda n: figures[n][i] or 0.0)
             cells += [_ratio(figures[n][i], figures[best][i] if best else None, higher)
                       for n in ours]
-        lines.append(f"{label:<44}" + "".join(f"{_fmt(c):>16}" for c in cells)
+        cells += [_ratio(figures[a][i], figures[b][i], higher) for a, b in pairs]
+        lines.append(f"{label:<44}" + "".join(f"{_fmt(c):>18}" for c in cells)
                      + f"  {best or '-'}")
     return "\n".join(lines)
 

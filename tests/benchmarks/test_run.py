@@ -36,10 +36,12 @@ def test_bad_windows_are_usage_errors_naming_the_option(args, message):
     assert done.stderr.splitlines()[-1] == f"python -m benchmarks.run: error: {message}"
 
 
-@pytest.mark.parametrize("name", ["restricted", "native", "monty"])
-def test_in_process_peers_compute_the_same_results(name):
+@pytest.mark.parametrize("name", ["restricted", "native", "monty",
+                                  pytest.param("eryx", marks=pytest.mark.slow),
+                                  pytest.param("harness", marks=pytest.mark.slow)])
+def test_peers_compute_the_same_results(name):
     if name not in _peers.available():
-        pytest.skip("pydantic-monty is not installed (the bench extra)")
+        pytest.skip(f"{_peers.NEEDS[name]} is not installed (the bench extra)")
     peer = _peers.make(name)
     try:
         assert {w: peer.run(code) for w, code in run.WORKLOADS.items()} == run.EXPECTED
@@ -58,3 +60,23 @@ def test_ratios_compare_against_native_and_the_fastest_other_sandbox():
     rate = next(line for line in table.splitlines()[len(run.ROWS) + 2:]
                 if line.startswith("fresh runs/s"))
     assert rate.split()[-3:] == ["0.125", "0.5", "monty"]       # higher is better
+
+
+def test_codemode_columns_are_compared_with_their_counterparts():
+    table = run.render({"sandbox": [4.0] * len(run.ROWS), "run_code": [6.0] * len(run.ROWS),
+                        "eryx": [2.0] * len(run.ROWS), "harness": [12.0] * len(run.ROWS),
+                        "restricted": [1.0] * len(run.ROWS), "native": [0.5] * len(run.ROWS)})
+    lines = table.splitlines()[len(run.ROWS) + 2:]
+    assert lines[0].split()[-4:] == ["sandbox/eryx", "run_code/harness", "best", "peer"]
+    fresh = next(line for line in lines if line.startswith("fresh run x = 1, p50"))
+    assert fresh.split()[-3:] == ["2", "0.5", "restricted"]     # 4/2 and 6/12
+    rate = next(line for line in lines if line.startswith("fresh runs/s"))
+    assert rate.split()[-3:] == ["0.5", "2", "eryx"]            # higher is better
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["eryx", "harness"])
+def test_counterparts_print_a_first_result_in_a_new_process(name):
+    if name not in _peers.available():
+        pytest.skip(f"{_peers.NEEDS[name]} is not installed (the bench extra)")
+    assert run.first_result(name, spawns=1) > 0
