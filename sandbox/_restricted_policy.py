@@ -13,7 +13,6 @@ tier's lowest layer: it knows nothing of a run.
 
 from __future__ import annotations
 
-import abc
 import ast
 import types
 from typing import Any, ClassVar
@@ -76,13 +75,6 @@ def _check_attr_name(name: Any, target: Any = None, owned: set[type] | None = No
     if name in ("format", "format_map") and (
             isinstance(target, str) or (isinstance(target, type) and issubclass(target, str))):
         raise NotImplementedError("Using the format*() methods of `str` is not safe")
-    if name == "register" and isinstance(target, abc.ABCMeta) and (
-            owned is None or target not in owned):
-        # `Sequence.register(int)` would change `isinstance` for the whole interpreter: for
-        # every later run of this worker, and for the host itself on the in-process tier
-        raise AttributeError(f'"register" of {target.__name__!r} is refused in the sandbox: '
-                             "registering with an abstract class the program did not define "
-                             "would change it for every later run")
     return name
 
 
