@@ -28,6 +28,8 @@ from typing import Any
 from codemode.pipeline import ApprovalDecision, ResumeError, Session
 from codemode.pipeline._resume import find_suspension
 
+from .._run.seal import weak_secret
+
 __all__ = ["APPROVAL_TOKEN_ENV", "APPROVAL_TOKEN_META", "RESUME_DESCRIPTION", "RESUME_RUN",
            "RESUME_RUN_PARAMETERS", "ApprovalTokenError", "check_approval_token",
            "read_approval_token",
@@ -42,8 +44,6 @@ APPROVAL_TOKEN_ENV = "CODEMODE_APPROVAL_TOKEN"
 """The environment variable `codemode serve` reads the approval token from (when no
 `--approval-token-file` is given)."""
 
-_MIN_TOKEN_CHARS = 32
-_MIN_DISTINCT_CHARS = 10
 
 
 class ApprovalTokenError(ValueError):
@@ -80,14 +80,15 @@ def check_approval_token(token: str, where: str = "the approval token") -> str:
     """`token`, when it is strong enough to guard approvals.
 
     Raises:
-        ApprovalTokenError: fewer than 32 characters, or fewer than 10 different ones
-            (`where` names its source in the message).
+        ApprovalTokenError: not a string, or weak by the rule of seal keys
+            (`seal.weak_secret`: at least 32 bytes, 96 bits of entropy in them); `where`
+            names its source in the message.
     """
-    if not isinstance(token, str) or len(token) < _MIN_TOKEN_CHARS or \
-            len(set(token)) < _MIN_DISTINCT_CHARS:
+    why = weak_secret(token.encode(), "approval token") if isinstance(token, str) \
+        else "it is not a string"
+    if why is not None:
         raise ApprovalTokenError(
-            f"{where} holds a weak approval token: it needs at least {_MIN_TOKEN_CHARS} "
-            f"characters, {_MIN_DISTINCT_CHARS} of them different (make one with: python "
+            f"{where} holds a weak approval token: {why} (make one with: python "
             "-c \"import secrets; print(secrets.token_urlsafe(32))\")")
     return token
 

@@ -172,16 +172,24 @@ def _canonical(*, run_id: str, name: str, arguments: Any, requests: Any, state: 
 
 def _checked(key: bytes, where: str) -> bytes:
     key = key.strip()
-    if len(key) < MIN_KEY_BYTES:
-        raise SealKeyError(f"{where}: a seal key needs at least {MIN_KEY_BYTES} bytes "
-                           f"(got {len(key)})")
-    bits = _entropy_bits(key)
-    if bits < MIN_KEY_ENTROPY_BITS:
-        raise SealKeyError(f"{where}: the seal key is too predictable (about {int(bits)} bits "
-                           f"of entropy in its bytes, at least {MIN_KEY_ENTROPY_BITS} needed); "
-                           "use random bytes, e.g. `python -c 'import secrets; "
-                           "print(secrets.token_hex(32))'`")
+    why = weak_secret(key)
+    if why is not None:
+        raise SealKeyError(f"{where}: {why}")
     return key
+
+
+def weak_secret(secret: bytes, what: str = "seal key") -> str | None:
+    """Why `secret` (a seal key, an approval token: `what`) is too weak to guard anything:
+    shorter than `MIN_KEY_BYTES`, or with less than `MIN_KEY_ENTROPY_BITS` in its bytes;
+    None when it is strong enough. The one rule every secret of the project follows."""
+    if len(secret) < MIN_KEY_BYTES:
+        return f"a {what} needs at least {MIN_KEY_BYTES} bytes (got {len(secret)})"
+    bits = _entropy_bits(secret)
+    if bits < MIN_KEY_ENTROPY_BITS:
+        return (f"the {what} is too predictable (about {int(bits)} bits of entropy in its "
+                f"bytes, at least {MIN_KEY_ENTROPY_BITS} needed); use random bytes, e.g. "
+                "`python -c 'import secrets; print(secrets.token_hex(32))'`")
+    return None
 
 
 def _entropy_bits(key: bytes) -> float:
