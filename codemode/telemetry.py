@@ -136,13 +136,19 @@ def _run_attributes(session: Session, arguments: Any, max_code_chars: int) -> di
     return attributes
 
 
-def _limits_of(session: Session) -> Any:
-    """The limits of the `CodeMode` that reserved `run_code` on the session, if any."""
+def _code_mode_of(session: Session) -> Any:
+    """The `CodeMode` that reserved `run_code` on the session, or None."""
     from ._run.run_code import CodeMode
 
     reserved = session.resolve(session.reserved_name)
     owner = getattr(reserved.execute, "__self__", None) if reserved is not None else None
-    return owner.limits if isinstance(owner, CodeMode) else None
+    return owner if isinstance(owner, CodeMode) else None
+
+
+def _limits_of(session: Session) -> Any:
+    """The limits of the `CodeMode` that reserved `run_code` on the session, if any."""
+    mode = _code_mode_of(session)
+    return mode.limits if mode is not None else None
 
 
 def _failed_run_labels(session: Session, execution: Execution,
@@ -151,11 +157,8 @@ def _failed_run_labels(session: Session, execution: Execution,
     may quote what the program printed of labelled data, so the span says so too."""
     if not result.is_error or execution.name != session.reserved_name:
         return None
-    from ._run.run_code import CodeMode
-
-    reserved = session.resolve(session.reserved_name)
-    owner = getattr(reserved.execute, "__self__", None) if reserved is not None else None
-    return owner.labels(execution.call_id) if isinstance(owner, CodeMode) else None
+    mode = _code_mode_of(session)
+    return mode.labels(execution.call_id) if mode is not None else None
 
 
 def _finish(span: Span, result: CallResult, failed_labels: dict[str, Any] | None = None) -> None:
