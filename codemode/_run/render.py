@@ -34,19 +34,24 @@ def _bounded(text: str, limit: int = MODEL_TEXT_CHARS) -> str:
     return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
 
 
+def shown_request(request: Any, argument_chars: int | None = None) -> str:
+    """An approval request (`{"toolName", "arguments", "reason"?}`) as one line a person is
+    shown, `tool(arguments) (reason)`, with nothing in it that could hide or reorder text
+    (`visible`); the arguments cut at `argument_chars` when given."""
+    arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+    if argument_chars is not None:
+        arguments = _bounded(arguments, argument_chars)
+    reason = f" ({request['reason']})" if request.get("reason") else ""
+    return visible(f"{request.get('toolName')}({arguments}){reason}", lines=False)
+
+
 def _render_pending(value: dict[str, Any]) -> list[dict[str, Any]]:
     """A paused run: what it waits on, and that it goes on by itself once decided."""
     approvals = value.get("approvals", [])
     lines = [f"The program is paused (run {value.get('run_id')}): {len(approvals)} tool call"
              f"{'s need' if len(approvals) != 1 else ' needs'} a person's approval:"]
-    for request in approvals:
-        # the model may show these lines to the person who decides: nothing in them may
-        # hide or reorder text (`visible`)
-        arguments = visible(json.dumps(request.get("arguments"), ensure_ascii=False))
-        reason = (f" ({visible(str(request['reason']), lines=False)})"
-                  if request.get("reason") else "")
-        lines.append(f"- {visible(str(request.get('toolName')), lines=False)}"
-                     f"({_bounded(arguments, 500)}){reason} [request {request.get('id')}]")
+    for request in approvals:        # the model may show these lines to the person deciding
+        lines.append(f"- {shown_request(request, 500)} [request {request.get('id')}]")
     lines.append("When they are decided the program resumes where it stopped and its result "
                  "arrives; do not run it again.")
     if value.get("labels"):

@@ -43,7 +43,6 @@ run that pauses then raises `ApprovalRequired` just the same.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -55,8 +54,8 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from codemode._policy.policy import Policy
+from codemode._run.render import shown_request
 from codemode._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
-from codemode._run.visible import visible
 from codemode.pipeline import (
     ApprovalDecision,
     Ask,
@@ -221,7 +220,4 @@ class CodeModeToolset(AbstractToolset[Any]):
 def _with_shown(request: Mapping[str, Any]) -> dict[str, Any]:
     """An approval request of a paused run, with `shown`: what a person is shown of it,
     one line whose invisible and bidirectional characters are escapes (`visible`)."""
-    arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
-    reason = f" ({request['reason']})" if request.get("reason") else ""
-    shown = visible(f"{request.get('toolName')}({arguments}){reason}", lines=False)
-    return {**request, "shown": shown}
+    return {**request, "shown": shown_request(request)}
