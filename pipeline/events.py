@@ -33,6 +33,7 @@ __all__ = [
     "CodeDispatchStart",
     "CodeLookup",
     "CodeReplayed",
+    "CodeResumed",
     "ErrorInfo",
     "Event",
     "FsObserved",
@@ -275,6 +276,21 @@ class ToolResumed(Event, tag="tool/resumed", frozen=True):
     decisions: tuple[ApprovalDecision, ...]
 
 
+class CodeResumed(Event, tag="tool/code-resumed", frozen=True):
+    """A resumed Code-Mode run went live: it replayed the paused run's record to the
+    exchange where the run paused, and its approved calls start now. ``parent_call_id`` is
+    the resuming call; ``record_seal`` the seal of the record it used; ``decisions`` the
+    decisions it applies; ``seal`` a seal over all of them, by the tool that wrote it (the
+    pipeline neither writes nor checks it). Log-only."""
+
+    root_call_id: str
+    parent_call_id: str
+    run_id: str
+    record_seal: str
+    decisions: tuple[ApprovalDecision, ...]
+    seal: str
+
+
 class HookInvoked(Event, tag="hook/invoked", frozen=True):
     turn: int
     point: str
@@ -348,6 +364,7 @@ SessionEvent: TypeAlias = (
     | CodeDispatch
     | CodeReplayed
     | CodeLookup
+    | CodeResumed
     | ToolSuspended
     | ToolResumed
     | HookInvoked

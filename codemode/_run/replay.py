@@ -12,7 +12,7 @@ same calls at the same positions, and goes live at the exchange where the run pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -166,48 +166,44 @@ def sealed_answer(seal: SealKey | None, run_id: str, sub_call_id: str, tool: str
                        requests=(), state=state, agent=None)
 
 
-def earlier_answers(log: Iterable[events.Event], run_id: str, resuming: str,
-                    seal: SealKey) -> dict[int, EarlierAnswer]:
-    """By sub-call number, the live answers of the resumptions of `run_id` since its latest
-    suspension whose call crashed (crash repair answered it `TOOL_OUTCOME_UNKNOWN`), other
-    than `resuming` (the current one); a later attempt's answer wins. An answer whose seal
-    does not check (`sealed_answer`) is left out: that call runs again."""
-    attempts: list[str] = []
-    crashed: set[str] = set()
-    settled: dict[str, events.CodeDispatch] = {}
+def answer_holds(seal: SealKey, run_id: str, settle: events.CodeDispatch) -> bool:
+    """Whether the answer `settle` keeps (`sealed_answer`) is the one `run_code` wrote for
+    that very call of `run_id`: its sub-call, tool and arguments.
+
+    Raises:
+        SealKeyError: the key cannot be used."""
+    try:
+        seal.check(run_id=run_id, name=_answer_name(settle.sub_call_id, settle.name),
+                   arguments=settle.arguments, requests=(), state=settle.answer, agent=None)
+    except ResumeTampered:
+        return False
+    return True
+
+
+def earlier_answers(log: Sequence[events.Event], run_id: str, resuming: str,
+                    attempts: Sequence[str], seal: SealKey) -> dict[int, EarlierAnswer]:
+    """By sub-call number, the live answers of `attempts` (the resumptions that used the
+    same record: `resumptions.uses_of`, from sealed markers only) other than `resuming`
+    (the current one); a later attempt's answer wins. Only an answer whose seal holds
+    (`sealed_answer`) counts, and its number is read from its own sealed sub-call id: that
+    call runs again otherwise."""
+    order = {attempt: i for i, attempt in enumerate(attempts) if attempt != resuming}
+    settled: list[tuple[int, int, events.CodeDispatch]] = []
     for event in log:
-        if isinstance(event, events.ToolSuspended) and event.run_id == run_id:
-            attempts, crashed = [], set()        # a new suspension starts over
-        elif isinstance(event, events.ToolResumed) and event.run_id == run_id:
-            attempts.append(event.call_id)
-        elif isinstance(event, events.ToolResult) and event.error is not msgspec.UNSET \
-                and event.error.code == "TOOL_OUTCOME_UNKNOWN":
-            crashed.add(event.call_id)
-        elif isinstance(event, events.CodeDispatch) and event.answer is not msgspec.UNSET:
-            settled[event.sub_call_id] = event
-        elif isinstance(event, events.CodeReplayed) and event.replayed_from in settled:
-            settled[event.sub_call_id] = settled[event.replayed_from]
-    found: dict[int, EarlierAnswer] = {}
-    for attempt in attempts:
-        if attempt == resuming or attempt not in crashed:
+        if not (isinstance(event, events.CodeDispatch) and isinstance(event.answer, dict)):
             continue
-        prefix = f"{attempt}:code:"
-        for sub_call_id, settle in settled.items():
-            number = sub_call_id[len(prefix):]
-            if not (sub_call_id.startswith(prefix) and number.isdigit()):
-                continue
-            answer = settle.answer
-            # the number comes from the sealed event, never from a replay pointer alone: a
-            # forged `tool/code-replayed` cannot hand call 1's answer to call 2
-            if not isinstance(answer, dict) or settle.sub_call_id.rpartition(":")[2] != number:
-                continue
-            try:
-                seal.check(run_id=run_id, name=_answer_name(settle.sub_call_id, settle.name),
-                           arguments=settle.arguments, requests=(), state=answer, agent=None)
-                reply = msgspec.convert(answer.get("reply"), SubCallOutcome)
-            except (ResumeTampered, msgspec.ValidationError):
-                continue                        # not an answer run_code wrote
-            found[int(number)] = EarlierAnswer(sub_call_id=settle.sub_call_id,
-                                               name=settle.name, arguments=settle.arguments,
-                                               reply=reply)
+        attempt, _, number = event.sub_call_id.rpartition(":code:")
+        if attempt in order and number.isdigit() and event.parent_call_id == attempt:
+            settled.append((order[attempt], int(number), event))
+    found: dict[int, EarlierAnswer] = {}
+    for _, n, settle in sorted(settled, key=lambda item: item[0]):
+        answer = settle.answer
+        if not isinstance(answer, dict) or not answer_holds(seal, run_id, settle):
+            continue                        # not an answer run_code wrote for this call
+        try:
+            reply = msgspec.convert(answer.get("reply"), SubCallOutcome)
+        except msgspec.ValidationError:
+            continue
+        found[n] = EarlierAnswer(sub_call_id=settle.sub_call_id, name=settle.name,
+                                      arguments=settle.arguments, reply=reply)
     return found

@@ -30,6 +30,8 @@ from codemode.sandbox import SubCall, SubCallBatch, SubCallErr, SubCallOutcome, 
 from .approvals import _RunApprovals
 from .discovery import DISCOVERY_NAMES
 from .replay import EarlierAnswer, Exchange, ReplayDiverged, RunRecord, describe, divergence
+from .resumptions import record_seal, went_live
+from .seal import SealKey
 from .subcalls import _Slot, _SubCall
 
 
@@ -44,12 +46,15 @@ class Replay:
             decision applies only to the call it was shown for.
         earlier: by sub-call number, what earlier resumptions that crashed ran and settled
             (`replay.earlier_answers`): the same call is answered from the log, not run.
+        record_seal: the seal of the record (`resumptions.record_seal`), which the marker
+            logged when the run goes live names.
     """
 
     record: RunRecord
     decisions: dict[str, ApprovalDecision]
     requests: dict[str, PendingApproval]
     earlier: dict[int, EarlierAnswer] = field(default_factory=dict)
+    record_seal: str = ""
 
 
 class Replaying:
@@ -71,6 +76,7 @@ class Replaying:
     _unreported: list[_Slot]
     _approvals: _RunApprovals
     _denied: dict[str, str]
+    _seal: SealKey | None
 
     if TYPE_CHECKING:       # the live calls' side, in `SubCallDispatcher`
         def _next_n(self) -> int: ...
@@ -159,6 +165,7 @@ class Replaying:
             self._diverge(f"the paused run's request {next(iter(requests))} has no call "
                           "where the run paused")
         held, self._held = self._held, []
+        self._mark_live(self._replay)
         self._replay = None
         self.went_live = True
         for wire_call, n in held:
@@ -169,6 +176,18 @@ class Replaying:
                     f'the user rejected tool "{wire_call.name}"{because}')
             self._start_live(wire_call, n)
         return refused
+
+
+    def _mark_live(self, replay: Replay) -> None:
+        """Log `tool/code-resumed` before any approved call starts: from then on the record
+        is used (`resumptions`)."""
+        if not self._logging or self._seal is None or not replay.record_seal:
+            return
+        outer = self._outer.execution
+        self._session.log.append(went_live(
+            self._seal, root_call_id=outer.root_call_id, call_id=outer.call_id,
+            run_id=self.run_id, record=replay.record_seal,
+            decisions=tuple(replay.decisions.values())))
 
 
 def _not_as_shown(call: SubCall, shown: PendingApproval | None) -> str | None:
@@ -196,4 +215,5 @@ def replay_of(resumption: Resumption | None, code: str,
     if record.code != code:
         raise ReplayDiverged("the paused run's record holds another program than its call")
     return Replay(record=record, decisions={d.id: d for d in resumption.decisions},
-                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {})
+                  requests={r.id: r for r in resumption.requests}, earlier=earlier or {},
+                  record_seal=record_seal(resumption.state))

@@ -50,6 +50,7 @@ from .plan import PLANNING, Decide, Plan, dry_run, make_plan, plan_read_only
 from .render import _failure_message, _labels_line, _render
 from .replay import ReplayDiverged, earlier_answers
 from .resumed import Replay, replay_of
+from .resumptions import record_seal, uses_of
 from .seal import ResumeTampered, SealKey, SealKeyError
 from .stubs import ToolStub, build_stubs
 from .typecheck import DEFAULT_TYPE_CHECK, TypeCheck, TypeChecker, TypeCheckError, warned
@@ -470,13 +471,16 @@ class CodeMode:
             raise
 
     def _replay_of(self, ctx: RunContext, code: str) -> Replay | None:
-        """The replay of a resumed run (`resumed.replay_of`), with the answers of its resumptions
-        that crashed, read from the session's log."""
+        """The replay of a resumed run (`resumed.replay_of`), with the answers its record's
+        resumptions that crashed settled; a record another resumption used is refused
+        (`resumptions`: ResumeTampered)."""
         resumption = ctx.resumption
         if resumption is None:
             return None
-        earlier = earlier_answers(self.session.log.read(), resumption.run_id,
-                                  ctx.execution.call_id, self.seal_key)
+        log, run_id, resuming = self.session.log.read(), resumption.run_id, ctx.execution.call_id
+        uses = uses_of(log, run_id, record_seal(resumption.state), self.seal_key)
+        uses.refuse_if_used(run_id, resuming)     # a copy of a used record, appended later
+        earlier = earlier_answers(log, run_id, resuming, uses.attempts, self.seal_key)
         return replay_of(resumption, code, earlier)
 
     def _records_runs(self, agent: str | None) -> bool:

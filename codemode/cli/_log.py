@@ -5,11 +5,17 @@ prints one line per violation, `seq <n>: <KIND>: <message>`, in log order. Exit 
 when the log keeps every invariant, 1 when it breaks any, 2 when it cannot be read.
 `--partial` checks a log that is still being written (or crashed and was not reopened):
 what is open at its end is then no violation.
+
+With the seal key (`--seal-key-file`, else `CODEMODE_SEAL_KEY`, `CODEMODE_SEAL_KEY_FILE` or
+the default key file, when it exists) the seals are checked too (`resumptions.seal_problems`:
+paused runs' records, the decisions resumptions applied, a record used twice, the answers
+resumptions left), one line each, `seq <n>: SEAL: <message>`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -39,7 +45,9 @@ def show_command(
     short_help="Check that a session log keeps its invariants.",
     help="Check that a session log keeps its invariants: every call "
     "answered once, results only for calls made, dispatch events inside turns, "
-    "sub-calls settled under their root. Exit 0: sound; 1: violations; 2: unreadable.",
+    "sub-calls settled under their root; with the seal key, every seal of paused runs, their "
+    "resumptions' decisions and answers. Exit 0: sound; 1: violations; 2: unreadable, or a "
+    "seal key that cannot be used.",
 )
 def check_command(
     file: Path = typer.Argument(..., help="A session log (.jsonl, or .db/.sqlite)."),
@@ -48,6 +56,11 @@ def check_command(
         "--partial",
         help="The log may still be written: open turns, calls and "
         "sub-calls at its end are not violations.",
+    ),
+    seal_key_file: Path | None = typer.Option(
+        None, "--seal-key-file", metavar="FILE",
+        help="Check seals with the key in FILE (default: CODEMODE_SEAL_KEY, "
+        "CODEMODE_SEAL_KEY_FILE, or the default key file when it exists).",
     ),
 ) -> None:
     """Print the violations of one log (module docstring); exit 0, 1 or 2."""
@@ -59,10 +72,45 @@ def check_command(
     except (LogCorruptError, OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    violations = check(events, complete=not partial)
-    for violation in violations:
-        typer.echo(f"seq {violation.seq}: {violation.kind.value}: {violation.message}")
-    if violations:
-        typer.echo(f"{file}: {len(violations)} violation(s) in {len(events)} events", err=True)
+    found = [(v.seq, v.kind.value, v.message) for v in check(events, complete=not partial)]
+    found += [(seq, "SEAL", message) for seq, message in _seal_problems(events, seal_key_file)]
+    for seq, kind, message in sorted(found, key=lambda v: v[0]):
+        typer.echo(f"seq {seq}: {kind}: {message}")
+    if found:
+        typer.echo(f"{file}: {len(found)} violation(s) in {len(events)} events", err=True)
         raise typer.Exit(1)
     typer.echo(f"{file}: {len(events)} events, no violations")
+
+
+def _seal_problems(events: list[Any], key_file: Path | None) -> list[tuple[int, str]]:
+    """The seal problems of `events`, or none (said on stderr) when no key is at hand.
+
+    Raises:
+        typer.Exit: (2) the key cannot be used."""
+    import os
+
+    from codemode._run.resumptions import seal_problems
+    from codemode._run.seal import KEY_ENV, KEY_FILE_ENV, SealKey, SealKeyError, default_key_path
+    from codemode.pipeline import events as kinds
+
+    if not any(isinstance(e, (kinds.ToolSuspended, kinds.CodeResumed)) for e in events):
+        return []
+    if key_file is None and not os.environ.get(KEY_ENV):
+        named = os.environ.get(KEY_FILE_ENV)
+        key_file = Path(named) if named else default_key_path()
+        if not key_file.exists():        # checking never makes a key
+            typer.echo(f"seals not checked: no seal key ({KEY_ENV}, {KEY_FILE_ENV} or "
+                       f"{default_key_path()})", err=True)
+            return []
+    try:
+        key = SealKey() if key_file is None else SealKey(path=_existing(key_file))
+        return seal_problems(events, key)
+    except SealKeyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _existing(path: Path) -> Path:
+    if not path.exists():
+        raise typer.BadParameter(f"no key file {str(path)!r}", param_hint="'--seal-key-file'")
+    return path

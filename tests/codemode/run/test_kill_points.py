@@ -29,7 +29,7 @@ from tests.codemode.run.test_resume import PROGRAM
 
 pytestmark = [pytest.mark.mcp, pytest.mark.slow]
 
-#: `CODEMODE_KILL_POINTS=all` runs every boundary on both backends (42 cases, minutes);
+#: `CODEMODE_KILL_POINTS=all` runs every boundary on both backends (44 cases, minutes);
 #: the default suite runs each boundary that behaves differently, every event type on at
 #: least one backend and the resumption's own events on both (docs/development.md)
 ALL_POINTS = os.environ.get("CODEMODE_KILL_POINTS") == "all"
@@ -43,7 +43,8 @@ PAUSE_POINTS = ["turn/start", "step/start", "tool/call", "tool/code-dispatch-sta
                 "tool/code-dispatch", "tool/suspended", "tool/result", "step/end", "turn/end"]
 #: every event a resumption of PROGRAM writes (type, occurrence in that process)
 RESUME_POINTS = [("tool/resumed", 1), ("turn/start", 1), ("step/start", 1), ("tool/call", 1),
-                 ("tool/code-replayed", 1), ("tool/code-dispatch-start", 1),
+                 ("tool/code-replayed", 1), ("tool/code-resumed", 1),
+                 ("tool/code-dispatch-start", 1),
                  ("tool/code-dispatch", 1), ("tool/code-dispatch-start", 2),
                  ("tool/code-dispatch", 2), ("tool/result", 1), ("step/end", 1),
                  ("turn/end", 1)]
@@ -149,7 +150,8 @@ def test_kill_while_pausing(tmp_path: Path, suffix: str, point: str) -> None:
 @pytest.mark.parametrize(("point", "nth", "suffix"), chosen(RESUME_POINTS, {
     ("tool/resumed", 1): (".db", ".jsonl"), ("turn/start", 1): (".jsonl",),
     ("step/start", 1): (".db",), ("tool/call", 1): (".jsonl",),
-    ("tool/code-replayed", 1): (".db", ".jsonl"), ("tool/code-dispatch-start", 1): (".db",),
+    ("tool/code-replayed", 1): (".db", ".jsonl"), ("tool/code-resumed", 1): (".db", ".jsonl"),
+    ("tool/code-dispatch-start", 1): (".db",),
     ("tool/code-dispatch", 1): (".db", ".jsonl"), ("tool/code-dispatch", 2): (".jsonl",),
     ("tool/result", 1): (".db",), ("step/end", 1): (".jsonl",)}))
 def test_kill_while_resuming(tmp_path: Path, paused: dict[str, tuple[Path, Path, str]],
@@ -209,7 +211,7 @@ def test_kill_during_two_concurrent_calls_closes_both_steps(tmp_path: Path,
 @settings(max_examples=examples(2), deadline=None, phases=NO_SHRINK,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(suffix=st.sampled_from([".db", ".jsonl"]), pause_at=st.integers(1, 14),
-       resume_at=st.integers(1, 13))
+       resume_at=st.integers(1, 14))
 def test_kill_at_any_event_of_a_pause_then_of_its_resumption(
         tmp_path_factory: pytest.TempPathFactory, suffix: str, pause_at: int,
         resume_at: int) -> None:
