@@ -180,14 +180,14 @@ def answer_holds(seal: SealKey, run_id: str, settle: events.CodeDispatch) -> boo
     return True
 
 
-def earlier_answers(log: Sequence[events.Event], run_id: str, resuming: str,
-                    attempts: Sequence[str], seal: SealKey) -> dict[int, EarlierAnswer]:
+def earlier_answers(log: Sequence[events.Event], run_id: str, attempts: Sequence[str],
+                    seal: SealKey) -> dict[int, EarlierAnswer]:
     """By sub-call number, the live answers of `attempts` (the resumptions that used the
-    same record: `resumptions.uses_of`, from sealed markers only) other than `resuming`
-    (the current one); a later attempt's answer wins. Only an answer whose seal holds
+    same record before this one went live: `resumptions.uses_of`, from sealed markers
+    only); a later attempt's answer wins. Only an answer whose seal holds
     (`sealed_answer`) counts, and its number is read from its own sealed sub-call id: that
     call runs again otherwise."""
-    order = {attempt: i for i, attempt in enumerate(attempts) if attempt != resuming}
+    order = {attempt: i for i, attempt in enumerate(attempts)}
     settled: list[tuple[int, int, events.CodeDispatch]] = []
     for event in log:
         if not (isinstance(event, events.CodeDispatch) and isinstance(event.answer, dict)):

@@ -78,15 +78,14 @@ class Uses(msgspec.Struct, frozen=True, kw_only=True):
     attempts: tuple[str, ...]
     finished: tuple[str, ...]
 
-    def used_by(self, resuming: str) -> str | None:
-        """The resumption other than `resuming` that used the record up, if any."""
-        return next((call for call in self.finished if call != resuming), None)
+    def refuse_if_used(self, run_id: str) -> None:
+        """Before a resumption goes live (it has no marker yet, so every marker is another
+        resumption's, even one a log writer gave the same call id).
 
-    def refuse_if_used(self, run_id: str, resuming: str) -> None:
-        """Raises:
+        Raises:
             ResumeTampered: another resumption already used this record (a copy of it was
                 appended to the log after that resumption)."""
-        used = self.used_by(resuming)
+        used = next(iter(self.finished), None)
         if used is not None:
             raise ResumeTampered(
                 f"the paused run {run_id!r} was already resumed from this record (by call "

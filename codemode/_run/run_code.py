@@ -477,10 +477,10 @@ class CodeMode:
         resumption = ctx.resumption
         if resumption is None:
             return None
-        log, run_id, resuming = self.session.log.read(), resumption.run_id, ctx.execution.call_id
+        log, run_id = self.session.log.read(), resumption.run_id
         uses = uses_of(log, run_id, record_seal(resumption.state), self.seal_key)
-        uses.refuse_if_used(run_id, resuming)     # a copy of a used record, appended later
-        earlier = earlier_answers(log, run_id, resuming, uses.attempts, self.seal_key)
+        uses.refuse_if_used(run_id)     # a copy of a used record, appended later
+        earlier = earlier_answers(log, run_id, uses.attempts, self.seal_key)
         return replay_of(resumption, code, earlier)
 
     def _records_runs(self, agent: str | None) -> bool:

@@ -47,19 +47,18 @@ def _append(log: Path, event: dict[str, Any]) -> None:
 
 
 def _rewrite(log: Path, edit: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
-    """Replace every event by `edit(event)` (None drops it), in place."""
+    """Replace every event by `edit(event)` (None drops it) and number them again, as a
+    writer of the file who wants the log to still open would."""
+    kept = [e for e in map(edit, _events(log)) if e is not None]
+    for seq, event in enumerate(kept, start=1):
+        event["seq"] = seq
     if log.suffix == ".jsonl":
-        kept = [e for e in map(edit, _events(log)) if e is not None]
         log.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in kept))
         return
     with sqlite3.connect(log) as db:
-        for event in _events(log):
-            changed = edit(dict(event))
-            if changed is None:
-                db.execute("DELETE FROM events WHERE seq = ?", (event["seq"],))
-            elif changed != event:
-                db.execute("UPDATE events SET body = ? WHERE seq = ?",
-                           (json.dumps(changed), event["seq"]))
+        db.execute("DELETE FROM events")
+        db.executemany("INSERT INTO events (seq, type, time, body) VALUES (?, ?, ?, ?)",
+                       [(e["seq"], e["type"], e["time"], json.dumps(e)) for e in kept])
 
 
 def _paused(tmp_path: Path, suffix: str) -> tuple[Path, list[str], str]:
@@ -90,6 +89,14 @@ def test_a_used_record_appended_again_is_refused_and_reported(tmp_path: Path,
     counts = counts_of(tmp_path / "counts.json")
     assert (counts["step_b"], counts["step_c"]) == (1, 1)
     assert _seal_lines(log) == (0, [])
+
+    # the finished resumption's tool/resumed taken out: the next one would get its call id
+    edited = tmp_path / f"edited{suffix}"
+    edited.write_bytes(log.read_bytes())
+    _rewrite(edited, lambda e: None if e["type"] == "tool/resumed" else e)
+    same_id = codemode("resume", str(edited), run_id, *tools, "--approve-all", "--json")
+    assert report(same_id)["kind"] == "resume_tampered", same_id.stderr.decode()
+    assert counts_of(tmp_path / "counts.json") == counts
 
     events = _events(log)
     record = [e for e in events if e["type"] == "tool/suspended"][-1]
