@@ -275,6 +275,9 @@ def show(file: Path, as_json: bool = False) -> None:
     except (OSError, ValueError, LogCorruptError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    from ._log import say_torn
+
+    say_torn(file)
     if as_json:
         typer.echo(json.dumps({"calls": [r.to_json() for r in roots]}, ensure_ascii=False,
                               indent=2))

@@ -26,10 +26,12 @@ from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do not run __getattr__
     from ._jsonl import JsonlLog as JsonlLog
     from ._read import load as load
+    from ._read import torn_tail as torn_tail
     from ._sqlite import SqliteLog as SqliteLog
 
 # name -> the private module that defines it
-_LAZY = {"JsonlLog": "._jsonl", "SqliteLog": "._sqlite", "load": "._read"}
+_LAZY = {"JsonlLog": "._jsonl", "SqliteLog": "._sqlite", "load": "._read",
+         "torn_tail": "._read"}
 
 __all__ = [
     "OUTCOME_UNKNOWN_MESSAGE",
@@ -46,6 +48,7 @@ __all__ = [
     "load",
     "open_log",
     "repair_events",
+    "torn_tail",
 ]
 
 

@@ -14,7 +14,7 @@ from .._errors import LogCorruptError
 from ..events import Event, decode_event
 from ._sqlite import read_events
 
-__all__ = ["load"]
+__all__ = ["load", "torn_tail"]
 
 
 def load(path: str | os.PathLike[str]) -> list[Event]:
@@ -65,6 +65,26 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
             shutil.copyfile(journal, copy.with_name(journal.name))
             return _read_sqlite(copy, str(copy), shown=str(file))
     raise ValueError(f"unknown session log type {str(file)!r}: use .db/.sqlite (SQLite) or .jsonl")
+
+
+def torn_tail(path: str | os.PathLike[str]) -> int:
+    """The size in bytes of a torn last line of a JSONL log (one with no newline that is not
+    an event: a write in progress, or a writer that died mid-append), which ``load`` leaves
+    out and opening the log for writing drops; 0 when there is none or for an SQLite log.
+
+    Raises:
+        FileNotFoundError: no such file."""
+    file = Path(path)
+    if file.suffix.lower() != ".jsonl":
+        return 0
+    tail = file.read_bytes().rpartition(b"\n")[2]
+    if not tail.strip():
+        return 0
+    try:
+        decode_event(tail)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return len(tail)
+    return 0
 
 
 def _read_sqlite(file: Path, target: str, *, shown: str | None = None) -> list[Event]:

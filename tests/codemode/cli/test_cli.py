@@ -540,6 +540,14 @@ def test_log_check_reports_violations_and_exit_status(tmp_path):
     unreadable = codemode("log", "check", str(garbage))
     assert unreadable.returncode == 2 and b"corrupt session log" in unreadable.stderr
 
+    torn = tmp_path / "torn.jsonl"                         # a writer died mid-append
+    torn.write_bytes(sound.read_bytes() + b'{"type":"turn/sta')
+    for command in ("check", "show"):
+        read = codemode("log", command, str(torn))
+        assert read.returncode == 0, (command, read.stderr)
+        assert b"the last line (17 bytes) is torn and was left out" in read.stderr, command
+    assert b"is torn" not in codemode("log", "check", str(sound)).stderr
+
 
 def test_the_command_freezes_its_objects_for_the_exit_after_closing_its_log(tmp_path):
     # `main` ends with gc.freeze(), after the session and its log are closed and the output
