@@ -17,6 +17,7 @@ import msgspec
 from codemode.pipeline import (
     ApprovalDecision,
     CallResult,
+    LogCorruptError,
     ResumeError,
     Session,
     ToolDefinition,
@@ -126,6 +127,8 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
                  limits: SandboxLimits, policy: Policy | None,
                  own: Sequence[ToolDefinition], so_far: OutputSoFar | None) -> _Setup:
     tools = await gather_tools(stack, builtin=builtin, mcp=mcp, tools=own)
+    made = _not_there(log)             # a log this setup makes: gone again if it fails
+    stack.callback(_drop_if_empty, made)         # runs after the session closed it
     session = Session(tools=tools.builtin, log=str(log) if log else None)
     stack.push_async_callback(session.aclose)
     stack.callback(tools.attach(session))
@@ -147,7 +150,28 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
         mode = CodeMode(session, sandbox=sandbox, limits=limits)
     if so_far is not None:
         so_far.sandbox = sandbox
+    made.clear()                       # set up: the log is the run's, whatever happens next
     return _Setup(session=session, sandbox=sandbox, mode=mode, rejections=rejections)
+
+
+def _not_there(log: Path | None) -> list[Path]:
+    """[log] when it does not exist yet (setting up the run will make it), else []."""
+    return [log] if log is not None and not log.exists() else []
+
+
+def _drop_if_empty(made: list[Path]) -> None:
+    """Remove the log a failed setup made (a refused policy, a key that cannot seal), when
+    it holds no event, so that no empty log is left behind."""
+    from codemode.pipeline.log import load
+
+    for log in made:
+        try:
+            if not load(log):
+                for path in (log, *(log.with_name(log.name + side)      # SQLite's files
+                                    for side in ("-wal", "-shm", "-journal"))):
+                    path.unlink(missing_ok=True)
+        except (OSError, ValueError, LogCorruptError):
+            pass
 
 
 def _report(setup: _Setup, result: CallResult, duration_s: float, limits: SandboxLimits,

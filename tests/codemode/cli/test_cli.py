@@ -549,6 +549,24 @@ def test_log_check_reports_violations_and_exit_status(tmp_path):
     assert b"is torn" not in codemode("log", "check", str(sound)).stderr
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".db"])
+def test_a_run_refused_before_it_starts_leaves_no_empty_log(tmp_path, suffix):
+    policy = tmp_path / "p.toml"
+    policy.write_text('[[rules]]\ntool = "nope_tool"\naction = "deny"\n')
+    log = tmp_path / f"new{suffix}"
+    done = codemode("run", str(ROOT / "fixtures" / "demo_program.py"), "--builtin",
+                    "--policy", str(policy), "--log", str(log))
+    assert done.returncode == 2 and b"PolicyError" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+    kept = tmp_path / f"kept{suffix}"                       # a log that was there stays
+    assert codemode("run", str(ROOT / "fixtures" / "demo_program.py"), "--builtin",
+                    "--log", str(kept)).returncode == 0
+    before = kept.read_bytes()
+    codemode("run", str(ROOT / "fixtures" / "demo_program.py"), "--builtin",
+             "--policy", str(policy), "--log", str(kept))
+    assert kept.read_bytes() == before
+
+
 def test_the_command_freezes_its_objects_for_the_exit_after_closing_its_log(tmp_path):
     # `main` ends with gc.freeze(), after the session and its log are closed and the output
     # flushed: the exit's collections skip every object, atexit handlers still run after it
