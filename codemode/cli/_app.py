@@ -61,7 +61,7 @@ from ._options import (
 )
 from ._plan import PLAN_HELP, PLAN_SHORT_HELP, plan_command
 from ._serve import SERVE_SHORT_HELP, serve_command
-from ._stop import stopping
+from ._stop import still_running, stopping
 
 # What a command needs is imported when it runs, not here: `codemode --help` loads neither
 # the sandbox (wasmtime), nor the pipeline, nor rich's console beyond what typer draws help
@@ -417,14 +417,45 @@ def demo(
 
 def main() -> None:
     warnings.showwarning = _show_warning
+    status: Any = 0
     try:
         with stopping():
             if sys.stderr.isatty():
                 app()
             else:
                 sys.exit(_plain_errors())
+    except SystemExit as exc:
+        status = exc.code
+        raise
     finally:
         _skip_exit_collections()
+        if still_running():
+            _leave_tools_behind(status)
+
+
+def _leave_tools_behind(status: Any) -> None:
+    """End the process now, with `status` (`SystemExit.code`), when a synchronous tool is
+    still running in a thread after the command is over (its run ended at its limit; a
+    thread cannot be stopped, and the interpreter's exit would wait for it). The exit
+    functions (`atexit`) still run; the stuck threads do not delay the exit."""
+    import atexit
+    import os
+
+    print(f"codemode: {still_running()} tool call(s) still running in a thread were left "
+          "behind (a synchronous tool that did not return when its run ended)",
+          file=sys.stderr, flush=True)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if status is None:
+        os._exit(0)
+    if not isinstance(status, int):      # a message, as SystemExit("...") prints it
+        print(status, file=sys.stderr, flush=True)
+        os._exit(1)
+    os._exit(status)
 
 
 def _skip_exit_collections() -> None:

@@ -72,6 +72,8 @@ def check_command(
     except (LogCorruptError, OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    from ._log_show import say_torn
+
     say_torn(file)
     found = [(v.seq, v.kind.value, v.message) for v in check(events, complete=not partial)]
     found += [(seq, "SEAL", message) for seq, message in _seal_problems(events, seal_key_file)]
@@ -116,13 +118,3 @@ def _existing(path: Path) -> Path:
         raise typer.BadParameter(f"no key file {str(path)!r}", param_hint="'--seal-key-file'")
     return path
 
-
-def say_torn(file: Path) -> None:
-    """Say on stderr that the log's torn last line was left out (`torn_tail`), if it has one."""
-    from codemode.pipeline.log import torn_tail
-
-    size = torn_tail(file)
-    if size:
-        typer.echo(f"note: {file}: the last line ({size} bytes) is torn and was left out: a "
-                   "write in progress, or a writer that died mid-append (opening the log for "
-                   "writing drops it)", err=True)

@@ -44,7 +44,7 @@ import msgspec
 import typer
 
 from codemode.pipeline import LogCorruptError, events
-from codemode.pipeline.log import load
+from codemode.pipeline.log import load, torn_tail
 
 from ._console import terminal_width
 
@@ -275,8 +275,6 @@ def show(file: Path, as_json: bool = False) -> None:
     except (OSError, ValueError, LogCorruptError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    from ._log import say_torn
-
     say_torn(file)
     if as_json:
         typer.echo(json.dumps({"calls": [r.to_json() for r in roots]}, ensure_ascii=False,
@@ -285,3 +283,12 @@ def show(file: Path, as_json: bool = False) -> None:
         typer.echo(render_tree(roots, terminal_width(sys.stdout)))
     else:
         typer.echo("(no calls)")
+
+
+def say_torn(file: Path) -> None:
+    """Say on stderr that the log's torn last line was left out (`torn_tail`), if it has one."""
+    size = torn_tail(file)
+    if size:
+        typer.echo(f"note: {file}: the last line ({size} bytes) is torn and was left out: a "
+                   "write in progress, or a writer that died mid-append (opening the log for "
+                   "writing drops it)", err=True)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:   # asyncio loads with the command that runs a loop, not with `--help`
     import asyncio
 
-__all__ = ["STOP_SIGNALS", "Stopped", "report_stop", "run", "stopping"]
+__all__ = ["STOP_SIGNALS", "Stopped", "report_stop", "run", "still_running", "stopping"]
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
                      if hasattr(signal, name))
@@ -118,6 +118,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
     with asyncio.Runner() as runner:
         loop = runner.get_loop()
+        loop.set_default_executor(_tool_threads())
         handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
         installed = []
         for signum in STOP_SIGNALS:
@@ -147,3 +148,52 @@ def report_stop(stopped: Stopped | None = None) -> int:
     name = signal.Signals(stopped.signum or signal.SIGINT).name
     sys.stderr.write(f"codemode: stopped by {name}\n")
     return stopped.exit_status
+
+
+# Synchronous tools run in the loop's default executor (`asyncio.to_thread`). A tool that
+# does not return when its run ends (stuck in `time.sleep`, a blocking read) cannot be
+# stopped: Python has no way to kill a thread. The run is abandoned at its limit; these
+# threads let the command end then too, instead of at the tool's own end.
+_pools: list[Any] = []
+
+
+def _tool_threads() -> Any:
+    """The loop's default executor: closing the loop does not wait for a call still
+    running in it (`still_running` counts them)."""
+    import concurrent.futures
+    import threading
+
+    class ToolThreads(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self) -> None:
+            super().__init__(thread_name_prefix="codemode-tool")
+            self.busy = 0
+            self._count = threading.Lock()
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            with self._count:
+                self.busy += 1
+            try:
+                future = super().submit(fn, *args, **kwargs)
+            except BaseException:
+                self._done(None)
+                raise
+            future.add_done_callback(self._done)
+            return future
+
+        def _done(self, _future: Any) -> None:
+            with self._count:
+                self.busy -= 1
+
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            super().shutdown(wait=False, cancel_futures=True)
+            if not self.busy and self in _pools:      # kept only while a call runs on
+                _pools.remove(self)
+
+    pool = ToolThreads()
+    _pools.append(pool)
+    return pool
+
+
+def still_running() -> int:
+    """How many tool calls of this process's loops are still running in a thread."""
+    return sum(pool.busy for pool in _pools)

@@ -210,3 +210,31 @@ def test_eval_with_a_policy_naming_tools_the_users_lack_is_a_usage_error(tmp_pat
     assert done.returncode == 2
     assert done.stderr.startswith("error: expose: ['get_weather', ")
     assert "matches none of the tools (to_fahrenheit, stock_level, reset_stock)" in done.stderr
+
+
+SLEEPY = '''
+import time
+from codemode import tool
+
+@tool
+def nap(seconds: float) -> str:
+    """Sleep, then say so."""
+    time.sleep(seconds)
+    return "rested"
+
+TOOLS = [nap]
+'''
+
+
+@pytest.mark.slow
+def test_a_stuck_synchronous_tool_does_not_hold_the_command_after_its_run(project):
+    """The run ends at its limit; the tool's thread cannot be stopped, and the command ends
+    without waiting for it (it would sleep 120 s), its log closed and sound."""
+    (project / "sleepy.py").write_text(SLEEPY)
+    (project / "nap.py").write_text("print(nap(seconds=120))\n")
+    done = codemode("run", "nap.py", "--tools", "sleepy:TOOLS", "--timeout", "2",
+                    "--log", "s.jsonl", cwd=project, timeout=100)   # raises if it waits
+    assert done.returncode == 1, done.stderr
+    assert "1 tool call(s) still running in a thread were left behind" in done.stderr
+    checked = codemode("log", "check", "s.jsonl", cwd=project)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
