@@ -94,7 +94,7 @@ from .._run.seal import SealKey
 from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
 from .conditions import Condition
-from .quotas import Quota, quota_listener
+from .quotas import Quota, plan_quota, quota_listener
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
@@ -393,6 +393,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             mode.read_only = self._reads_only
         if self.quotas:
             session.on("tools/pre-execute", quota_listener(self.quotas, session))
+            mode.plan_quota = plan_quota(self.quotas, session)   # a dry run's entries
         return mode
 
     def _reads_only(self, definition: ToolDefinition) -> bool:

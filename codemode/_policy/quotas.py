@@ -27,11 +27,10 @@ import msgspec
 
 from codemode.pipeline import Deny, events
 
-__all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "quota_listener", "quota_use",
-           "usage_from_log"]
+from .._run.plan import QUOTA_EXCEEDED, PlanQuota, QuotaCheck
 
-QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
-"""The code of a call refused because it would exceed a quota."""
+__all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "plan_quota", "quota_listener",
+           "quota_use", "usage_from_log"]
 
 Measure = Literal["per_run", "per_session", "result_bytes", "cost_budget"]
 
@@ -258,3 +257,33 @@ def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
         return await next()
 
     return enforce_quotas
+
+
+def plan_quota(quotas: tuple[Quota, ...], session: Any) -> QuotaCheck:
+    """The quotas of a dry run's planned calls (`CodeMode.plan_quota`; `Policy.apply` sets
+    it): for a call of `name` in the dry run `run_id`, after the calls `planned` (by tool)
+    the plan counts as made, the `PlanQuota` of each limit that governs it (its use with the
+    call when `runs` and no limit is exceeded, else without) and the refusal message of the
+    first it would exceed (None: within all, or the call does not run). The use so far is the log's
+    (`usage_from_log`: the session's calls, and the dry run's own read-only calls, which
+    the real run makes too) plus `planned`, which never ran and so are not in the log."""
+    def check(name: str, run_id: str | None, planned: dict[str, int], runs: bool
+              ) -> tuple[list[PlanQuota], str | None]:
+        if not any(q.governs(name) for q in quotas):
+            return [], None
+        logged = usage_from_log(session.log.read(), run_id)
+        run_calls, session_calls = dict(logged.run_calls), dict(logged.session_calls)
+        for tool, n in planned.items():
+            run_calls[tool] = run_calls.get(tool, 0) + n
+            session_calls[tool] = session_calls.get(tool, 0) + n
+        usage = Usage(run_calls=run_calls, session_calls=session_calls,
+                      run_result_bytes=logged.run_result_bytes)
+        uses = quota_use(quotas, name, usage)
+        over = next((u for u in uses if u.exceeded), None) if runs else None
+        adds = runs and over is None
+        return ([PlanQuota(index=u.index, tool=u.quota.tool, measure=u.measure,
+                           used=u.used + (u.needs if adds else 0), limit=u.limit,
+                           exceeded=runs and u.exceeded) for u in uses],
+                None if over is None else over.message(name))
+
+    return check
