@@ -189,6 +189,14 @@ def run_of(call_id: str) -> str:
     return call_id.split(_RESUME, 1)[0]
 
 
+def call_key(sub_call_id: str) -> str:
+    """The logical call a sub-call id is an attempt of: `"<run id>:<n>"`, its idempotency
+    key, the same for every resumption that makes the call again (`"run1:resume:2:code:4"`
+    -> `"run1:4"`), so a retry of a call whose outcome a crash left unknown is that call."""
+    outer, _, n = sub_call_id.rpartition(":code:")
+    return f"{run_of(outer)}:{n}"
+
+
 def usage_from_log(log_events: Iterable[Any], run_id: str | None,
                    exclude: str | None = None) -> Usage:
     """The use so far, counted from the session log's events, so that a resumed or
@@ -198,22 +206,29 @@ def usage_from_log(log_events: Iterable[Any], run_id: str | None,
         log_events: the session log's events (`session.log.read()`).
         run_id: the run whose calls `Usage.run_calls` counts (its first `run_code` call id;
             its resumptions' sub-calls count too); None: none (a direct call).
-        exclude: the id of the call being decided, whose own start is already logged.
+        exclude: the id of the call being decided, whose own start is already logged (for
+            a sub-call: every attempt of its logical call, `call_key`, is left out).
     Returns:
-        A `Usage`: each sub-call that started (`tool/code-dispatch-start`) and did not end
-        refused before its tool ran (denied, over quota, pending approval, unknown tool,
-        invalid arguments) counts once, in its run and in the session; each direct
+        A `Usage`: each logical sub-call (`call_key`) with an attempt that started
+        (`tool/code-dispatch-start`) and did not end refused before its tool ran (denied,
+        over quota, pending approval, unknown tool, invalid arguments) counts once, in its
+        run and in the session: a call crash repair settled `TOOL_OUTCOME_UNKNOWN` counts
+        (it may have run), and so does, once, a later resumption's retry of it; each direct
         `tool/call` counts in the session unless it ended `QUOTA_EXCEEDED`; result bytes are
         those of the run's sub-call results' content encoded as JSON.
     """
-    starts: dict[str, tuple[str, str]] = {}      # sub_call_id -> (name, run id)
+    attempts: dict[str, str] = {}                 # sub_call_id -> its logical call
+    calls: dict[str, tuple[str, str]] = {}        # logical call -> (name, run id)
     refused: set[str] = set()
     direct: dict[str, str] = {}
     run_bytes: dict[str, int] = {}
+    skip = call_key(exclude) if exclude is not None and ":code:" in exclude else None
     for event in log_events:
         if isinstance(event, events.CodeDispatchStart):
-            if event.sub_call_id != exclude:
-                starts[event.sub_call_id] = (event.name, run_of(event.parent_call_id))
+            key = call_key(event.sub_call_id)
+            if key != skip:
+                attempts[event.sub_call_id] = key
+                calls[key] = (event.name, run_of(event.parent_call_id))
         elif isinstance(event, events.CodeDispatch):
             if event.code in _NOT_RUN:
                 refused.add(event.sub_call_id)
@@ -226,11 +241,11 @@ def usage_from_log(log_events: Iterable[Any], run_id: str | None,
         elif (isinstance(event, events.ToolResult) and event.error is not msgspec.UNSET
               and event.error.code == QUOTA_EXCEEDED):
             direct.pop(event.call_id, None)
+    ran = {key for sub_call_id, key in attempts.items() if sub_call_id not in refused}
     run_calls: dict[str, int] = {}
     session_calls: dict[str, int] = {}
-    for sub_call_id, (name, run) in starts.items():
-        if sub_call_id in refused:
-            continue
+    for key in ran:
+        name, run = calls[key]
         session_calls[name] = session_calls.get(name, 0) + 1
         if run_id is not None and run == run_id:
             run_calls[name] = run_calls.get(name, 0) + 1
