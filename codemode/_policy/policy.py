@@ -230,6 +230,11 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             those that change something, whatever their definitions say (`changes` wins
             over `read_only`, both over `ToolDefinition.read_only`): a dry run runs the
             first and plans the others (docs/codemode.md "Plan before the run").
+        destructive, additive, idempotent: fnmatch globs over tool names: the tools whose
+            calls may destroy or overwrite something, those that only add (`destructive`
+            wins), and those a repeated call with the same arguments leaves as they were,
+            whatever their definitions (`ToolDefinition.destructive`, `.idempotent`, an MCP
+            tool's hints) say: a plan shows them per entry.
     """
 
     tier: Tier = "wasm"
@@ -244,6 +249,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     type_check: TypeCheck = DEFAULT_TYPE_CHECK
     read_only: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
+    destructive: tuple[str, ...] = ()
+    additive: tuple[str, ...] = ()
+    idempotent: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.description_budget < MIN_DESCRIPTION_BUDGET:
@@ -391,6 +399,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             mode.decide = self.decide       # what a dry run's plan says of each call
         if self.read_only or self.changes:
             mode.read_only = self._reads_only
+        if self.destructive or self.additive or self.idempotent:
+            mode.effects = self._effects
         if self.quotas:
             session.on("tools/pre-execute", quota_listener(self.quotas, session))
             mode.plan_quota = plan_quota(self.quotas, session)   # a dry run's entries
@@ -402,6 +412,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         def matches(globs: tuple[str, ...]) -> bool:
             return any(fnmatch.fnmatchcase(definition.name, glob) for glob in globs)
         return not matches(self.changes) and (matches(self.read_only) or definition.read_only)
+
+    def _effects(self, definition: ToolDefinition) -> tuple[bool | None, bool | None]:
+        """(destructive, idempotent) of `definition`'s calls: `destructive`, then
+        `additive`, then the definition say; `idempotent`, then the definition."""
+        def matches(globs: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(definition.name, glob) for glob in globs)
+        destructive = (True if matches(self.destructive) else False if matches(self.additive)
+                       else definition.destructive)
+        return destructive, True if matches(self.idempotent) else definition.idempotent
 
     def _check_pauses_resumable(self, session: Session, tools: list[str]) -> None:
         """Raises:

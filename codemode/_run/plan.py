@@ -100,6 +100,13 @@ class PlanEntry(msgspec.Struct, frozen=True, kw_only=True):
             value the real run will not give.
         quota: the use of each quota limit that governs the tool (`PlanQuota`), in the
             policy's order; empty when none does.
+        destructive: the call may destroy or overwrite something (True) or only adds
+            (False), as the policy's `destructive`/`additive` lists, else the tool
+            (`ToolDefinition.destructive`, an MCP `destructiveHint`) say; None: nobody said
+            (MCP reads that as True).
+        idempotent: calling again with the same arguments has no further effect (True), as
+            the policy's `idempotent` list, else the tool, say; None: nobody said (MCP
+            reads that as False).
     """
 
     n: int
@@ -112,6 +119,8 @@ class PlanEntry(msgspec.Struct, frozen=True, kw_only=True):
     simulated: Literal["simulator", "schema", "marker"] = "marker"
     after_simulated: bool = False
     quota: list[PlanQuota] = []
+    destructive: bool | None = None
+    idempotent: bool | None = None
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -185,11 +194,14 @@ class Planner:
         flow: the run's labels (asked at each call).
         quota: the policy's quotas (`QuotaCheck`), or None: no quota.
         run_id: the dry run's id (its `run_code` call id), whose read-only calls count.
+        effects: a tool's (destructive, idempotent) (`mode.effects`, `plan_effects`).
     """
 
     def __init__(self, plan: Plan, decide: Decide | None, flow: Callable[[], RunFlow],
-                 quota: QuotaCheck | None = None, run_id: str | None = None) -> None:
+                 quota: QuotaCheck | None = None, run_id: str | None = None,
+                 effects: Effects | None = None) -> None:
         self.plan = plan
+        self._effects = effects or plan_effects
         self._decide = decide
         self.flow = flow
         self._quota = quota
@@ -219,10 +231,12 @@ class Planner:
             if verdict != "deny":
                 self.planned[definition.name] = self.planned.get(definition.name, 0) + 1
             value, how = _simulated(definition, call.arguments)
+            destructive, idempotent = self._effects(definition)
             self.plan.entries.append(PlanEntry(
                 n=len(self.plan.entries) + 1, tool=definition.name, arguments=call.arguments,
                 decision=verdict, code=code, reason=reason, labels=sorted(flow.by_label()),
-                simulated=how, after_simulated=self.simulated, quota=uses))
+                simulated=how, after_simulated=self.simulated, quota=uses,
+                destructive=destructive, idempotent=idempotent))
             if self.simulated:
                 self.plan.complete = False
             self.simulated = True
@@ -254,6 +268,16 @@ def plan_read_only(definition: ToolDefinition) -> bool:
     return definition.read_only
 
 
+Effects = Callable[[ToolDefinition], "tuple[bool | None, bool | None]"]
+"""A tool's (destructive, idempotent) as a plan shows them (None: not said)."""
+
+
+def plan_effects(definition: ToolDefinition) -> tuple[bool | None, bool | None]:
+    """(destructive, idempotent) of `definition`'s calls (`CodeMode.effects`; a policy's
+    `destructive`, `additive` and `idempotent` lists win over the definition's)."""
+    return definition.destructive, definition.idempotent
+
+
 def dry_run(plan: Plan | None, definitions: list[ToolDefinition], exposed: dict[str, Any],
             host_answered: dict[str, Any], mode: Any, flow: Callable[[], RunFlow],
             run_id: str | None = None) -> dict[str, Any]:
@@ -264,7 +288,8 @@ def dry_run(plan: Plan | None, definitions: list[ToolDefinition], exposed: dict[
     pipeline (the read-only ones)."""
     if plan is None:
         return exposed
-    planner = Planner(plan, mode.decide, flow, getattr(mode, "plan_quota", None), run_id)
+    planner = Planner(plan, mode.decide, flow, getattr(mode, "plan_quota", None), run_id,
+                      getattr(mode, "effects", None))
     for definition in definitions:
         if definition.name in exposed and not mode.read_only(definition):
             host_answered[definition.name] = planner.answer_for(definition)

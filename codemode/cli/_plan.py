@@ -22,6 +22,9 @@ PLAN_HELP = (
     "an MCP readOnlyHint, or the policy's read_only list) run for real, through the policy; "
     "tools with effects do not run: the program gets a simulated value, and each such call "
     "is printed with its arguments and the policy's decision (allow, ask or deny, and why). "
+    "An entry whose tool is said to be destructive or idempotent (@tool(destructive=..., "
+    "idempotent=...), MCP destructiveHint/idempotentHint, the policy's destructive, additive "
+    "and idempotent lists) is marked so. "
     "With the policy's quotas, each entry shows its quota use (used/limit after the call), "
     "and a call past a quota is refused as in the real run (deny, QUOTA_EXCEEDED). "
     "Exit status 0 when the program ended, 3 when the plan exceeds a quota (it cannot be "
@@ -98,8 +101,10 @@ def _print(plan: Plan, as_json: bool, failure: str | None) -> None:
     for entry in plan.entries:
         arguments = json.dumps(entry.arguments, ensure_ascii=False, sort_keys=True)
         why = f": {entry.reason}" if entry.reason else ""
+        marks = "".join(f" [{word}]" for word, said in (
+            ("destructive", entry.destructive), ("idempotent", entry.idempotent)) if said)
         print(visible(f"{entry.n}. {entry.tool}({arguments}) -> {entry.decision}{why}"
-                      + _quota_text(entry)))
+                      + marks + _quota_text(entry)))
     asked = len(plan.asked())
     over = [str(e.n) for e in plan.over_quota]
     print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"

@@ -114,3 +114,19 @@ def test_plan_shows_quota_use_and_exits_3_for_a_plan_past_a_quota(project: Path)
     assert entries[1]["quota"] == [{"index": 0, "tool": "send_*", "measure": "per_run",
                                     "used": 1, "limit": 1, "exceeded": True}]
     assert not (project / "sent.txt").exists()
+
+
+@pytest.mark.slow
+def test_plan_marks_a_destructive_entry(project: Path) -> None:
+    (project / "wipe.py").write_text(
+        "from codemode import tool\n\n@tool(destructive=True, idempotent=True)\n"
+        "def wipe(folder: str) -> str:\n    \"\"\"Wipe a folder.\"\"\"\n    return folder\n\n"
+        "TOOLS = [wipe]\n")
+    (project / "wipe_prog.py").write_text('wipe(folder="tmp")\n')
+    done = codemode("plan", "wipe_prog.py", "--tools", "wipe:TOOLS", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        '1. wipe({"folder": "tmp"}) -> allow [destructive] [idempotent]')
+    as_json = codemode("plan", "wipe_prog.py", "--tools", "wipe:TOOLS", "--json", cwd=project)
+    [entry] = json.loads(as_json.stdout)["entries"]
+    assert (entry["destructive"], entry["idempotent"]) == (True, True)
