@@ -20,6 +20,7 @@ would exceed. `QUOTA_EXCEEDED` is the code a refusal carries.
 from __future__ import annotations
 
 import fnmatch
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -29,8 +30,8 @@ from codemode.pipeline import Deny, events
 
 from .._run.plan import QUOTA_EXCEEDED, PlanQuota, QuotaCheck
 
-__all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "plan_quota", "quota_listener",
-           "quota_use", "usage_from_log"]
+__all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "UsageCounter", "plan_quota",
+           "quota_listener", "quota_use", "usage_from_log"]
 
 Measure = Literal["per_run", "per_session", "result_bytes", "cost_budget"]
 
@@ -255,18 +256,105 @@ def usage_from_log(log_events: Iterable[Any], run_id: str | None,
                  run_result_bytes=run_bytes)
 
 
+class UsageCounter:
+    """The use so far, kept as the log grows (`see` each event, in order): `usage` gives what
+    `usage_from_log` would over the same events, at a cost that does not grow with the log.
+    Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attempts: dict[str, str] = {}           # started sub-call -> logical call
+        self._live: dict[str, set[str]] = {}          # logical call -> attempts not refused
+        self._calls: dict[str, tuple[str, str]] = {}  # logical call -> (name, run id)
+        self._run: dict[str, dict[str, int]] = {}     # run id -> name -> calls
+        self._session: dict[str, int] = {}            # name -> calls
+        self._bytes: dict[str, dict[str, int]] = {}   # run id -> name -> result bytes
+        self._direct: dict[str, str] = {}             # direct call id -> name
+
+    def _count(self, name: str, run: str | None, n: int) -> None:
+        self._session[name] = self._session.get(name, 0) + n
+        if run is not None:
+            counts = self._run.setdefault(run, {})
+            counts[name] = counts.get(name, 0) + n
+
+    def see(self, event: Any) -> None:
+        """Count one log event (each event once, in log order)."""
+        kind = type(event)
+        with self._lock:
+            if kind is events.CodeDispatchStart:
+                key = call_key(event.sub_call_id)
+                self._attempts[event.sub_call_id] = key
+                live = self._live.setdefault(key, set())
+                if not live:
+                    self._calls[key] = (event.name, run_of(event.parent_call_id))
+                    self._count(event.name, self._calls[key][1], 1)
+                live.add(event.sub_call_id)
+            elif kind is events.CodeDispatch:
+                key = self._attempts.pop(event.sub_call_id, "")
+                if event.code in _NOT_RUN:
+                    attempts = self._live.get(key, set())
+                    if event.sub_call_id in attempts:
+                        attempts.discard(event.sub_call_id)
+                        if not attempts:
+                            name, run = self._calls[key]
+                            self._count(name, run, -1)
+                else:
+                    found = self._bytes.setdefault(run_of(event.parent_call_id), {})
+                    found[event.name] = (found.get(event.name, 0)
+                                         + len(msgspec.json.encode(event.content)))
+            elif kind is events.ToolCall:
+                if event.name != "run_code":
+                    self._direct[event.call_id] = event.name
+                    self._count(event.name, None, 1)
+            elif (kind is events.ToolResult and event.call_id in self._direct
+                  and event.error is not msgspec.UNSET and event.error.code == QUOTA_EXCEEDED):
+                self._count(self._direct.pop(event.call_id), None, -1)
+
+    def usage(self, run_id: str | None, exclude: str | None = None) -> Usage:
+        """The use so far (as `usage_from_log(events, run_id, exclude)`)."""
+        with self._lock:
+            run = dict(self._run.get(run_id, {})) if run_id is not None else {}
+            session = dict(self._session)
+            found = dict(self._bytes.get(run_id, {})) if run_id is not None else {}
+            if exclude is not None and ":code:" in exclude:
+                key = call_key(exclude)
+                if self._live.get(key):
+                    name, of = self._calls[key]
+                    session[name] -= 1
+                    if of == run_id:
+                        run[name] -= 1
+            elif exclude is not None and exclude in self._direct:
+                session[self._direct[exclude]] -= 1
+        return Usage(run_calls={k: n for k, n in run.items() if n},
+                     session_calls={k: n for k, n in session.items() if n},
+                     run_result_bytes=found)
+
+
 def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
     """A `tools/pre-execute` listener refusing, with `Deny(code="QUOTA_EXCEEDED")`, a call
-    that would exceed one of `quotas`, counting from `session.log` (`usage_from_log`).
-    `Policy.apply` registers it after the rules' listener."""
+    that would exceed one of `quotas`, counting from `session.log`: a `UsageCounter` seeded
+    with the log's events at the first governed call and kept up with each event appended
+    after (`log.watch`), so a call's cost stays flat as the log grows; a log without `watch`
+    is read whole at each call (`usage_from_log`). `Policy.apply` registers it after the
+    rules' listener."""
+    counter: list[UsageCounter] = []
+
+    def usage(run_id: str | None, exclude: str) -> Usage:
+        log = session.log
+        if not hasattr(log, "watch"):
+            return usage_from_log(log.read(), run_id, exclude=exclude)
+        if not counter:
+            counter.append(UsageCounter())
+            log.watch(counter[0].see)
+        return counter[0].usage(run_id, exclude)
+
     async def enforce_quotas(execution: Any, next: Any) -> Any:
         name = execution.name
         if name != "run_code" and any(q.governs(name) for q in quotas):
             call_id = execution.call_id
             outer, is_sub, _ = call_id.rpartition(":code:")
-            usage = usage_from_log(session.log.read(), run_of(outer) if is_sub else None,
-                                   exclude=call_id)
-            for use in quota_use(quotas, name, usage):
+            for use in quota_use(quotas, name, usage(run_of(outer) if is_sub else None,
+                                                      call_id)):
                 if use.exceeded and (is_sub or use.measure == "per_session"):
                     return Deny(use.message(name), code=QUOTA_EXCEEDED)
         return await next()

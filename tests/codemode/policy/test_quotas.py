@@ -149,3 +149,29 @@ def test_a_quota_for_a_tool_the_session_lacks_says_did_you_mean():
     policy = Policy.from_data({"quotas": [{"tool": "send_mal", "per_run": 1}]})
     with pytest.raises(PolicyError, match=r"quotas\[0\].tool.*did you mean 'send_mail'"):
         policy.apply(Session(tools=quota_tools({})))
+
+
+async def test_a_governed_call_does_not_read_the_log_again(tmp_path):
+    """The quota's counts are kept as the log grows (seeded once from it), so a call's cost
+    does not grow with the log: the log is loaded once for the whole run, not per call."""
+    from codemode import Policy, Session
+    from codemode.pipeline.log import JsonlLog
+
+    loads = []
+
+    class CountingLog(JsonlLog):
+        def _load(self):
+            loads.append(1)
+            return super()._load()
+
+    log = CountingLog(tmp_path / "s.jsonl")
+    session = Session(tools=quota_tools({}), log=log)
+    Policy.from_data({"tier": "restricted-in-process",
+                      "quotas": [{"tool": "send_*", "per_session": 25}]}).apply(session)
+    loads.clear()
+    program = "for i in range(30):\n    try:\n        send_mail(to=str(i))\n" \
+              "    except ToolCallError as e:\n        print(e.code)\n"
+    result = await session.call("run_code", {"code": program})
+    assert "".join(result.value["logs"]) == "QUOTA_EXCEEDED\n" * 5
+    assert len(loads) <= 1
+    await session.aclose()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from codemode._policy.quotas import UsageCounter, usage_from_log
 from codemode.pipeline import events
 from codemode.pipeline.log import check, load
 from tests.codemode.policy.test_quotas import PROGRAM, QUOTA_POLICY
@@ -87,6 +88,21 @@ def test_a_fourth_call_is_refused_after_a_resumption_crashed_and_was_repaired(
         # the retry of that same call (key run1:4) counts once with it: the third call
         ("run1:resume:2:code:4", None),
         ("run1:resume:2:code:5", "QUOTA_EXCEEDED"), ("run1:resume:2:code:6", "QUOTA_EXCEEDED")]
+    same_counts_as_a_whole_read(log_path)
+
+
+def same_counts_as_a_whole_read(log: Path) -> None:
+    """The running count (what enforcement uses) says what reading the whole log says, for
+    every run and every call left out, after every event."""
+    logged = load(log)
+    counter = UsageCounter()
+    ids = {getattr(e, "sub_call_id", None) or getattr(e, "call_id", None) for e in logged}
+    for n, event in enumerate(logged, start=1):
+        counter.see(event)
+        for run_id in ("run1", "first", "second", None):
+            for exclude in (*sorted(i for i in ids if i), None):
+                assert counter.usage(run_id, exclude) == usage_from_log(
+                    logged[:n], run_id, exclude), (n, run_id, exclude)
 
 
 def test_a_call_whose_outcome_a_crash_left_unknown_counts_against_the_session(
@@ -105,3 +121,4 @@ def test_a_call_whose_outcome_a_crash_left_unknown_counts_against_the_session(
     assert settled(log_path) == [
         ("first:code:1", None), ("first:code:2", None),
         ("first:code:3", "TOOL_OUTCOME_UNKNOWN"), ("second:code:1", "QUOTA_EXCEEDED")]
+    same_counts_as_a_whole_read(log_path)
