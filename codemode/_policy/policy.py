@@ -352,9 +352,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         labels and exposed tools (`expose` matched against the tools of each run, so that
         tools registered later, such as those an MCP server adds, follow it; a session whose
         mode nobody chose goes to code mode, and the exposed tools are the only ones offered
-        directly: `CodeMode`), then the rules as a `tools/pre-execute` listener (registered
-        now, first come first asked; it reads the labels of a sub-call's run from the
-        `CodeMode`).
+        directly: `CodeMode`), then the quotas (`quotas.quota_listener`) and the rules as
+        `tools/pre-execute` listeners (registered now, first come first asked: a call past a
+        quota is refused whatever a rule says; the rules read the labels of a sub-call's run
+        from the `CodeMode`).
 
         Args:
             session: the session to govern.
@@ -394,6 +395,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                         resumable=resumable, labels=self.labels, seal_key=seal_key,
                         description_budget=self.description_budget,
                         output_paging=self.output_paging, type_check=self.type_check)
+        if self.quotas:      # before the rules: a rule that allows or asks ends the chain
+            session.on("tools/pre-execute", quota_listener(self.quotas, session))
+            mode.plan_quota = plan_quota(self.quotas, session)   # a dry run's entries
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
             mode.decide = self.decide       # what a dry run's plan says of each call
@@ -401,9 +405,6 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             mode.read_only = self._reads_only
         if self.destructive or self.additive or self.idempotent:
             mode.effects = self._effects
-        if self.quotas:
-            session.on("tools/pre-execute", quota_listener(self.quotas, session))
-            mode.plan_quota = plan_quota(self.quotas, session)   # a dry run's entries
         return mode
 
     def _reads_only(self, definition: ToolDefinition) -> bool:

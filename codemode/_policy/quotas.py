@@ -335,7 +335,7 @@ def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
     that would exceed one of `quotas`, counting from `session.log`: a `UsageCounter` seeded
     with the log's events at the first governed call and kept up with each event appended
     after (`log.watch`), so a call's cost stays flat as the log grows; a log without `watch`
-    is read whole at each call (`usage_from_log`). `Policy.apply` registers it after the
+    is read whole at each call (`usage_from_log`). `Policy.apply` registers it before the
     rules' listener."""
     counter: list[UsageCounter] = []
 

@@ -223,11 +223,14 @@ class Planner:
             reason = getattr(decision, "reason", None) or ""
             code = "DENIED" if verdict == "deny" else ""
             uses: list[PlanQuota] = []
-            if self._quota is not None:
+            if self._quota is not None:     # asked before the rules, as in the real run
                 uses, over = self._quota(definition.name, self._run_id, dict(self.planned),
-                                         verdict != "deny")
-                if over is not None and verdict != "deny":
+                                         True)
+                if over is not None:
                     verdict, code, reason = "deny", QUOTA_EXCEEDED, over
+                elif verdict == "deny":      # the rule refuses it: it uses nothing
+                    uses, _ = self._quota(definition.name, self._run_id,
+                                          dict(self.planned), False)
             if verdict != "deny":
                 self.planned[definition.name] = self.planned.get(definition.name, 0) + 1
             value, how = _simulated(definition, call.arguments)
