@@ -236,9 +236,11 @@ def _esc(text: str) -> str:
 
 def report_section(report: EvalReport, *, heading: str | None = None) -> str:
     """One evaluation as an HTML section: headline, chart, per-category counts and the
-    case table (the fuel column only when the policy meters fuel)."""
+    case table (the fuel column only when the policy meters fuel, the over-quota one only
+    when a quota refused a call)."""
     present = [o for o in OUTCOMES if o in report.totals]
     metered = any(r.fuel_used is not None for r in report.results)
+    quotas = bool(report.quota_refusals)
     summary_rows = "".join(
         f"<tr><td>{_esc(c)}</td>" + "".join(f"<td class=n>{row.get(o, '')}</td>" for o in present)
         + "</tr>" for c, row in report.summary.items())
@@ -248,6 +250,7 @@ def report_section(report: EvalReport, *, heading: str | None = None) -> str:
         f'<td class=n>{r.latency_ms:.0f}</td>'
         + (f'<td class=n>{"" if r.fuel_used is None else f"{r.fuel_used:,}"}</td>'
            if metered else "")
+        + (f"<td class=n>{r.quota_refusals or ''}</td>" if quotas else "")
         + f'<td class=n>{r.mem_growth_bytes >> 20}</td><td>{_esc(r.reason[:300])}</td></tr>'
         for r in report.results)
     verdict = (f"{report.totals.get('escaped', 0)} escaped, "
@@ -264,7 +267,8 @@ def report_section(report: EvalReport, *, heading: str | None = None) -> str:
 </table>
 <details{" open" if heading is None else ""}><summary>Cases ({len(report.results)})</summary>
 <table class=cases><tr><th>case</th><th>category</th><th>oracles</th><th>outcome</th><th>ms</th>
-{"<th>fuel</th>" if metered else ""}<th>mem MiB</th><th>what stopped it / why</th></tr>
+{"<th>fuel</th>" if metered else ""}{"<th>over quota</th>" if quotas else ""}
+<th>mem MiB</th><th>what stopped it / why</th></tr>
 {case_rows}
 </table></details>
 """
