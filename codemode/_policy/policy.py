@@ -94,7 +94,7 @@ from .._run.seal import SealKey
 from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
 from .conditions import Condition
-from .quotas import Quota, plan_quota, quota_listener
+from .quotas import Quota, plan_quota, quota_listener, session_usage
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
@@ -396,8 +396,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                         description_budget=self.description_budget,
                         output_paging=self.output_paging, type_check=self.type_check)
         if self.quotas:      # before the rules: a rule that allows or asks ends the chain
-            session.on("tools/pre-execute", quota_listener(self.quotas, session))
-            mode.plan_quota = plan_quota(self.quotas, session)   # a dry run's entries
+            usage = session_usage(session)      # one running count for both
+            session.on("tools/pre-execute", quota_listener(self.quotas, usage))
+            mode.plan_quota = plan_quota(self.quotas, usage)     # a dry run's entries
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
             mode.decide = self.decide       # what a dry run's plan says of each call

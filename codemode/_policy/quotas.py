@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -31,7 +31,7 @@ from codemode.pipeline import Deny, events
 from .._run.plan import QUOTA_EXCEEDED, PlanQuota, QuotaCheck
 
 __all__ = ["QUOTA_EXCEEDED", "Quota", "QuotaUse", "Usage", "UsageCounter", "plan_quota",
-           "quota_listener", "quota_use", "usage_from_log"]
+           "quota_listener", "quota_use", "session_usage", "usage_from_log"]
 
 Measure = Literal["per_run", "per_session", "result_bytes", "cost_budget"]
 
@@ -330,16 +330,18 @@ class UsageCounter:
                      run_result_bytes=found)
 
 
-def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
-    """A `tools/pre-execute` listener refusing, with `Deny(code="QUOTA_EXCEEDED")`, a call
-    that would exceed one of `quotas`, counting from `session.log`: a `UsageCounter` seeded
-    with the log's events at the first governed call and kept up with each event appended
-    after (`log.watch`), so a call's cost stays flat as the log grows; a log without `watch`
-    is read whole at each call (`usage_from_log`). `Policy.apply` registers it before the
-    rules' listener."""
+UsageOf = Callable[[str | None, str | None], Usage]
+"""`(run id, call left out) -> Usage`: a session's use so far (`session_usage`)."""
+
+
+def session_usage(session: Any) -> UsageOf:
+    """The use so far in `session`, as `usage_from_log(session.log.read(), run_id,
+    exclude)` says, kept by a `UsageCounter` seeded with the log's events at the first
+    question and kept up with each event appended after (`log.watch`), so that its cost
+    stays flat as the log grows; a log without `watch` is read whole at each question."""
     counter: list[UsageCounter] = []
 
-    def usage(run_id: str | None, exclude: str) -> Usage:
+    def usage(run_id: str | None, exclude: str | None) -> Usage:
         log = session.log
         if not hasattr(log, "watch"):
             return usage_from_log(log.read(), run_id, exclude=exclude)
@@ -348,6 +350,13 @@ def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
             log.watch(counter[0].see)
         return counter[0].usage(run_id, exclude)
 
+    return usage
+
+
+def quota_listener(quotas: tuple[Quota, ...], usage: UsageOf) -> Any:
+    """A `tools/pre-execute` listener refusing, with `Deny(code="QUOTA_EXCEEDED")`, a call
+    that would exceed one of `quotas`, counting with `usage` (`session_usage`, from the
+    session log). `Policy.apply` registers it before the rules' listener."""
     async def enforce_quotas(execution: Any, next: Any) -> Any:
         name = execution.name
         if name != "run_code" and any(q.governs(name) for q in quotas):
@@ -362,26 +371,27 @@ def quota_listener(quotas: tuple[Quota, ...], session: Any) -> Any:
     return enforce_quotas
 
 
-def plan_quota(quotas: tuple[Quota, ...], session: Any) -> QuotaCheck:
+def plan_quota(quotas: tuple[Quota, ...], usage: UsageOf) -> QuotaCheck:
     """The quotas of a dry run's planned calls (`CodeMode.plan_quota`; `Policy.apply` sets
     it): for a call of `name` in the dry run `run_id`, after the calls `planned` (by tool)
     the plan counts as made, the `PlanQuota` of each limit that governs it (its use with the
     call when `runs` and no limit is exceeded, else without) and the refusal message of the
-    first it would exceed (None: within all, or the call does not run). The use so far is the log's
-    (`usage_from_log`: the session's calls, and the dry run's own read-only calls, which
-    the real run makes too) plus `planned`, which never ran and so are not in the log."""
+    first it would exceed (None: within all, or the call does not run). The use so far is
+    the log's (`usage`, `session_usage`: the session's calls, and the dry run's own
+    read-only calls, which the real run makes too) plus `planned`, which never ran and so
+    are not in the log."""
     def check(name: str, run_id: str | None, planned: dict[str, int], runs: bool
               ) -> tuple[list[PlanQuota], str | None]:
         if not any(q.governs(name) for q in quotas):
             return [], None
-        logged = usage_from_log(session.log.read(), run_id)
+        logged = usage(run_id, None)
         run_calls, session_calls = dict(logged.run_calls), dict(logged.session_calls)
         for tool, n in planned.items():
             run_calls[tool] = run_calls.get(tool, 0) + n
             session_calls[tool] = session_calls.get(tool, 0) + n
-        usage = Usage(run_calls=run_calls, session_calls=session_calls,
-                      run_result_bytes=logged.run_result_bytes)
-        uses = quota_use(quotas, name, usage)
+        so_far = Usage(run_calls=run_calls, session_calls=session_calls,
+                       run_result_bytes=logged.run_result_bytes)
+        uses = quota_use(quotas, name, so_far)
         over = next((u for u in uses if u.exceeded), None) if runs else None
         adds = runs and over is None
         return ([PlanQuota(index=u.index, tool=u.quota.tool, measure=u.measure,
