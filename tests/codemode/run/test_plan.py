@@ -301,3 +301,15 @@ async def test_a_plan_within_its_quotas_is_approved_and_a_rule_denial_stays_deni
         ("allow", ""), ("deny", "DENIED"), ("allow", ""), ("allow", "")]
     assert [e.quota[0].used for e in plan.entries] == [1, 1, 2, 3]
     assert plan.over_quota == []
+
+
+@pytest.mark.slow
+async def test_a_plan_counts_cost_units_against_a_budget() -> None:
+    plan = await plan_of(QUOTA_PROGRAM, mailbox_tools([]), {
+        "quotas": [{"tool": "send_*", "cost": 2, "cost_budget": 5}]})
+    assert [(e.decision, [(q.measure, q.used, q.limit) for q in e.quota])
+            for e in plan.entries] == [
+        ("allow", [("cost_budget", 2, 5)]), ("allow", [("cost_budget", 4, 5)]),
+        ("deny", [("cost_budget", 4, 5)]), ("deny", [("cost_budget", 4, 5)])]
+    assert [e.n for e in plan.over_quota] == [3, 4]
+    assert "allows 5 cost units per run, 4 used" in plan.entries[2].reason
