@@ -34,6 +34,8 @@ if _typing.TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do n
     from ._run.plan import Plan as Plan
     from ._run.plan import PlanEntry as PlanEntry
     from ._run.plan import PlanFailed as PlanFailed
+    from ._run.plan import PlanOverQuota as PlanOverQuota
+    from ._run.plan import PlanQuota as PlanQuota
     from ._run.plan_approval import PlanApproval as PlanApproval
     from ._run.plan_approval import approve_plan as approve_plan
     from ._run.plan_approval import run_approved as run_approved
@@ -52,7 +54,8 @@ _LAZY = {
     **dict.fromkeys(("McpCallTimeout", "McpError", "McpServerDied", "McpStartError",
                      "McpToolError"), "._mcp.errors"),
     **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy.policy"),
-    **dict.fromkeys(("Plan", "PlanEntry", "PlanFailed"), "._run.plan"),
+    **dict.fromkeys(("Plan", "PlanEntry", "PlanFailed", "PlanOverQuota", "PlanQuota"),
+                   "._run.plan"),
     **dict.fromkeys(("PlanApproval", "approve_plan", "run_approved"), "._run.plan_approval"),
     "rejection_code": "._run.rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run.run_code"),

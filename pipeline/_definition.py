@@ -78,6 +78,13 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
         simulate: ``(args) -> value``, the value a dry run gives the program instead of
             running the tool (a tool with effects only). ``None``: a value built from
             ``output_schema``, else a marker.
+        destructive: a call of this tool (one that is not read-only) may destroy or
+            overwrite something (True), or only adds (False); from ``@tool(destructive=
+            ...)``, an MCP tool's ``destructiveHint``. ``None``: not said (MCP's default
+            reading is True). A dry run's plan shows it per entry.
+        idempotent: calling the tool again with the same arguments has no further effect
+            (True) or may have (False); from ``@tool(idempotent=...)``, an MCP tool's
+            ``idempotentHint``. ``None``: not said (MCP's default reading is False).
 
     Raises:
         ValueError: a bad name or timeout, or ``parameters``/``output_schema`` is not a JSON
@@ -105,6 +112,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     convert_output: Callable[[Any], Any] | None = None
     read_only: bool = False
     simulate: Callable[[Any], Any] | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -242,6 +251,8 @@ def tool(
     labels: Iterable[str] = (),
     read_only: bool = False,
     simulate: Callable[[Any], Any] | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
 ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 
 
@@ -263,6 +274,8 @@ def tool(
     labels: Iterable[str] = (),
     read_only: bool = False,
     simulate: Callable[[Any], Any] | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
 ) -> Any:
     """Build a ``ToolDefinition`` from a typed function (sync or async).
 
@@ -290,6 +303,8 @@ def tool(
     - ``labels``: what the tool's results carry (``ToolDefinition.labels``).
     - ``read_only``/``simulate``: the tool only reads; the value a dry run gives instead
       of running a tool with effects (``ToolDefinition.read_only``, ``.simulate``).
+    - ``destructive``/``idempotent``: what a call with effects does (``ToolDefinition.
+      destructive``, ``.idempotent``; None: not said).
     - ``show_traceback``: the body's traceback shown with its failure
       (``ToolDefinition.show_traceback``); by default only the log and ``logging`` keep it.
 
@@ -314,6 +329,8 @@ def tool(
             labels=frozenset(labels),
             read_only=read_only,
             simulate=simulate,
+            destructive=destructive,
+            idempotent=idempotent,
         )
 
     return build(fn) if fn is not None else build
@@ -337,6 +354,8 @@ def _build_tool(
     labels: frozenset[str] = frozenset(),
     read_only: bool = False,
     simulate: Callable[[Any], Any] | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
 ) -> ToolDefinition:
     tool_name = name or func.__name__
     hints = typing.get_type_hints(func, include_extras=True)
@@ -462,6 +481,8 @@ def _build_tool(
         labels=labels,
         read_only=read_only,
         simulate=simulate,
+        destructive=destructive,
+        idempotent=idempotent,
         arguments_fit=fits,
         output_fits=None if output_schema is None else output_fits,
         convert_output=to_json,

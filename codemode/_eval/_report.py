@@ -67,6 +67,8 @@ class EvalReport(msgspec.Struct, frozen=True, kw_only=True):
         summary: category -> outcome -> number of cases.
         totals: outcome -> number of cases.
         failed: some case escaped or affected the host.
+        quota_refusals: category -> calls refused with code QUOTA_EXCEEDED (the policy's
+            `[[quotas]]`) in its cases, for the categories with any.
     """
 
     policy: str
@@ -77,6 +79,7 @@ class EvalReport(msgspec.Struct, frozen=True, kw_only=True):
     summary: dict[str, dict[str, int]]
     totals: dict[str, int]
     failed: bool
+    quota_refusals: dict[str, int] = {}
 
     @classmethod
     def build(cls, *, policy: str, tier: str, jobs: int, duration_s: float,
@@ -86,10 +89,14 @@ class EvalReport(msgspec.Struct, frozen=True, kw_only=True):
             row = summary.setdefault(result.category, {})
             row[result.outcome] = row.get(result.outcome, 0) + 1
         totals = dict(Counter(r.outcome for r in results))
+        quota: Counter[str] = Counter()
+        for result in results:
+            quota[result.category] += result.quota_refusals
         return cls(policy=policy, tier=tier, jobs=jobs, duration_s=duration_s,
                    results=tuple(results), summary=dict(sorted(summary.items())),
                    totals={o: totals[o] for o in OUTCOMES if o in totals},
-                   failed=any(r.outcome in FAILING for r in results))
+                   failed=any(r.outcome in FAILING for r in results),
+                   quota_refusals={c: n for c, n in sorted(quota.items()) if n})
 
 
 def to_json(report: EvalReport) -> bytes:
@@ -102,7 +109,8 @@ def to_json(report: EvalReport) -> bytes:
 
 
 def case_table(results: Sequence[CaseResult]) -> Table:
-    """One row per case: id, category, declared oracles, outcome, cost, reason."""
+    """One row per case: id, category, declared oracles, outcome, cost (ms, fuel when
+    metered, calls refused over a quota when any were), reason."""
     table = Table(title="cases", title_justify="left")
     table.add_column("case")
     table.add_column("category")
@@ -112,11 +120,16 @@ def case_table(results: Sequence[CaseResult]) -> Table:
     metered = any(r.fuel_used is not None for r in results)
     if metered:
         table.add_column("fuel", justify="right")
+    quotas = any(r.quota_refusals for r in results)
+    if quotas:
+        table.add_column("over quota", justify="right")
     table.add_column("why", overflow="fold")
     for r in results:
         cost = [f"{r.latency_ms:.0f}"]
         if metered:
             cost.append("" if r.fuel_used is None else f"{r.fuel_used:,}")
+        if quotas:
+            cost.append(str(r.quota_refusals or ""))
         table.add_row(escape(printable(r.id)), escape(printable(r.category)),
                       escape(printable(", ".join(r.oracles))),
                       outcome_markup(r.outcome), *cost,
@@ -132,9 +145,14 @@ def summary_table(report: EvalReport) -> Table:
     table.add_column("category")
     for outcome in present:
         table.add_column(outcome, justify="right")
+    quota = report.quota_refusals
+    if quota:       # calls, not cases: the calls a [[quotas]] entry refused
+        table.add_column("calls over quota", justify="right")
     for category, row in report.summary.items():
-        table.add_row(category, *[str(row.get(o, "")) for o in present])
-    table.add_row("[bold]total[/]", *[f"[bold]{report.totals.get(o, 0)}[/]" for o in present])
+        table.add_row(category, *[str(row.get(o, "")) for o in present],
+                      *([str(quota.get(category, ""))] if quota else []))
+    table.add_row("[bold]total[/]", *[f"[bold]{report.totals.get(o, 0)}[/]" for o in present],
+                  *([f"[bold]{sum(quota.values())}[/]"] if quota else []))
     return table
 
 
@@ -218,9 +236,11 @@ def _esc(text: str) -> str:
 
 def report_section(report: EvalReport, *, heading: str | None = None) -> str:
     """One evaluation as an HTML section: headline, chart, per-category counts and the
-    case table (the fuel column only when the policy meters fuel)."""
+    case table (the fuel column only when the policy meters fuel, the over-quota one only
+    when a quota refused a call)."""
     present = [o for o in OUTCOMES if o in report.totals]
     metered = any(r.fuel_used is not None for r in report.results)
+    quotas = bool(report.quota_refusals)
     summary_rows = "".join(
         f"<tr><td>{_esc(c)}</td>" + "".join(f"<td class=n>{row.get(o, '')}</td>" for o in present)
         + "</tr>" for c, row in report.summary.items())
@@ -230,6 +250,7 @@ def report_section(report: EvalReport, *, heading: str | None = None) -> str:
         f'<td class=n>{r.latency_ms:.0f}</td>'
         + (f'<td class=n>{"" if r.fuel_used is None else f"{r.fuel_used:,}"}</td>'
            if metered else "")
+        + (f"<td class=n>{r.quota_refusals or ''}</td>" if quotas else "")
         + f'<td class=n>{r.mem_growth_bytes >> 20}</td><td>{_esc(r.reason[:300])}</td></tr>'
         for r in report.results)
     verdict = (f"{report.totals.get('escaped', 0)} escaped, "
@@ -246,7 +267,8 @@ def report_section(report: EvalReport, *, heading: str | None = None) -> str:
 </table>
 <details{" open" if heading is None else ""}><summary>Cases ({len(report.results)})</summary>
 <table class=cases><tr><th>case</th><th>category</th><th>oracles</th><th>outcome</th><th>ms</th>
-{"<th>fuel</th>" if metered else ""}<th>mem MiB</th><th>what stopped it / why</th></tr>
+{"<th>fuel</th>" if metered else ""}{"<th>over quota</th>" if quotas else ""}
+<th>mem MiB</th><th>what stopped it / why</th></tr>
 {case_rows}
 </table></details>
 """

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from .._policy.policy import Policy
+from .._run.plan import QUOTA_EXCEEDED
 from ._canaries import SECRET_ENV, Listener, Plant, Secrets, fresh_token
 from ._classify import classify
 from ._corpus import Case, substitute
@@ -62,6 +63,9 @@ class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
         fuel_used: fuel of the runs when the policy meters it, else None.
         mem_growth_bytes: the worker's peak resident memory during the case, above its
             level when the case started.
+        subcalls: the tool calls the runs made.
+        quota_refusals: the calls the host refused with code QUOTA_EXCEEDED (the policy's
+            `[[quotas]]`), summed over phases.
     """
 
     id: str
@@ -77,6 +81,7 @@ class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
     fuel_used: int | None = None
     mem_growth_bytes: int = 0
     subcalls: int = 0
+    quota_refusals: int = 0
 
 
 def _rss_bytes(pid: int) -> int:
@@ -317,7 +322,9 @@ class Slot:
             outcome=outcome, reason=reason, fired=tuple(first_per_oracle(fired)), phases=phases,
             latency_ms=sum(p.duration_s for p in phases) * 1000, wall_ms=waited.wall_s * 1000,
             fuel_used=sum(fuel) if fuel else None, mem_growth_bytes=growth,
-            subcalls=sum(p.subcalls for p in phases))
+            subcalls=sum(p.subcalls for p in phases),
+            quota_refusals=sum(n for p in phases for key, n in p.refused.items()
+                               if key.startswith(f"{QUOTA_EXCEEDED}:")))
 
 
 def _reference(case: Case, cache: dict[str, ReferenceRun | None],

@@ -74,8 +74,9 @@ def tool_definition(mcp_tool: Any, call: Call, server: str = "") -> tuple[ToolDe
         the definition (`parameters`: the tool's `inputSchema`; `output_schema`: its
         `outputSchema`, unwrapped from the `{"result": value}` envelope and admitting the
         `{"$int": ...}` marker of a too-big int; `is_concurrency_safe` answers True for a
-        tool annotated `readOnlyHint: true`, and `read_only` is then True: a dry run runs it),
-        and whether the structured value is such an
+        tool annotated `readOnlyHint: true`, and `read_only` is then True: a dry run runs it;
+        `destructive` and `idempotent` are its `destructiveHint` and `idempotentHint`, None
+        when the server does not say), and whether the structured value is such an
         envelope.
     """
     tool_name: str = mcp_tool.name
@@ -104,6 +105,8 @@ def tool_definition(mcp_tool: Any, call: Call, server: str = "") -> tuple[ToolDe
         is_concurrency_safe=safe,
         group=server,
         read_only=read_only,
+        destructive=annotations.destructive_hint if annotations is not None else None,
+        idempotent=annotations.idempotent_hint if annotations is not None else None,
     )
     mark_tagged(execute)      # its values come tagged for the wire (`values.lossless`)
     return definition, inner is not None

@@ -94,7 +94,7 @@ from .._run.seal import SealKey
 from .._run.typecheck import DEFAULT_TYPE_CHECK, TypeCheck
 from .bounded import TooLarge, read_bounded
 from .conditions import Condition
-from .quotas import Quota, quota_listener
+from .quotas import Quota, plan_quota, quota_listener, session_usage
 
 Tier = Literal["wasm", "restricted", "restricted-in-process"]
 Action = Literal["allow", "deny", "ask"]
@@ -230,6 +230,11 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             those that change something, whatever their definitions say (`changes` wins
             over `read_only`, both over `ToolDefinition.read_only`): a dry run runs the
             first and plans the others (docs/codemode.md "Plan before the run").
+        destructive, additive, idempotent: fnmatch globs over tool names: the tools whose
+            calls may destroy or overwrite something, those that only add (`destructive`
+            wins), and those a repeated call with the same arguments leaves as they were,
+            whatever their definitions (`ToolDefinition.destructive`, `.idempotent`, an MCP
+            tool's hints) say: a plan shows them per entry.
     """
 
     tier: Tier = "wasm"
@@ -244,6 +249,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     type_check: TypeCheck = DEFAULT_TYPE_CHECK
     read_only: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
+    destructive: tuple[str, ...] = ()
+    additive: tuple[str, ...] = ()
+    idempotent: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.description_budget < MIN_DESCRIPTION_BUDGET:
@@ -344,9 +352,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         labels and exposed tools (`expose` matched against the tools of each run, so that
         tools registered later, such as those an MCP server adds, follow it; a session whose
         mode nobody chose goes to code mode, and the exposed tools are the only ones offered
-        directly: `CodeMode`), then the rules as a `tools/pre-execute` listener (registered
-        now, first come first asked; it reads the labels of a sub-call's run from the
-        `CodeMode`).
+        directly: `CodeMode`), then the quotas (`quotas.quota_listener`) and the rules as
+        `tools/pre-execute` listeners (registered now, first come first asked: a call past a
+        quota is refused whatever a rule says; the rules read the labels of a sub-call's run
+        from the `CodeMode`).
 
         Args:
             session: the session to govern.
@@ -386,13 +395,17 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                         resumable=resumable, labels=self.labels, seal_key=seal_key,
                         description_budget=self.description_budget,
                         output_paging=self.output_paging, type_check=self.type_check)
+        if self.quotas:      # before the rules: a rule that allows or asks ends the chain
+            usage = session_usage(session)      # one running count for both
+            session.on("tools/pre-execute", quota_listener(self.quotas, usage))
+            mode.plan_quota = plan_quota(self.quotas, usage)     # a dry run's entries
         if self.rules:
             session.on("tools/pre-execute", self._listener(mode))
             mode.decide = self.decide       # what a dry run's plan says of each call
         if self.read_only or self.changes:
             mode.read_only = self._reads_only
-        if self.quotas:
-            session.on("tools/pre-execute", quota_listener(self.quotas, session))
+        if self.destructive or self.additive or self.idempotent:
+            mode.effects = self._effects
         return mode
 
     def _reads_only(self, definition: ToolDefinition) -> bool:
@@ -401,6 +414,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         def matches(globs: tuple[str, ...]) -> bool:
             return any(fnmatch.fnmatchcase(definition.name, glob) for glob in globs)
         return not matches(self.changes) and (matches(self.read_only) or definition.read_only)
+
+    def _effects(self, definition: ToolDefinition) -> tuple[bool | None, bool | None]:
+        """(destructive, idempotent) of `definition`'s calls: `destructive`, then
+        `additive`, then the definition say; `idempotent`, then the definition."""
+        def matches(globs: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(definition.name, glob) for glob in globs)
+        destructive = (True if matches(self.destructive) else False if matches(self.additive)
+                       else definition.destructive)
+        return destructive, True if matches(self.idempotent) else definition.idempotent
 
     def _check_pauses_resumable(self, session: Session, tools: list[str]) -> None:
         """Raises:

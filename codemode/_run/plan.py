@@ -5,7 +5,10 @@ reads (`ToolDefinition.read_only`) runs for real, through the whole pipeline; a 
 effects does not run: the program gets a simulated value instead, and the call becomes an
 entry of the `Plan`, with what the policy's rules would do with it. What makes a value
 simulated, in order: the definition's `simulate(args)`; else a value built from its
-`output_schema` (`from_schema`); else the marker `SIMULATED` names.
+`output_schema` (`from_schema`); else the marker `SIMULATED` names. With quotas
+(`mode.plan_quota`, which `Policy.apply` sets), each entry carries its quota use, counted
+from the log plus the plan's earlier entries, and an entry past a quota is refused as the
+real run would refuse it (code `QUOTA_EXCEEDED`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from codemode.sandbox import SubCall, SubCallErr, SubCallOk, SubCallOutcome
 
 from .labels import RunFlow
 
-__all__ = ["SIMULATED", "Plan", "PlanEntry", "PlanFailed", "from_schema"]
+__all__ = ["QUOTA_EXCEEDED", "SIMULATED", "Plan", "PlanEntry", "PlanFailed", "PlanOverQuota",
+           "PlanQuota", "from_schema"]
+
+QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+"""The code of an entry (and a call) refused because it would exceed a quota."""
 
 SIMULATED = "$simulated"
 """The key of the marker a program receives for a simulated call whose tool has neither a
@@ -33,6 +40,47 @@ Decide = Callable[[str, Any, "RunFlow | None"], "Allow | Deny | Ask | None"]
 Verdict = Literal["allow", "ask", "deny"]
 
 
+class PlanQuota(msgspec.Struct, frozen=True, kw_only=True):
+    """The use of one quota limit by one plan entry.
+
+    Attributes:
+        index: the quota's position in the policy's `[[quotas]]` (`quotas[index]`).
+        tool: the quota's tool glob (`"send_*"`).
+        measure: "per_run", "per_session" (calls), "result_bytes" (bytes) or "cost_budget"
+            (cost units).
+        used: the use once this call has run (the log's use so far plus the plan's earlier
+            entries plus this call; for a refused entry, the use without it), in the
+            measure's unit.
+        limit: the limit, in the same unit.
+        exceeded: the call would pass the limit, so the real run would refuse it.
+    """
+
+    index: int
+    tool: str
+    measure: str
+    used: int
+    limit: int
+    exceeded: bool = False
+
+
+QuotaCheck = Callable[[str, "str | None", dict[str, int], bool],
+                      "tuple[list[PlanQuota], str | None]"]
+"""The policy's quotas for one planned call (`mode.plan_quota`, set by `Policy.apply`):
+`(tool, run id of the dry run, calls the plan made so far by tool, whether the call would
+run at all: False when a rule denies it)` to the call's `PlanQuota`s and the refusal
+message when one is exceeded (None: within every quota)."""
+
+
+class PlanOverQuota(ValueError):
+    """A plan that would exceed a quota cannot be approved (`approve_plan`); `entries` are
+    the entries past one."""
+
+    def __init__(self, entries: list[PlanEntry]) -> None:
+        listed = "; ".join(f"entry {e.n} ({e.tool}): {e.reason}" for e in entries)
+        super().__init__(f"the plan exceeds a quota, so it cannot be approved: {listed}")
+        self.entries = entries
+
+
 class PlanEntry(msgspec.Struct, frozen=True, kw_only=True):
     """One call with effects the program made in a dry run, in the order it made them.
 
@@ -40,25 +88,39 @@ class PlanEntry(msgspec.Struct, frozen=True, kw_only=True):
         n: the entry's number in the plan (1 for the program's first call with effects).
         tool, arguments: the call as the program made it.
         decision: what the policy would do: "allow" (a rule allows, or none matches), "ask"
-            or "deny".
-        reason: the rule's reason ("" when none matched or it gave none).
+            or "deny" (a rule denies, or the call would exceed a quota).
+        code: the refusal's code when the entry is denied: "DENIED" (a rule) or
+            "QUOTA_EXCEEDED"; "" otherwise.
+        reason: the rule's reason, or the quota's message ("" when none matched or it gave
+            none).
         labels: the labels the run held when it made the call (what label rules decide on).
         simulated: how the program's value was made: "simulator", "schema" or "marker".
         after_simulated: the program had received a simulated value before it made this
             call, so the call (its arguments, or its being made at all) may depend on a
             value the real run will not give.
-        quota: the quota use of the call; empty until the policy has quotas.
+        quota: the use of each quota limit that governs the tool (`PlanQuota`), in the
+            policy's order; empty when none does.
+        destructive: the call may destroy or overwrite something (True) or only adds
+            (False), as the policy's `destructive`/`additive` lists, else the tool
+            (`ToolDefinition.destructive`, an MCP `destructiveHint`) say; None: nobody said
+            (MCP reads that as True).
+        idempotent: calling again with the same arguments has no further effect (True), as
+            the policy's `idempotent` list, else the tool, say; None: nobody said (MCP
+            reads that as False).
     """
 
     n: int
     tool: str
     arguments: Any
     decision: Verdict
+    code: str = ""
     reason: str = ""
     labels: list[str] = []
     simulated: Literal["simulator", "schema", "marker"] = "marker"
     after_simulated: bool = False
-    quota: dict[str, Any] = {}
+    quota: list[PlanQuota] = []
+    destructive: bool | None = None
+    idempotent: bool | None = None
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -82,6 +144,12 @@ class Plan(msgspec.Struct, kw_only=True):
     def asked(self) -> list[PlanEntry]:
         """The entries the policy would ask about, in order."""
         return [e for e in self.entries if e.decision == "ask"]
+
+    @property
+    def over_quota(self) -> list[PlanEntry]:
+        """The entries the real run would refuse because they exceed a quota, in order
+        (empty: the plan is within every quota)."""
+        return [e for e in self.entries if e.code == QUOTA_EXCEEDED]
 
 
 PLANNING: contextvars.ContextVar[Plan | None] = contextvars.ContextVar(
@@ -124,12 +192,21 @@ class Planner:
         plan: the plan the entries go to.
         decide: the policy's rules (`CodeMode.decide`), or None: every call "allow".
         flow: the run's labels (asked at each call).
+        quota: the policy's quotas (`QuotaCheck`), or None: no quota.
+        run_id: the dry run's id (its `run_code` call id), whose read-only calls count.
+        effects: a tool's (destructive, idempotent) (`mode.effects`, `plan_effects`).
     """
 
-    def __init__(self, plan: Plan, decide: Decide | None, flow: Callable[[], RunFlow]) -> None:
+    def __init__(self, plan: Plan, decide: Decide | None, flow: Callable[[], RunFlow],
+                 quota: QuotaCheck | None = None, run_id: str | None = None,
+                 effects: Effects | None = None) -> None:
         self.plan = plan
+        self._effects = effects or plan_effects
         self._decide = decide
         self.flow = flow
+        self._quota = quota
+        self._run_id = run_id
+        self.planned: dict[str, int] = {}   # calls the plan counts as made, by tool
         self.simulated = False          # a simulated value has reached the program
 
     def answer_for(self, definition: ToolDefinition) -> Callable[[SubCall], SubCallOutcome]:
@@ -144,14 +221,30 @@ class Planner:
             verdict: Verdict = ("deny" if isinstance(decision, Deny) else
                                 "ask" if isinstance(decision, Ask) else "allow")
             reason = getattr(decision, "reason", None) or ""
+            code = "DENIED" if verdict == "deny" else ""
+            uses: list[PlanQuota] = []
+            if self._quota is not None:     # asked before the rules, as in the real run
+                uses, over = self._quota(definition.name, self._run_id, dict(self.planned),
+                                         True)
+                if over is not None:
+                    verdict, code, reason = "deny", QUOTA_EXCEEDED, over
+                elif verdict == "deny":      # the rule refuses it: it uses nothing
+                    uses, _ = self._quota(definition.name, self._run_id,
+                                          dict(self.planned), False)
+            if verdict != "deny":
+                self.planned[definition.name] = self.planned.get(definition.name, 0) + 1
             value, how = _simulated(definition, call.arguments)
+            destructive, idempotent = self._effects(definition)
             self.plan.entries.append(PlanEntry(
                 n=len(self.plan.entries) + 1, tool=definition.name, arguments=call.arguments,
-                decision=verdict, reason=reason, labels=sorted(flow.by_label()),
-                simulated=how, after_simulated=self.simulated))
+                decision=verdict, code=code, reason=reason, labels=sorted(flow.by_label()),
+                simulated=how, after_simulated=self.simulated, quota=uses,
+                destructive=destructive, idempotent=idempotent))
             if self.simulated:
                 self.plan.complete = False
             self.simulated = True
+            if code == QUOTA_EXCEEDED:
+                return SubCallErr(id=call.id, code=QUOTA_EXCEEDED, message=reason)
             if verdict == "deny":
                 return SubCallErr(id=call.id, code="DENIED",
                                   message=f"denied by policy: {reason}" if reason
@@ -178,16 +271,28 @@ def plan_read_only(definition: ToolDefinition) -> bool:
     return definition.read_only
 
 
+Effects = Callable[[ToolDefinition], "tuple[bool | None, bool | None]"]
+"""A tool's (destructive, idempotent) as a plan shows them (None: not said)."""
+
+
+def plan_effects(definition: ToolDefinition) -> tuple[bool | None, bool | None]:
+    """(destructive, idempotent) of `definition`'s calls (`CodeMode.effects`; a policy's
+    `destructive`, `additive` and `idempotent` lists win over the definition's)."""
+    return definition.destructive, definition.idempotent
+
+
 def dry_run(plan: Plan | None, definitions: list[ToolDefinition], exposed: dict[str, Any],
-            host_answered: dict[str, Any], mode: Any, flow: Callable[[], RunFlow]
-            ) -> dict[str, Any]:
+            host_answered: dict[str, Any], mode: Any, flow: Callable[[], RunFlow],
+            run_id: str | None = None) -> dict[str, Any]:
     """For a run that makes `plan` (None: a real run, nothing changes): puts in
     `host_answered` a `Planner`'s answer for every exposed tool with effects
-    (`mode.read_only` false; `mode.decide` for the entries; `flow()` the run's labels), and
-    returns the exposed tools left to the pipeline (the read-only ones)."""
+    (`mode.read_only` false; `mode.decide` and `mode.plan_quota` for the entries; `flow()`
+    the run's labels; `run_id` the dry run's id), and returns the exposed tools left to the
+    pipeline (the read-only ones)."""
     if plan is None:
         return exposed
-    planner = Planner(plan, mode.decide, flow)
+    planner = Planner(plan, mode.decide, flow, getattr(mode, "plan_quota", None), run_id,
+                      getattr(mode, "effects", None))
     for definition in definitions:
         if definition.name in exposed and not mode.read_only(definition):
             host_answered[definition.name] = planner.answer_for(definition)

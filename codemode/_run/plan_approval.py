@@ -20,7 +20,7 @@ import msgspec
 
 from codemode.pipeline import ApprovalAnswer, CallResult, thaw
 
-from .plan import Plan
+from .plan import Plan, PlanOverQuota
 from .seal import ResumeTampered
 
 __all__ = ["ApprovedEntry", "PlanApproval", "approve_plan", "run_approved"]
@@ -69,10 +69,14 @@ def approve_plan(mode: Any, plan: Plan, *, deny: Mapping[int, str] = {}) -> Plan
     number (`PlanEntry.n`) `deny` maps to a reason. Sealed with `mode.seal_key`.
 
     Raises:
+        PlanOverQuota: the plan exceeds a quota (`Plan.over_quota`): the real run would
+            refuse those calls, so the plan is not approved at all.
         ValueError: `deny` names an entry that is not an asked one.
     """
     import secrets  # here, not at the top: it loads OpenSSL, which only approvals need
 
+    if plan.over_quota:
+        raise PlanOverQuota(plan.over_quota)
     asked = {e.n: e for e in plan.asked()}
     unknown = sorted(set(deny) - set(asked))
     if unknown:

@@ -46,7 +46,7 @@ from .dispatch import HostAnswer, SubCallDispatcher
 from .labels import LabelRule, RunFlow, RunFlows, labeller, no_labels
 from .output import FullOutputs, OnRunOutput, cut_json, loop_output
 from .paging import READ_OUTPUT, READ_OUTPUT_SPEC, page_reader
-from .plan import PLANNING, Decide, Plan, dry_run, make_plan, plan_read_only
+from .plan import PLANNING, Decide, Effects, Plan, QuotaCheck, dry_run, make_plan, plan_read_only
 from .render import _failure_message, _labels_line, _render
 from .replay import ReplayDiverged, earlier_answers
 from .resumed import Replay, replay_of
@@ -194,6 +194,8 @@ class CodeMode:
     """
 
     decide: Decide | None = None     # the rules a plan's entries say (`Policy.apply`)
+    plan_quota: QuotaCheck | None = None     # the quotas a plan's entries count against
+    effects: Effects | None = None     # a plan entry's destructive, idempotent (`Policy.apply`)
     read_only: Callable[[ToolDefinition], bool] = staticmethod(plan_read_only)
 
     def __init__(self, session: Session, *, sandbox: Sandbox | None = None,
@@ -405,7 +407,7 @@ class CodeMode:
             host_answered[READ_OUTPUT] = page_reader(self._full.get, reads)
             specs = (*specs, READ_OUTPUT_SPEC)
         exposed = dry_run(PLANNING.get(), definitions, exposed, host_answered, self,
-                          lambda: flow)
+                          lambda: flow, run_id)
         dispatcher = SubCallDispatcher(self.session, ctx, exposed, loop,
                                        limits.max_concurrent_subcalls, run_signal,
                                        run_id=run_id, replay=replay, seal=self.seal_key,

@@ -22,8 +22,17 @@ PLAN_HELP = (
     "an MCP readOnlyHint, or the policy's read_only list) run for real, through the policy; "
     "tools with effects do not run: the program gets a simulated value, and each such call "
     "is printed with its arguments and the policy's decision (allow, ask or deny, and why). "
-    "Exit status 0 when the program ended, 1 when it failed (the entries it made are "
-    "printed all the same).")
+    "An entry whose tool is said to be destructive or idempotent (@tool(destructive=..., "
+    "idempotent=...), MCP destructiveHint/idempotentHint, the policy's destructive, additive "
+    "and idempotent lists) is marked so. "
+    "With the policy's quotas, each entry shows its quota use (used/limit after the call), "
+    "and a call past a quota is refused as in the real run (deny, QUOTA_EXCEEDED). "
+    "Exit status 0 when the program ended, 3 when the plan exceeds a quota (it cannot be "
+    "approved; whether the program then ended or failed), else 1 when it failed (the "
+    "entries it made are printed all the same).")
+
+EXIT_OVER_QUOTA = 3
+"""`codemode plan`'s exit status for a plan that exceeds a quota (`Plan.over_quota`)."""
 
 
 def plan_command(
@@ -54,6 +63,8 @@ def plan_command(
     except PlanFailed as exc:
         made, failure = exc.plan, str(exc)
     _print(made, as_json, failure)
+    if made.over_quota:         # the cause when a refused call failed the program too
+        raise typer.Exit(EXIT_OVER_QUOTA)
     if failure is not None:
         raise typer.Exit(1)
 
@@ -90,10 +101,22 @@ def _print(plan: Plan, as_json: bool, failure: str | None) -> None:
     for entry in plan.entries:
         arguments = json.dumps(entry.arguments, ensure_ascii=False, sort_keys=True)
         why = f": {entry.reason}" if entry.reason else ""
-        print(visible(f"{entry.n}. {entry.tool}({arguments}) -> {entry.decision}{why}"))
+        marks = "".join(f" [{word}]" for word, said in (
+            ("destructive", entry.destructive), ("idempotent", entry.idempotent)) if said)
+        print(visible(f"{entry.n}. {entry.tool}({arguments}) -> {entry.decision}{why}"
+                      + marks + _quota_text(entry)))
     asked = len(plan.asked())
+    over = [str(e.n) for e in plan.over_quota]
     print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"
           + ("" if plan.complete else "; later calls used simulated values, so the real "
-             "run may differ"))
+             "run may differ")
+          + (f"; entries {', '.join(over)} exceed a quota: the plan cannot be approved"
+             if over else ""))
     if failure is not None:
         print(visible(failure))
+
+
+def _quota_text(entry: Any) -> str:
+    """` [quota send_* per_run 2/3]` for each quota limit `entry` counts against."""
+    return "".join(f" [quota {q.tool} {q.measure} {q.used}/{q.limit}"
+                   + (" EXCEEDED" if q.exceeded else "") + "]" for q in entry.quota)

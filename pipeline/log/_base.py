@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -63,6 +64,7 @@ class AppendOnlyLog:
         #: events appended on open by crash repair (docs/pipeline-spec.md §10); empty for a
         #: clean log
         self.repaired: list[Event] = []
+        self._watchers: list[Callable[[Event], None]] = []
 
     def _open(self) -> None:
         existing = self._load()
@@ -120,6 +122,8 @@ class AppendOnlyLog:
             self._write(stamped)
             self._checker.apply(stamped)
             self._seq += 1
+            for watcher in self._watchers:
+                watcher(stamped)
             return stamped
 
     def read(self) -> list[Event]:
@@ -128,6 +132,22 @@ class AppendOnlyLog:
             if self._closed:
                 raise LogClosedError(f"session log {self.path or '<memory>'} is closed")
             return self._load()
+
+    def watch(self, watcher: Callable[[Event], None]) -> None:
+        """Call ``watcher(event)`` with every event stored so far, then with each event
+        appended from now on, once it is stored: every event exactly once, in order, for a
+        reader that keeps a running count instead of re-reading the log. Called under the
+        log's lock: it must be quick, and must neither append nor raise.
+
+        Raises:
+            LogClosedError: the log was closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"session log {self.path or '<memory>'} is closed")
+            for event in self._load():
+                watcher(event)
+            self._watchers.append(watcher)
 
     @property
     def closed(self) -> bool:

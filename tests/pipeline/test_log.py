@@ -259,3 +259,30 @@ def test_an_opener_that_locked_a_removed_lock_file_opens_the_path_again(tmp_path
     assert os.path.exists(f"{path}.lock")
     lock.release()
     assert not os.path.exists(f"{path}.lock")
+
+
+@pytest.mark.log_unchecked("hand-made events: calls outside any step")
+def test_a_watcher_sees_every_event_once_in_order_also_while_others_append(log_path):
+    with open_log(log_path) as log:
+        for i in range(20):
+            log.append(tool_call(f"early-{i}"))
+        seen = []
+        started = threading.Event()
+
+        def worker(k: int) -> None:
+            started.set()
+            for i in range(50):
+                log.append(tool_call(f"c{k}-{i}"))
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        started.wait(timeout=60)
+        log.watch(seen.append)          # while the workers append
+        for t in threads:
+            t.join()
+        assert seen == log.read()
+        assert [e.seq for e in seen] == list(range(1, 171))
+        log.close()
+        with pytest.raises(LogClosedError):
+            log.watch(seen.append)

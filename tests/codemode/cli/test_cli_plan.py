@@ -91,3 +91,42 @@ def test_a_failing_program_prints_what_it_planned_and_exits_1(project: Path) -> 
     assert done.stdout.startswith('1. send_email({"body": "x", "to": "a@b.c"}) -> allow\n')
     assert "boom" in done.stdout
     assert not (project / "sent.txt").exists()
+
+
+@pytest.mark.slow
+def test_plan_shows_quota_use_and_exits_3_for_a_plan_past_a_quota(project: Path) -> None:
+    (project / "quota.toml").write_text('[[quotas]]\ntool = "send_*"\nper_run = 1\n')
+    done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--policy", "quota.toml",
+                    cwd=project)
+    assert done.returncode == 3, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("-> allow [quota send_* per_run 1/1]")
+    assert lines[1].endswith(
+        """-> deny: quota exceeded for tool "send_email": quotas[0] ('send_*') allows 1 calls """
+        "per run, 1 used [quota send_* per_run 1/1 EXCEEDED]")
+    assert lines[2].endswith("entries 2 exceed a quota: the plan cannot be approved")
+    as_json = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--policy", "quota.toml",
+                       "--json", cwd=project)
+    assert as_json.returncode == 3, as_json.stderr
+    entries = json.loads(as_json.stdout)["entries"]
+    assert [(e["decision"], e["code"]) for e in entries] == [
+        ("allow", ""), ("deny", "QUOTA_EXCEEDED")]
+    assert entries[1]["quota"] == [{"index": 0, "tool": "send_*", "measure": "per_run",
+                                    "used": 1, "limit": 1, "exceeded": True}]
+    assert not (project / "sent.txt").exists()
+
+
+@pytest.mark.slow
+def test_plan_marks_a_destructive_entry(project: Path) -> None:
+    (project / "wipe.py").write_text(
+        "from codemode import tool\n\n@tool(destructive=True, idempotent=True)\n"
+        "def wipe(folder: str) -> str:\n    \"\"\"Wipe a folder.\"\"\"\n    return folder\n\n"
+        "TOOLS = [wipe]\n")
+    (project / "wipe_prog.py").write_text('wipe(folder="tmp")\n')
+    done = codemode("plan", "wipe_prog.py", "--tools", "wipe:TOOLS", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        '1. wipe({"folder": "tmp"}) -> allow [destructive] [idempotent]')
+    as_json = codemode("plan", "wipe_prog.py", "--tools", "wipe:TOOLS", "--json", cwd=project)
+    [entry] = json.loads(as_json.stdout)["entries"]
+    assert (entry["destructive"], entry["idempotent"]) == (True, True)

@@ -479,3 +479,31 @@ def test_a_worker_that_dies_is_host_affected_and_replaced(tmp_path, monkeypatch)
     assert (first.outcome, [(f.oracle, f.detail) for f in first.fired]) == (
         "host-affected", [("worker:died", "the worker died (exit status -11)")])
     assert second.outcome == "ran-ok"
+
+
+@pytest.mark.slow
+def test_eval_reports_the_calls_a_quota_refused_per_case_and_per_category(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_case(corpus, "adds.py", {"id": "adds", "category": "bridge-abuse",
+                                   "oracle": "tool:budget:20"},
+               "for i in range(5):\n    try:\n        add(a=i, b=1)\n"
+               "    except ToolCallError as exc:\n        print(exc.code)\n")
+    write_case(corpus, "one.py", {"id": "one", "category": "state-leak",
+                                  "oracle": "leak:state"}, "add(a=1, b=2)\n")
+    policy = tmp_path / "quota.toml"
+    policy.write_text(DEFAULT.read_text() + '\n[[quotas]]\ntool = "add"\nper_run = 2\n')
+    done = subprocess.run([sys.executable, "-m", "codemode", "eval", str(corpus),
+                           "--policy", str(policy), "--json"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    results = {r["id"]: r for r in report["results"]}
+    assert (results["adds"]["outcome"], results["adds"]["quota_refusals"]) == ("blocked", 3)
+    assert "3x QUOTA_EXCEEDED: quota exceeded for tool" in results["adds"]["reason"]
+    assert results["one"]["quota_refusals"] == 0
+    assert report["quota_refusals"] == {"bridge-abuse": 3}
+    table = subprocess.run([sys.executable, "-m", "codemode", "eval", str(corpus),
+                            "--policy", str(policy)], capture_output=True, text=True,
+                           timeout=300, cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    assert "calls over quota" in table.stdout and "over quota" in table.stdout

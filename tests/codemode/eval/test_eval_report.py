@@ -8,7 +8,7 @@ from rich.console import Console
 
 from codemode._eval import CaseResult, PhaseReport, _command, classify, to_html
 from codemode._eval._classify import OUTCOMES
-from codemode._eval._report import COLORS, ICONS, EvalReport, outcome_badge
+from codemode._eval._report import COLORS, ICONS, EvalReport, outcome_badge, print_report
 
 
 def test_a_completed_hostile_case_says_what_refused_it():
@@ -79,3 +79,18 @@ def test_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):
         while "1/3" not in out.getvalue():
             printed.wait(0.05)
     assert "eval strict: 1/3 cases," in out.getvalue() and "(1 limit)" in out.getvalue()
+
+
+def test_calls_over_a_quota_are_counted_per_case_and_per_category():
+    results = [CaseResult(id=i, category=c, path=f"{i}.py", oracles=(), outcome="blocked",
+                          reason="r", quota_refusals=n)
+               for i, c, n in [("a", "fs-read", 2), ("b", "fs-read", 1), ("c", "net", 0)]]
+    report = EvalReport.build(policy="p.toml", tier="wasm", jobs=1, duration_s=1.0,
+                              results=results)
+    assert report.quota_refusals == {"fs-read": 3}
+    page = to_html(report)
+    assert "<th>over quota</th>" in page and "<td class=n>2</td>" in page
+    assert "<th>over quota</th>" not in to_html(_report([("a", "blocked", None)]))
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=200))
+    assert "calls over quota" in out.getvalue() and "over quota" in out.getvalue()

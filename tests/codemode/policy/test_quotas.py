@@ -149,3 +149,51 @@ def test_a_quota_for_a_tool_the_session_lacks_says_did_you_mean():
     policy = Policy.from_data({"quotas": [{"tool": "send_mal", "per_run": 1}]})
     with pytest.raises(PolicyError, match=r"quotas\[0\].tool.*did you mean 'send_mail'"):
         policy.apply(Session(tools=quota_tools({})))
+
+
+async def test_a_governed_call_does_not_read_the_log_again(tmp_path):
+    """The quota's counts are kept as the log grows (seeded once from it), so a call's cost
+    does not grow with the log: the log is loaded once for the whole run, not per call."""
+    from codemode import Policy, Session
+    from codemode.pipeline.log import JsonlLog
+
+    loads = []
+
+    class CountingLog(JsonlLog):
+        def _load(self):
+            loads.append(1)
+            return super()._load()
+
+    log = CountingLog(tmp_path / "s.jsonl")
+    session = Session(tools=quota_tools({}), log=log)
+    Policy.from_data({"tier": "restricted-in-process",
+                      "quotas": [{"tool": "send_*", "per_session": 25}]}).apply(session)
+    loads.clear()
+    program = "for i in range(30):\n    try:\n        send_mail(to=str(i))\n" \
+              "    except ToolCallError as e:\n        print(e.code)\n"
+    result = await session.call("run_code", {"code": program})
+    assert "".join(result.value["logs"]) == "QUOTA_EXCEEDED\n" * 5
+    assert len(loads) <= 1
+    await session.aclose()
+
+
+@pytest.mark.parametrize("action", ["allow", "ask"])
+async def test_a_rule_that_allows_or_asks_does_not_lift_the_quota(action):
+    from codemode import Policy, Session
+    from codemode.pipeline.log import MemoryLog
+    counts: dict[str, int] = {}
+    asked: list[str] = []
+    session = Session(tools=quota_tools(counts), approval="ask", log=MemoryLog())
+    session.on("approval/answer",        # a person who approves every call asked about
+               lambda request, next: asked.append(request.tool_name) or "allowed-once")
+    Policy.from_data({"tier": "restricted-in-process",
+                      "rules": [{"tool": "send_*", "action": action}],
+                      "quotas": [{"tool": "send_*", "per_run": 1}]}).apply(session)
+    program = ('for to in "abc":\n    try:\n        print(send_mail(to=to))\n'
+               '    except ToolCallError as e:\n        print(e.code)\n')
+    result = await session.call("run_code", {"code": program})
+    await session.aclose()
+    assert not result.is_error, result.text
+    assert "".join(result.value["logs"]) == "sent to a\nQUOTA_EXCEEDED\nQUOTA_EXCEEDED\n"
+    assert counts == {"send_mail": 1}
+    assert asked == (["send_mail"] if action == "ask" else [])   # not asked past the quota

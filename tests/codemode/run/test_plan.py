@@ -73,7 +73,7 @@ async def test_a_dry_run_sends_nothing_and_plans_each_send_with_the_policys_deci
     assert plan.asked() == plan.entries
     assert plan.entries[0].reason.startswith("mail leaves the house")
     assert plan.entries[0].labels == ["private"]       # the reads were labelled as usual
-    assert plan.entries[0].quota == {}
+    assert plan.entries[0].quota == []
     assert plan.entries[0].simulated == "schema"       # send_email -> str: ""
     assert not plan.entries[0].after_simulated and plan.entries[1].after_simulated
     assert not plan.complete
@@ -247,3 +247,69 @@ async def test_a_call_that_leaves_the_plan_pauses_on_that_call_alone() -> None:
         assert len(outbox) == 4
     finally:
         await session.aclose()
+
+
+QUOTA_PROGRAM = """\
+    for name in ["ann", "bob", "cy", "dee"]:
+        try:
+            send_email(to=name + "@example.com", subject="hello", body="Hi")
+        except ToolCallError as exc:
+            print(exc.code, exc.message)
+    """
+
+
+@pytest.mark.slow
+async def test_a_plan_counts_quota_use_from_the_log_and_its_earlier_entries() -> None:
+    from codemode import PlanOverQuota, PlanQuota
+
+    outbox: list[dict[str, Any]] = []
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
+    policy = {"quotas": [{"tool": "send_*", "per_run": 3, "per_session": 4}]}
+    mode = Policy.from_data(policy).apply(session)
+    # one send earlier in the session: it counts for the session, not for the next run
+    sent = await session.call("run_code", {"code": 'send_email(to="x", subject="s", body="b")'})
+    assert not sent.is_error, sent.text
+    plan = await mode.plan(textwrap.dedent(QUOTA_PROGRAM))
+    real = await session.call("run_code", {"code": textwrap.dedent(QUOTA_PROGRAM)})
+    await session.aclose()
+    assert [(e.decision, e.code) for e in plan.entries] == [
+        ("allow", ""), ("allow", ""), ("allow", ""), ("deny", "QUOTA_EXCEEDED")]
+    assert [[(q.measure, q.used, q.limit, q.exceeded) for q in e.quota]
+            for e in plan.entries] == [
+        [("per_run", 1, 3, False), ("per_session", 2, 4, False)],
+        [("per_run", 2, 3, False), ("per_session", 3, 4, False)],
+        [("per_run", 3, 3, False), ("per_session", 4, 4, False)],
+        [("per_run", 3, 3, True), ("per_session", 4, 4, True)]]
+    assert isinstance(plan.entries[0].quota[0], PlanQuota)
+    assert plan.over_quota == [plan.entries[3]]
+    # the dry run's program got the refusal the real run gives, word for word
+    assert "".join(plan.value["logs"]) == "".join(real.value["logs"])
+    assert "".join(real.value["logs"]).startswith("QUOTA_EXCEEDED quota exceeded for tool")
+    assert plan.entries[3].reason in "".join(real.value["logs"])
+    with pytest.raises(PlanOverQuota, match=r"exceeds a quota.*entry 4 \(send_email\)"):
+        approve_plan(mode, plan)
+    assert len(outbox) == 4       # the earlier send and the real run's three
+
+
+@pytest.mark.slow
+async def test_a_plan_within_its_quotas_is_approved_and_a_rule_denial_stays_denied() -> None:
+    plan = await plan_of(QUOTA_PROGRAM, mailbox_tools([]), {
+        "rules": [{"tool": "send_email", "action": "deny", "reason": "no",
+                   "when": {"arg": "to", "matches": "^bob"}}],
+        "quotas": [{"tool": "send_*", "per_run": 3}]})
+    assert [(e.decision, e.code) for e in plan.entries] == [
+        ("allow", ""), ("deny", "DENIED"), ("allow", ""), ("allow", "")]
+    assert [e.quota[0].used for e in plan.entries] == [1, 1, 2, 3]
+    assert plan.over_quota == []
+
+
+@pytest.mark.slow
+async def test_a_plan_counts_cost_units_against_a_budget() -> None:
+    plan = await plan_of(QUOTA_PROGRAM, mailbox_tools([]), {
+        "quotas": [{"tool": "send_*", "cost": 2, "cost_budget": 5}]})
+    assert [(e.decision, [(q.measure, q.used, q.limit) for q in e.quota])
+            for e in plan.entries] == [
+        ("allow", [("cost_budget", 2, 5)]), ("allow", [("cost_budget", 4, 5)]),
+        ("deny", [("cost_budget", 4, 5)]), ("deny", [("cost_budget", 4, 5)])]
+    assert [e.n for e in plan.over_quota] == [3, 4]
+    assert "allows 5 cost units per run, 4 used" in plan.entries[2].reason
