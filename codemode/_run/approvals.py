@@ -50,7 +50,8 @@ class _RunApprovals:
             if slot is not None and decision is None else None
         if granted is not None:
             if isinstance(channel, ApprovalService) and self._session.turn_open \
-                    and channel.record(request, granted.outcome) != granted.outcome:
+                    and channel.record(request, granted.outcome,
+                                       by=granted.by) != granted.outcome:
                 return ApprovalAnswer("rejected", granted.reason)
             return granted
         if decision is not None:

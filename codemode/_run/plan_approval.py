@@ -120,7 +120,9 @@ class Grants:
         self._unused = list(approval.entries) if approval is not None else []
 
     def answer(self, tool: str, arguments: Any) -> ApprovalAnswer | None:
-        """The answer an asked call gets from the approval, or None (no entry matches)."""
+        """The answer an asked call gets from the approval, or None (no entry matches); its
+        `by` names the approval and entry ("plan approval <id>, entry <n>"), which the log's
+        ``approval/decided`` carries."""
         if self._approval is None:
             return None
         for index, entry in enumerate(self._unused):
@@ -128,9 +130,9 @@ class Grants:
                 del self._unused[index]
                 where = f"plan approval {self._approval.id}, entry {entry.n}"
                 if entry.approved:
-                    return ApprovalAnswer("allowed-once", f"approved by {where}")
+                    return ApprovalAnswer("allowed-once", f"approved by {where}", by=where)
                 return ApprovalAnswer("rejected", f"{entry.reason} ({where})"
-                                      if entry.reason else f"denied by {where}")
+                                      if entry.reason else f"denied by {where}", by=where)
         return None
 
 
