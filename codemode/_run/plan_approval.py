@@ -85,9 +85,10 @@ def approve_plan(mode: Any, plan: Plan, *, deny: Mapping[int, str] = {}) -> Plan
     return msgspec.structs.replace(approval, seal=_sign(mode, approval))
 
 
-async def run_approved(mode: Any, approval: PlanApproval, *,
-                       agent: str | None = None) -> CallResult:
-    """Run `approval.code` for real through `mode`'s `run_code`, following `approval`.
+async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None = None,
+                       description: str | None = None) -> CallResult:
+    """Run `approval.code` for real through `mode`'s `run_code`, following `approval`
+    (as `agent`; `description` is the call's title, as `run_code` takes it).
 
     Returns:
         The `run_code` call's result (it may still be a paused run, for calls that matched
@@ -105,8 +106,11 @@ async def run_approved(mode: Any, approval: PlanApproval, *,
                              "nothing ran")
     token = APPROVED.set(approval)
     try:
-        result: CallResult = await mode.session.call(
-            mode.definition.name, {"code": approval.code}, agent=agent)
+        arguments = {"code": approval.code}
+        if description is not None:
+            arguments["description"] = description
+        result: CallResult = await mode.session.call(mode.definition.name, arguments,
+                                                     agent=agent)
         return result
     finally:
         APPROVED.reset(token)

@@ -4,12 +4,13 @@
     codemode run PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
                               [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
                               [--log FILE] [--json] [--table/--no-table]
+                              [--approval FILE]
     codemode resume LOG RUN_ID [--approve ID]... [--deny ID[:REASON]]... [--approve-all]
                                [--deny-all] [--tools MODULE:ATTR]... [--mcp CMD]...
                                [--builtin] [--policy FILE] [--json] [--table/--no-table]
     codemode demo [--log FILE]
     codemode plan PROGRAM.py [--tools MODULE:ATTR]... [--builtin] [--policy FILE] [--json]
-                                                                       (_plan.py)
+                             [--approve [--deny N[:REASON]]... --out FILE]  (_plan.py)
     codemode describe [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin] [--policy FILE]
                       [--mode code|both] [--json]                      (_describe.py)
     codemode eval CORPUS... --policy FILE [--policy FILE...] [--tools MODULE:ATTR]...
@@ -59,7 +60,7 @@ from ._options import (
     load_policy,
     usage_error,
 )
-from ._plan import PLAN_HELP, PLAN_SHORT_HELP, plan_command
+from ._plan import PLAN_HELP, PLAN_SHORT_HELP, load_approval, plan_command
 from ._serve import SERVE_SHORT_HELP, serve_command
 from ._stop import stopping
 
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from codemode.sandbox import SandboxLimits
 
     from .._policy.policy import Policy
+    from .._run.plan_approval import PlanApproval
     from ._report import RunReport
     from ._run import OutputSoFar, Ran
 
@@ -166,13 +168,13 @@ def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Pat
              table: bool | None, policy_path: Path | None = None,
              tools: list[str] | None = None,
              definitions: list[ToolDefinition] | None = None,
-             type_check: str | None = None) -> None:
+             type_check: str | None = None, approval: PlanApproval | None = None) -> None:
     from ._run import run_program
 
     _report_run(lambda so_far: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
                                            limits=limits, policy=policy,
                                            tools=definitions or (), so_far=so_far,
-                                           type_check=type_check),
+                                           type_check=type_check, approval=approval),
                 title, as_json=as_json, table=table,
                 resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy_path,
                                        tools=tools or []))
@@ -322,6 +324,12 @@ def run(
         help="Check the program against its tools' stubs before it runs: enforce refuses "
              "it on an error, warn runs it and reports the errors, off skips the check "
              "(default enforce, or the policy's)."),
+    approval: Path | None = typer.Option(
+        None, "--approval", metavar="FILE",
+        help="Follow a plan approval (codemode plan PROGRAM --approve --out FILE): the "
+             "calls it decided run, or are refused, without asking; one that was changed, "
+             "sealed with another key or made for another program is refused before "
+             "anything runs (exit 2)."),
     log: Path | None = LOG,
     as_json: bool = JSON_REPORT,
     table: bool | None = TABLE,
@@ -339,7 +347,8 @@ def run(
     source, title = _read_program(program)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
              as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own,
-             type_check=type_check)
+             type_check=type_check,
+             approval=load_approval(approval, source) if approval is not None else None)
 
 @app.command(cls=_Command, help=_RESUME_HELP,
              short_help="Resume a run that paused for approval, with a decision for each "

@@ -4,6 +4,7 @@ program would make, with the policy's decision, and none of them run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -91,3 +92,70 @@ def test_a_failing_program_prints_what_it_planned_and_exits_1(project: Path) -> 
     assert done.stdout.startswith('1. send_email({"body": "x", "to": "a@b.c"}) -> allow\n')
     assert "boom" in done.stdout
     assert not (project / "sent.txt").exists()
+
+
+GUARDED = """\
+for subject in inbox():
+    try:
+        send_email(to=subject + "@example.com", body="re: " + subject)
+    except ToolDenied as exc:
+        print("not sent:", exc.message)
+"""
+
+
+@pytest.mark.slow
+def test_an_approval_written_by_plan_runs_each_approved_send_once_without_asking(
+        project: Path) -> None:
+    (project / "guarded.py").write_text(GUARDED)
+    common = ["--tools", "mytools:TOOLS", "--policy", "policy.toml"]
+    made = codemode("plan", "guarded.py", *common, "--approve", "--deny", "2:not numbers",
+                    "--out", "ok.json", cwd=project)
+    assert made.returncode == 0, made.stderr
+    assert "1 approved, 1 denied" in made.stderr
+    assert not (project / "sent.txt").exists()
+    approval = json.loads((project / "ok.json").read_text())
+    assert [(e["n"], e["approved"], e["reason"]) for e in approval["entries"]] == [
+        (1, True, ""), (2, False, "not numbers")]
+
+    # changed after it was sealed, or given for another program: refused, nothing runs
+    forged = {**approval, "entries": [{**e, "approved": True} for e in approval["entries"]]}
+    (project / "forged.json").write_text(json.dumps(forged))
+    refused = codemode("run", "guarded.py", *common, "--log", "a.jsonl",
+                       "--approval", "forged.json", cwd=project)
+    assert refused.returncode == 2, refused.stderr
+    assert "was changed after it was given" in refused.stderr
+    (project / "other.py").write_text(GUARDED.replace("re: ", "fw: "))
+    other = codemode("run", "other.py", *common, "--log", "b.jsonl", "--approval", "ok.json",
+                     cwd=project)
+    assert other.returncode == 2, other.stderr
+    assert "is for another program" in other.stderr
+    assert not (project / "sent.txt").exists()
+
+    ran = codemode("run", "guarded.py", *common, "--log", "c.jsonl", "--approval", "ok.json",
+                   cwd=project)
+    assert ran.returncode == 0, ran.stderr               # it did not pause (3)
+    assert (project / "sent.txt").read_text() == "hello@example.com\n"
+    assert ran.stdout.startswith('not sent: the user rejected tool "send_email": not numbers '
+                                 f"(plan approval {approval['id']}, entry 2)")
+    shown = codemode("log", "show", "c.jsonl", cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert f"approval: allowed-once by plan approval {approval['id']}, entry 1" in shown.stdout
+    assert f"approval: rejected by plan approval {approval['id']}, entry 2" in shown.stdout
+
+
+@pytest.mark.slow
+def test_an_approval_is_not_written_without_a_usable_seal_key_or_for_an_unknown_entry(
+        project: Path) -> None:
+    common = ["prog.py", "--tools", "mytools:TOOLS", "--policy", "policy.toml", "--approve"]
+    weak = subprocess.run([sys.executable, "-m", "codemode", "plan", *common,
+                           "--out", "a.json"], capture_output=True, text=True, cwd=project,
+                          timeout=300, check=False,
+                          env={**os.environ, "CODEMODE_SEAL_KEY": "short"})
+    assert weak.returncode == 2, weak.stderr
+    assert "cannot seal the approval" in weak.stderr and "CODEMODE_SEAL_KEY" in weak.stderr
+    unknown = codemode("plan", *common, "--deny", "7", "--out", "a.json", cwd=project)
+    assert unknown.returncode == 2, unknown.stderr
+    assert "entries [7] are not entries the policy asks about" in unknown.stderr
+    no_out = codemode("plan", *common, cwd=project)
+    assert no_out.returncode == 2 and "--approve needs --out" in no_out.stderr
+    assert not (project / "a.json").exists() and not (project / "sent.txt").exists()

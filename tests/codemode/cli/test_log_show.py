@@ -126,14 +126,16 @@ for name in ["ann", "bob"]:
 
 
 @pytest.mark.slow
-async def test_a_call_a_plan_approval_decided_names_the_approval_and_entry(log_path: Path):
+@pytest.mark.parametrize("service", ["ask", None], ids=["service", "no-service"])
+async def test_a_call_a_plan_approval_decided_names_the_approval_and_entry(
+        log_path: Path, service: str | None):
     from codemode import approve_plan, run_approved
     from codemode.fixtures.mailbox import mailbox_tools
     from codemode.pipeline import events
     from codemode.pipeline.log import load
 
     outbox: list = []
-    session = Session(tools=mailbox_tools(outbox), log=str(log_path), approval="ask")
+    session = Session(tools=mailbox_tools(outbox), log=str(log_path), approval=service)
     mode = Policy.from_data({"rules": [{"tool": "send_*", "action": "ask",
                                         "reason": "mail leaves"}]}).apply(session)
     approval = approve_plan(mode, await mode.plan(MAILS), deny={2: "not bob"})
