@@ -86,9 +86,11 @@ def approve_plan(mode: Any, plan: Plan, *, deny: Mapping[int, str] = {}) -> Plan
 
 
 async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None = None,
-                       description: str | None = None) -> CallResult:
+                       description: str | None = None,
+                       call_id: str | None = None) -> CallResult:
     """Run `approval.code` for real through `mode`'s `run_code`, following `approval`
-    (as `agent`; `description` is the call's title, as `run_code` takes it).
+    (as `agent`; `description` is the call's title, as `run_code` takes it; `call_id` the
+    call's id, None: the session makes one).
 
     Returns:
         The `run_code` call's result (it may still be a paused run, for calls that matched
@@ -110,7 +112,7 @@ async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None =
         if description is not None:
             arguments["description"] = description
         result: CallResult = await mode.session.call(mode.definition.name, arguments,
-                                                     agent=agent)
+                                                     agent=agent, call_id=call_id)
         return result
     finally:
         APPROVED.reset(token)
