@@ -4,7 +4,7 @@
     codemode run PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
                               [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
                               [--log FILE] [--json] [--table/--no-table]
-                              [--approval FILE]
+                              [--approval FILE | --plan-first]
     codemode resume LOG RUN_ID [--approve ID]... [--deny ID[:REASON]]... [--approve-all]
                                [--deny-all] [--tools MODULE:ATTR]... [--mcp CMD]...
                                [--builtin] [--policy FILE] [--json] [--table/--no-table]
@@ -61,6 +61,7 @@ from ._options import (
     usage_error,
 )
 from ._plan import PLAN_HELP, PLAN_SHORT_HELP, load_approval, plan_command
+from ._plan import plan_first as plan_first_on_terminal
 from ._serve import SERVE_SHORT_HELP, serve_command
 from ._stop import stopping
 
@@ -330,6 +331,11 @@ def run(
              "calls it decided run, or are refused, without asking; one that was changed, "
              "sealed with another key or made for another program is refused before "
              "anything runs (exit 2)."),
+    plan_first: bool = typer.Option(
+        False, "--plan-first",
+        help="Dry-run the program first, print its plan on stderr and ask once, on the "
+             "terminal, whether to approve every call the policy asks about (y/N); then "
+             "run it, each approved call once. Refused when stdin is not a terminal."),
     log: Path | None = LOG,
     as_json: bool = JSON_REPORT,
     table: bool | None = TABLE,
@@ -344,11 +350,16 @@ def run(
     limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
     check_log_directory(log)
     own = load_own_tools(tools)
+    if plan_first and (approval is not None or str(program) == "-"):
+        raise usage_error("--plan-first asks on stdin: it goes with neither --approval nor "
+                          "a program read from stdin (-)")
     source, title = _read_program(program)
+    approved = (load_approval(approval, source) if approval is not None else
+                plan_first_on_terminal(source, mcp=mcp, builtin=builtin, policy=loaded,
+                                       own=own) if plan_first else None)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
              as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own,
-             type_check=type_check,
-             approval=load_approval(approval, source) if approval is not None else None)
+             type_check=type_check, approval=approved)
 
 @app.command(cls=_Command, help=_RESUME_HELP,
              short_help="Resume a run that paused for approval, with a decision for each "

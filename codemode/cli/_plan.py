@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,9 +159,61 @@ def load_approval(path: Path, source: str) -> PlanApproval:
     return approval
 
 
+def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
+               own: list[Any]) -> PlanApproval | None:
+    """`codemode run --plan-first`: dry-run `source`, print its plan on stderr and ask once,
+    on the terminal, whether to approve every entry the policy asks about.
+
+    Returns:
+        The sealed approval to run with, or None when the plan asks about nothing (the
+        program runs as usual).
+    Raises:
+        typer.Exit: 2 when stdin is not a terminal or the key cannot seal; 1 when the dry
+            run failed or the answer was not yes (nothing ran for real).
+    """
+    import asyncio
+
+    from .._run.plan import PlanFailed
+    from .._run.seal import SealKeyError
+    from ._options import usage_error
+
+    if not sys.stdin.isatty():
+        raise usage_error("--plan-first asks on a terminal, and stdin is not one; write "
+                          "an approval with codemode plan PROGRAM --approve --out FILE "
+                          "and run it with --approval FILE")
+    answered: list[bool] = []
+
+    def ask(plan: Plan) -> dict[int, str] | None:
+        _print(plan, False, None, file=sys.stderr)
+        if not plan.asked():
+            return None
+        sys.stderr.write(f"Approve these {len(plan.asked())} call(s), each to run once? "
+                         "[y/N] ")
+        sys.stderr.flush()
+        answered.append(sys.stdin.readline().strip().lower() in ("y", "yes"))
+        return {} if answered[-1] else None
+
+    try:
+        _, approval = asyncio.run(_plan(source, mcp=mcp, builtin=builtin, policy=policy,
+                                        own=own, decide=ask))
+    except PlanFailed as exc:
+        _print(exc.plan, False, str(exc), file=sys.stderr)
+        print("codemode: the dry run failed: nothing ran", file=sys.stderr)
+        raise typer.Exit(1) from None
+    except SealKeyError as exc:
+        raise usage_error(f"cannot seal the approval: {exc}") from None
+    if answered and not answered[-1]:
+        print("codemode: not approved: nothing ran", file=sys.stderr)
+        raise typer.Exit(1)
+    return approval
+
+
 async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
-                deny: dict[int, str] | None = None) -> tuple[Plan, PlanApproval | None]:
-    """The plan, and with `deny` (not None) its approval (`approve_plan`)."""
+                deny: dict[int, str] | None = None, mcp: list[str] | None = None,
+                decide: Callable[[Plan], dict[int, str] | None] | None = None,
+                ) -> tuple[Plan, PlanApproval | None]:
+    """The plan, and with `deny` (not None) its approval (`approve_plan`); or, with
+    `decide`, the approval with the denials it gives for the plan (None: no approval)."""
     import tempfile
     from contextlib import AsyncExitStack
 
@@ -173,17 +226,19 @@ async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
         limits = policy.limits if policy is not None else SandboxLimits()
         # A log the dry run alone reads (an ask rule needs one to be applied at all).
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        setup = await _setup(stack, mcp=[], builtin=builtin, log=folder / "plan.jsonl",
-                             limits=limits,
+        setup = await _setup(stack, mcp=mcp or [], builtin=builtin,
+                             log=folder / "plan.jsonl", limits=limits,
                              policy=policy, own=own, so_far=None)
-        if deny is not None:
+        if deny is not None or decide is not None:
             setup.mode.seal_key.value()       # a key that cannot seal: refused before the run
         made = await setup.mode.plan(source)
+        if decide is not None:
+            deny = decide(made)
         return made, (approve_plan(setup.mode, made, deny=deny) if deny is not None
                       else None)
 
 
-def _print(plan: Plan, as_json: bool, failure: str | None) -> None:
+def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> None:
     import msgspec
 
     from .._run.visible import visible
@@ -197,10 +252,11 @@ def _print(plan: Plan, as_json: bool, failure: str | None) -> None:
     for entry in plan.entries:
         arguments = json.dumps(entry.arguments, ensure_ascii=False, sort_keys=True)
         why = f": {entry.reason}" if entry.reason else ""
-        print(visible(f"{entry.n}. {entry.tool}({arguments}) -> {entry.decision}{why}"))
+        print(visible(f"{entry.n}. {entry.tool}({arguments}) -> {entry.decision}{why}"),
+              file=file)
     asked = len(plan.asked())
     print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"
           + ("" if plan.complete else "; later calls used simulated values, so the real "
-             "run may differ"))
+             "run may differ"), file=file)
     if failure is not None:
-        print(visible(failure))
+        print(visible(failure), file=file)

@@ -159,3 +159,36 @@ def test_an_approval_is_not_written_without_a_usable_seal_key_or_for_an_unknown_
     no_out = codemode("plan", *common, cwd=project)
     assert no_out.returncode == 2 and "--approve needs --out" in no_out.stderr
     assert not (project / "a.json").exists() and not (project / "sent.txt").exists()
+
+
+def _on_terminal(args: list[str], answer: bytes, cwd: Path) -> tuple[int, str, str]:
+    """`codemode ARGS` with a terminal (a pseudo-terminal) as stdin, `answer` typed on it
+    (waiting in the terminal's buffer until the command reads it)."""
+    main, other = os.openpty()
+    try:
+        done = subprocess.Popen([sys.executable, "-m", "codemode", *args], stdin=other,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+        os.close(other)
+        os.write(main, answer)
+        out, err = done.communicate(timeout=300)
+    finally:
+        os.close(main)
+    return done.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.slow
+def test_plan_first_asks_once_on_a_terminal_and_runs_each_approved_send_once(
+        project: Path) -> None:
+    run = ["run", "prog.py", "--tools", "mytools:TOOLS", "--policy", "policy.toml",
+           "--log", "a.jsonl", "--plan-first"]
+    piped = codemode(*run, cwd=project)
+    assert piped.returncode == 2 and "stdin is not one" in piped.stderr
+    status, _, err = _on_terminal(run, b"n\n", project)
+    assert status == 1 and err.count("[y/N]") == 1 and "not approved: nothing ran" in err
+    assert not (project / "sent.txt").exists()
+    status, _, err = _on_terminal([*run[:-3], "--log", "b.jsonl", "--plan-first"],
+                                  b"y\n", project)
+    assert status == 0, err                                  # it did not pause
+    assert "Approve these 2 call(s), each to run once? [y/N]" in err
+    assert err.count("[y/N]") == 1
+    assert (project / "sent.txt").read_text() == "hello@example.com\nnumbers@example.com\n"
