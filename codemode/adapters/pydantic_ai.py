@@ -73,6 +73,7 @@ from codemode._run.plan import Plan, PlanFailed
 from codemode._run.plan_approval import approve_plan, run_approved
 from codemode._run.render import shown_request
 from codemode._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
+from codemode._run.seal import SealKeyError
 from codemode.pipeline import (
     ApprovalDecision,
     Ask,
@@ -89,6 +90,10 @@ from ._common import result_text
 __all__ = ["CodeModeToolset"]
 
 _ANY = SchemaValidator(schema=core_schema.any_schema())   # the pipeline validates arguments
+
+KEPT_PLANS = 1024
+"""Plans waiting for their approval a toolset keeps (`approve_plans`); past it, the oldest
+is forgotten, and its approval then runs the program as without the option."""
 
 
 class CodeModeToolset(AbstractToolset[Any]):
@@ -223,6 +228,8 @@ class CodeModeToolset(AbstractToolset[Any]):
         if not asked:
             return
         self._plans[tool_call_id] = plan
+        while len(self._plans) > KEPT_PLANS:             # plans never approved: the oldest go
+            del self._plans[next(iter(self._plans))]
         entries = []
         for entry in asked:
             shown: dict[str, Any] = {"n": entry.n, "toolName": entry.tool,
@@ -252,7 +259,7 @@ class CodeModeToolset(AbstractToolset[Any]):
             deny = {int(n): reason if isinstance(reason, str) else ""
                     for n, reason in given.items()}
             approval = approve_plan(self.code_mode, plan, deny=deny)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, SealKeyError) as exc:
             raise ToolFailed(f"Error: the plan cannot be approved so: {exc} (nothing "
                              "ran)") from None
         return await run_approved(self.code_mode, approval, agent=self.agent,
