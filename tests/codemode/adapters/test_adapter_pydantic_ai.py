@@ -226,3 +226,61 @@ async def test_a_denied_plan_or_a_forged_one_sends_nothing():
     assert "an approved plan runs its own program" in forged.output
     assert outbox == []
     await session.aclose()
+
+
+@pytest.mark.slow
+async def test_a_plan_with_nothing_to_ask_runs_at_once_and_a_failing_dry_run_runs_nothing():
+    outbox: list = []
+    session, toolset = _plan_toolset(outbox)
+    quiet = Agent(FunctionModel(Scripted("print(6 * 7)")), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    assert (await quiet.run("Multiply")).output.startswith("done: 42")
+    failing = ('send_email(to="ann@example.com", subject="hi", body="x")\n'
+               'raise ValueError("boom")')
+    agent = Agent(FunctionModel(Scripted(failing)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    failed = await agent.run("Mail and fail")
+    assert "boom" in failed.output and "nothing ran for real" in failed.output
+    assert outbox == []
+    await session.aclose()
+
+
+class ScriptedAs(Scripted):
+    """`Scripted`, with its own tool call id."""
+
+    def __init__(self, code: str, tool_call_id: str) -> None:
+        super().__init__(code)
+        self.tool_call_id = tool_call_id
+
+    def __call__(self, messages: list, info: AgentInfo) -> ModelResponse:
+        response = super().__call__(messages, info)
+        for part in response.parts:
+            if isinstance(part, ToolCallPart):
+                part.tool_call_id = self.tool_call_id
+        return response
+
+
+@pytest.mark.slow
+async def test_a_forgotten_plan_is_not_approved_its_program_asks_as_without_the_option(
+        monkeypatch):
+    from codemode.adapters import pydantic_ai
+
+    monkeypatch.setattr(pydantic_ai, "KEPT_PLANS", 1)
+    outbox: list = []
+    session, toolset = _plan_toolset(outbox)
+    runs = []
+    for tool_call_id in ("first", "second"):
+        agent = Agent(FunctionModel(ScriptedAs(FIVE_MAILS, tool_call_id)), toolsets=[toolset],
+                      output_type=[str, DeferredToolRequests])
+        runs.append((agent, await agent.run("Mail everyone")))
+    agent, first = runs[0]
+    [call] = first.output.approvals
+    again = await agent.run(message_history=first.all_messages(),
+                            deferred_tool_results=DeferredToolResults(
+                                approvals={call.tool_call_id: True}))
+    assert isinstance(again.output, DeferredToolRequests)      # the run paused on ann's mail
+    [paused] = again.output.approvals
+    assert [a["arguments"]["to"] for a in again.output.metadata[paused.tool_call_id][
+        "approvals"]] == ["ann@example.com"]
+    assert outbox == []
+    await session.aclose()

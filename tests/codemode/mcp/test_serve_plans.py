@@ -126,3 +126,23 @@ async def test_a_client_that_cannot_elicit_gets_what_approvals_says(tmp_path: Pa
     assert _sent(tmp_path) == []
     assert all("the MCP client did not declare the elicitation capability" in v
                for v in result["result"]), result["result"]
+
+
+async def test_a_plan_with_nothing_to_ask_runs_at_once_and_a_failing_dry_run_runs_nothing(
+        tmp_path: Path):
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    failing = 'send_email(to="ann@example.com", subject="hi", body="x")\nraise ValueError("boom")'
+    async with asyncio.timeout(LIMIT_S):
+        async with stdio_serving(*_serve(tmp_path, "--approve-plans"),
+                                 elicitation_callback=elicit) as client:
+            quiet = structured(await client.call_tool("run_code", {"code": "6 * 7"}))
+            failed = await client.call_tool("run_code", {"code": failing})
+    assert quiet["result"] == 42
+    assert failed.is_error and "boom" in _text(failed)
+    assert "nothing ran for real" in _text(failed)
+    assert asked == [] and _sent(tmp_path) == []
