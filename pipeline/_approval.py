@@ -40,10 +40,13 @@ APPROVAL_OUTCOMES: tuple[str, ...] = ("allowed-once", "rejected", "cancelled", "
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True):
-    """An outcome with the answerer's reason (shown to the caller in a rejection)."""
+    """An outcome with the answerer's reason (shown to the caller in a rejection) and, when
+    the answer comes from a standing decision rather than someone asked now, what gave it
+    (`by`, an opaque text the pipeline only logs: ``approval/decided``'s ``by``)."""
 
     outcome: ApprovalOutcome
     reason: str | None = None
+    by: str | None = None
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,15 +100,20 @@ class ApprovalService:
     async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
         approval_id = self._asked(request)
         outcome = await self._decide(request)
+        by = outcome.by if isinstance(outcome, ApprovalAnswer) else None
         self._append(ApprovalDecided(
             id=approval_id,
-            outcome=outcome.outcome if isinstance(outcome, ApprovalAnswer) else outcome))
+            outcome=outcome.outcome if isinstance(outcome, ApprovalAnswer) else outcome,
+            by=by if by is not None else msgspec.UNSET))
         return outcome
 
-    def record(self, request: ApprovalRequest, outcome: ApprovalOutcome) -> str:
-        """Log an outcome decided elsewhere (a decision given to ``Session.resume``) with the
-        same audit events as ``request``: ``approval/asked`` then ``approval/decided``.
-        Session policy ``"never"`` still wins: the outcome is then ``"rejected"``.
+    def record(self, request: ApprovalRequest, outcome: ApprovalOutcome, *,
+               by: str | None = None) -> str:
+        """Log an outcome decided elsewhere (a decision given to ``Session.resume``, a
+        standing approval) with the same audit events as ``request``: ``approval/asked``
+        then ``approval/decided`` (whose ``by`` is `by`, what gave the decision, when given).
+        Session policy ``"never"`` still wins: the outcome is then ``"rejected"`` (and
+        ``by`` is not logged: the policy decided).
 
         Returns:
             The outcome as logged.
@@ -114,8 +122,9 @@ class ApprovalService:
         """
         approval_id = self._asked(request)
         if self.policy == "never":
-            outcome = "rejected"
-        self._append(ApprovalDecided(id=approval_id, outcome=outcome))
+            outcome, by = "rejected", None
+        self._append(ApprovalDecided(id=approval_id, outcome=outcome,
+                                     by=by if by is not None else msgspec.UNSET))
         return outcome
 
     def _asked(self, request: ApprovalRequest) -> str:

@@ -347,6 +347,7 @@ class ApprovalAsked(Event, tag="approval/asked", frozen=True):
 class ApprovalDecided(Event, tag="approval/decided", frozen=True):
     id: str
     outcome: str
+    by: str | UnsetType = UNSET      # what gave the decision, when not someone asked now
 
 
 class ApprovalPolicyChanged(Event, tag="approval/policy", frozen=True):

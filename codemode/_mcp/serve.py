@@ -21,7 +21,8 @@ call, closed by `close()`); each MCP call is one step of it, so concurrent calls
 or several clients share the approval channel and the log.
 
 The rest of the server, each in its module: the notifications a call sends while it runs
-(`progress`), approval by elicitation and pausing (`approvals`), the `resume_run` tool that
+(`progress`), approval by elicitation and pausing (`approvals`), one elicitation for a
+program's whole plan (`plan_approvals`, `approve_plans`), the `resume_run` tool that
 resumes a paused run (`resume`), and what the approvals need of the calls in flight
 (`calls`).
 """
@@ -63,6 +64,7 @@ from .._version import codemode_version
 from .approvals import Approvals, ask_client, on_ask
 from .calls import CallIndex
 from .changes import ListChanges
+from .plan_approvals import plan_first
 from .progress import McpCall
 from .resume import (
     RESUME_DESCRIPTION,
@@ -154,6 +156,9 @@ class CodeModeServer:
         approval_token: the secret a `resume_run` request must carry in its `_meta`
             (`resume.APPROVAL_TOKEN_META`) to decide anything; None: `resume_run` refuses
             every decision (`resume.token_refusal`).
+        approve_plans: dry-run each `run_code` program first and put every call its plan
+            asks about to the client in one elicitation (`plan_approvals`); a client that
+            cannot be asked gets what `approvals` says.
 
     Raises:
         ValueError: a bad mode, approvals or timeout; `ApprovalTokenError` (a ValueError)
@@ -176,7 +181,7 @@ class CodeModeServer:
                  approval_timeout_s: float = 600.0,
                  progress_interval_s: float | None = 1.0,
                  approvals: Approvals = "elicit",
-                 approval_token: str | None = None) -> None:
+                 approval_token: str | None = None, approve_plans: bool = False) -> None:
         if mode not in ("code", "both"):
             raise ValueError(f"mode must be 'code' or 'both', not {mode!r}")
         if approvals not in ("elicit", "auto", "defer"):
@@ -190,6 +195,7 @@ class CodeModeServer:
         self.agent = agent
         self.approval_timeout_s = approval_timeout_s
         self.approvals = approvals
+        self.approve_plans = approve_plans
         self._approval_token = (check_approval_token(approval_token)
                                 if approval_token is not None else None)
         self.progress_interval_s = progress_interval_s
@@ -269,8 +275,12 @@ class CodeModeServer:
         try:
             if not self.session.turn_open:
                 self.session.begin_turn()
-            result = await self.session.call(params.name, params.arguments or {},
-                                             agent=self.agent, call_id=call_id)
+            planned = await plan_first(
+                self.code_mode, ctx, params.arguments or {}, agent=self.agent,
+                call_id=call_id, timeout_s=self.approval_timeout_s,
+            ) if self.approve_plans and params.name == RUN_CODE else None
+            result = planned if planned is not None else await self.session.call(
+                params.name, params.arguments or {}, agent=self.agent, call_id=call_id)
         except Exception as exc:          # the pipeline itself failed: still an answer
             _log.exception("tools/call %r failed in the host", params.name)
             result = CallResult.failure(f"the call failed in the server: "
@@ -440,7 +450,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
                       call_timeout_s: float = 60.0,
                       progress_interval_s: float | None = 1.0,
                       approvals: Approvals = "elicit",
-                      approval_token: str | None = None) -> AsyncIterator[CodeModeServer]:
+                      approval_token: str | None = None,
+                      approve_plans: bool = False) -> AsyncIterator[CodeModeServer]:
     """Connect the upstream servers, open the session and its log, build the server; undo
     it all on exit (what `codemode serve` runs).
 
@@ -452,7 +463,8 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         policy: the policy to apply (tier, limits, exposed tools, rules).
         log: the session log (`.db`/`.sqlite` SQLite, `.jsonl` JSONL; None: in memory while
             the server runs, `MemoryLog()`, so a policy's `ask` may pause runs).
-        mode, progress_interval_s, approvals, approval_token: as for `CodeModeServer`.
+        mode, progress_interval_s, approvals, approval_token, approve_plans: as for
+            `CodeModeServer`.
         call_timeout_s: seconds each upstream `tools/call` may take.
     Raises:
         McpStartError: an upstream server did not start (the others are closed).
@@ -469,7 +481,7 @@ async def open_server(*, mcp: Sequence[str] = (), mcp_urls: Sequence[str] = (),
         stack.callback(gathered.attach(session))
         server = CodeModeServer(session, mode=mode, policy=policy,
                                 progress_interval_s=progress_interval_s, approvals=approvals,
-                                approval_token=approval_token)
+                                approval_token=approval_token, approve_plans=approve_plans)
         stack.callback(server.close)
         yield server
 

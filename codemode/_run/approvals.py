@@ -8,6 +8,8 @@ dispatcher, which hands this channel to every sub-call it starts.
 
 from __future__ import annotations
 
+import msgspec
+
 from codemode.pipeline import (
     ApprovalAnswer,
     ApprovalDecision,
@@ -15,6 +17,7 @@ from codemode.pipeline import (
     ApprovalRequest,
     ApprovalService,
     Session,
+    events,
 )
 
 from .plan_approval import APPROVED, Grants
@@ -39,6 +42,18 @@ class _RunApprovals:
         """The decision given for `request_id`, if any (not used up by looking)."""
         return self._decisions.get(request_id)
 
+    def _audit(self, request: ApprovalRequest, granted: ApprovalAnswer) -> None:
+        """Log a plan approval's answer as an approval service would (`approval/asked`,
+        then `approval/decided` with `by`) when none is mounted, so that the log still
+        says which approval decided the call; the id is the sub-call's own."""
+        approval_id = f"{request.call_id}:approval"
+        self._session.log.append(events.ApprovalAsked(
+            id=approval_id, tool_name=request.tool_name, call_id=request.call_id,
+            reason=request.reason if request.reason is not None else msgspec.UNSET))
+        self._session.log.append(events.ApprovalDecided(
+            id=approval_id, outcome=granted.outcome,
+            by=granted.by if granted.by is not None else msgspec.UNSET))
+
     async def request(self, request: ApprovalRequest) -> str | ApprovalAnswer:
         slot = self._slots.get(request.call_id)
         key = f"{self._run_id}:{slot.sub.n}" if slot is not None else ""
@@ -49,8 +64,10 @@ class _RunApprovals:
         granted = self._grants.answer(request.tool_name, slot.sub.arguments) \
             if slot is not None and decision is None else None
         if granted is not None:
-            if isinstance(channel, ApprovalService) and self._session.turn_open \
-                    and channel.record(request, granted.outcome) != granted.outcome:
+            if not isinstance(channel, ApprovalService):
+                self._audit(request, granted)
+            elif self._session.turn_open and channel.record(
+                    request, granted.outcome, by=granted.by) != granted.outcome:
                 return ApprovalAnswer("rejected", granted.reason)
             return granted
         if decision is not None:

@@ -89,9 +89,12 @@ def approve_plan(mode: Any, plan: Plan, *, deny: Mapping[int, str] = {}) -> Plan
     return msgspec.structs.replace(approval, seal=_sign(mode, approval))
 
 
-async def run_approved(mode: Any, approval: PlanApproval, *,
-                       agent: str | None = None) -> CallResult:
-    """Run `approval.code` for real through `mode`'s `run_code`, following `approval`.
+async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None = None,
+                       description: str | None = None,
+                       call_id: str | None = None) -> CallResult:
+    """Run `approval.code` for real through `mode`'s `run_code`, following `approval`
+    (as `agent`; `description` is the call's title, as `run_code` takes it; `call_id` the
+    call's id, None: the session makes one).
 
     Returns:
         The `run_code` call's result (it may still be a paused run, for calls that matched
@@ -109,8 +112,11 @@ async def run_approved(mode: Any, approval: PlanApproval, *,
                              "nothing ran")
     token = APPROVED.set(approval)
     try:
-        result: CallResult = await mode.session.call(
-            mode.definition.name, {"code": approval.code}, agent=agent)
+        arguments = {"code": approval.code}
+        if description is not None:
+            arguments["description"] = description
+        result: CallResult = await mode.session.call(mode.definition.name, arguments,
+                                                     agent=agent, call_id=call_id)
         return result
     finally:
         APPROVED.reset(token)
@@ -124,7 +130,9 @@ class Grants:
         self._unused = list(approval.entries) if approval is not None else []
 
     def answer(self, tool: str, arguments: Any) -> ApprovalAnswer | None:
-        """The answer an asked call gets from the approval, or None (no entry matches)."""
+        """The answer an asked call gets from the approval, or None (no entry matches); its
+        `by` names the approval and entry ("plan approval <id>, entry <n>"), which the log's
+        ``approval/decided`` carries."""
         if self._approval is None:
             return None
         for index, entry in enumerate(self._unused):
@@ -132,9 +140,9 @@ class Grants:
                 del self._unused[index]
                 where = f"plan approval {self._approval.id}, entry {entry.n}"
                 if entry.approved:
-                    return ApprovalAnswer("allowed-once", f"approved by {where}")
+                    return ApprovalAnswer("allowed-once", f"approved by {where}", by=where)
                 return ApprovalAnswer("rejected", f"{entry.reason} ({where})"
-                                      if entry.reason else f"denied by {where}")
+                                      if entry.reason else f"denied by {where}", by=where)
         return None
 
 

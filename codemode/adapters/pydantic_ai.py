@@ -39,6 +39,21 @@ metadata back: `DeferredToolResults(approvals={id: True}, metadata={id:
 requests.metadata[id]})` carries the `run_id`. With `defer_approvals=False`, asks go to the
 session's own approval channel and nothing pauses, unless the session has no approver: a
 run that pauses then raises `ApprovalRequired` just the same.
+
+One approval for a whole plan (`approve_plans=True`, docs/codemode.md "Plan before the
+run"): a `run_code` call is first dry-run (`CodeMode.plan`); when its plan has calls the
+policy asks about, nothing runs for real and `run_code` raises `ApprovalRequired` once,
+with metadata `{"plan": {"complete": bool, "entries": [{"n", "toolName", "arguments",
+"reason"?, "shown"}]}}` (the asked entries; `shown` as above). The plan stays in the
+toolset's memory, keyed by the tool call id: the approval is made there, never from what
+the model sends. Approved (`True` / `ToolApproved()`), the entries are decided at once
+(`approve_plan`): approved, but those `DeferredToolResults.metadata[id]["deny"]` maps from
+an entry number (`n`, int or its digits) to a reason (or None); then the program runs for
+real following them (`run_approved`): each approved call runs once without pausing, a
+denied one raises `ToolDenied` in the program, and a call not in the plan is deferred as
+usual (the run may still pause). Denied (`False` / `ToolDenied(message)`), nothing of the
+program runs. A plan with nothing to ask about runs at once; a dry run that fails is a
+`ToolFailed`, and nothing runs for real.
 """
 
 from __future__ import annotations
@@ -54,8 +69,11 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from codemode._policy.policy import Policy
+from codemode._run.plan import Plan, PlanFailed, PlanOverQuota
+from codemode._run.plan_approval import approve_plan, run_approved
 from codemode._run.render import shown_request
 from codemode._run.run_code import RUN_CODE, RUN_CODE_PARAMETERS, CodeMode
+from codemode._run.seal import SealKeyError
 from codemode.pipeline import (
     ApprovalDecision,
     Ask,
@@ -72,6 +90,10 @@ from ._common import result_text
 __all__ = ["CodeModeToolset"]
 
 _ANY = SchemaValidator(schema=core_schema.any_schema())   # the pipeline validates arguments
+
+KEPT_PLANS = 1024
+"""Plans waiting for their approval a toolset keeps (`approve_plans`); past it, the oldest
+is forgotten, and its approval then runs the program as without the option."""
 
 
 class CodeModeToolset(AbstractToolset[Any]):
@@ -90,6 +112,8 @@ class CodeModeToolset(AbstractToolset[Any]):
             approval channel.
         max_retries: how often the model may retry `run_code` after a `ModelRetry`.
         id: the toolset's id (unique among an agent's toolsets).
+        approve_plans: dry-run each program first and ask for one approval of every call
+            its plan asks about (the module docstring).
 
     Attributes:
         code_mode: the `CodeMode` that reserved `run_code`.
@@ -98,10 +122,12 @@ class CodeModeToolset(AbstractToolset[Any]):
     def __init__(self, session: Session, *, policy: Policy | None = None,
                  limits: SandboxLimits | None = None, agent: str = "pydantic-ai",
                  defer_approvals: bool = True, max_retries: int = 1,
-                 id: str | None = None) -> None:
+                 id: str | None = None, approve_plans: bool = False) -> None:
         self.session = session
         self.agent = agent
         self.defer_approvals = defer_approvals
+        self.approve_plans = approve_plans
+        self._plans: dict[str, Plan] = {}        # tool call id -> its plan, to be approved
         self.max_retries = max_retries
         self._id = id
         self._paused: dict[str, str] = {}        # pydantic-ai tool call id -> run id
@@ -123,6 +149,7 @@ class CodeModeToolset(AbstractToolset[Any]):
         for dispose in reversed(self._disposers):
             dispose()
         self._disposers.clear()
+        self._plans.clear()
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         definition = ToolDefinition(name=RUN_CODE,
@@ -145,16 +172,23 @@ class CodeModeToolset(AbstractToolset[Any]):
             The rendered output (the text the model reads).
         Raises:
             ApprovalRequired: the run paused, waiting for approval (metadata `{"run_id",
-                "approvals"}`).
-            ToolFailed: the program failed, or the paused run cannot be resumed (already
-                resumed, an unknown request id in the metadata, changed arguments).
+                "approvals"}`), or, with `approve_plans`, its plan needs one (`{"plan"}`).
+            ToolFailed: the program failed (its dry run too), or the paused run cannot be
+                resumed (already resumed, an unknown request id in the metadata, changed
+                arguments), or the plan cannot be approved as asked (an unknown entry,
+                changed arguments).
         """
         tool_call_id = ctx.tool_call_id or "call"
         metadata = ctx.tool_call_metadata if isinstance(ctx.tool_call_metadata, Mapping) \
             else {}
         run_id = self._paused.get(tool_call_id) or (
             metadata.get("run_id") if isinstance(metadata.get("run_id"), str) else None)
-        if ctx.tool_call_approved and run_id is not None:
+        plan = self._plans.pop(tool_call_id, None) if ctx.tool_call_approved else None
+        if plan is None and self.approve_plans and not ctx.tool_call_approved:
+            await self._ask_for_plan(tool_call_id, tool_args)   # raises when it must ask
+        if plan is not None:
+            result = await self._run_plan(plan, tool_call_id, tool_args, metadata)
+        elif ctx.tool_call_approved and run_id is not None:
             try:
                 result = await self._resume(run_id, tool_args, metadata)
             except ResumeError as exc:
@@ -174,6 +208,66 @@ class CodeModeToolset(AbstractToolset[Any]):
         if result.is_error:
             raise ToolFailed(result_text(result))
         return result_text(result)
+
+    async def _ask_for_plan(self, tool_call_id: str, tool_args: dict[str, Any]) -> None:
+        """Dry-run the program; when its plan has entries the policy asks about, keep the
+        plan and raise `ApprovalRequired` for it (else return: the program just runs).
+
+        Raises:
+            ApprovalRequired: metadata `{"plan": {"complete", "entries"}}`.
+            ToolFailed: the dry run failed, or the plan exceeds a quota (nothing ran).
+        """
+        code = tool_args.get("code")
+        if not isinstance(code, str):
+            return                                  # the call itself reports it
+        try:
+            plan = await self.code_mode.plan(code, agent=self.agent)
+        except PlanFailed as exc:
+            if not exc.plan.over_quota:  # else the quota is why: said below
+                raise ToolFailed(f"Error: {exc} (nothing ran for real)") from None
+            plan = exc.plan
+        if plan.over_quota:
+            raise ToolFailed(f"Error: {PlanOverQuota(plan.over_quota)}; nothing ran")
+        asked = plan.asked()
+        if not asked:
+            return
+        self._plans[tool_call_id] = plan
+        while len(self._plans) > KEPT_PLANS:             # plans never approved: the oldest go
+            del self._plans[next(iter(self._plans))]
+        entries = []
+        for entry in asked:
+            shown: dict[str, Any] = {"n": entry.n, "toolName": entry.tool,
+                                     "arguments": entry.arguments}
+            if entry.reason:
+                shown["reason"] = entry.reason
+            entries.append(_with_shown(shown))
+        raise ApprovalRequired(metadata={"plan": {"complete": plan.complete,
+                                                  "entries": entries}})
+
+    async def _run_plan(self, plan: Plan, tool_call_id: str, tool_args: dict[str, Any],
+                        metadata: Mapping[str, Any]) -> CallResult:
+        """Approve `plan` (denying what `metadata["deny"]` names) and run it.
+
+        Raises:
+            ToolFailed: the arguments are not the planned program's, or `deny` names no
+                asked entry or is not a mapping; nothing ran.
+        """
+        if tool_args.get("code") != plan.code:
+            raise ToolFailed("Error: an approved plan runs its own program; the approval "
+                             "changed the code (nothing ran)")
+        given = metadata.get("deny") or {}
+        try:
+            if not isinstance(given, Mapping):
+                raise ValueError('metadata "deny" must map entry numbers to reasons '
+                                 "(or None)")
+            deny = {int(n): reason if isinstance(reason, str) else ""
+                    for n, reason in given.items()}
+            approval = approve_plan(self.code_mode, plan, deny=deny)
+        except (TypeError, ValueError, SealKeyError) as exc:
+            raise ToolFailed(f"Error: the plan cannot be approved so: {exc} (nothing "
+                             "ran)") from None
+        return await run_approved(self.code_mode, approval, agent=self.agent,
+                                  call_id=f"{tool_call_id}-{uuid.uuid4().hex[:8]}")
 
     async def _resume(self, run_id: str, tool_args: dict[str, Any],
                       metadata: Mapping[str, Any]) -> CallResult:

@@ -4,12 +4,13 @@
     codemode run PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
                               [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
                               [--log FILE] [--json] [--table/--no-table]
+                              [--approval FILE | --plan-first]
     codemode resume LOG RUN_ID [--approve ID]... [--deny ID[:REASON]]... [--approve-all]
                                [--deny-all] [--tools MODULE:ATTR]... [--mcp CMD]...
                                [--builtin] [--policy FILE] [--json] [--table/--no-table]
     codemode demo [--log FILE]
     codemode plan PROGRAM.py [--tools MODULE:ATTR]... [--builtin] [--policy FILE] [--json]
-                                                                       (_plan.py)
+                             [--approve [--deny N[:REASON]]... --out FILE]  (_plan.py)
     codemode describe [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin] [--policy FILE]
                       [--mode code|both] [--json]                      (_describe.py)
     codemode eval CORPUS... --policy FILE [--policy FILE...] [--tools MODULE:ATTR]...
@@ -59,7 +60,8 @@ from ._options import (
     load_policy,
     usage_error,
 )
-from ._plan import PLAN_HELP, PLAN_SHORT_HELP, plan_command
+from ._plan import PLAN_HELP, PLAN_SHORT_HELP, load_approval, plan_command
+from ._plan import plan_first as plan_first_on_terminal
 from ._serve import SERVE_SHORT_HELP, serve_command
 from ._stop import still_running, stopping
 
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
     from codemode.sandbox import SandboxLimits
 
     from .._policy.policy import Policy
+    from .._run.plan_approval import PlanApproval
     from ._report import RunReport
     from ._run import OutputSoFar, Ran
 
@@ -166,13 +169,13 @@ def _execute(source: str, title: str, *, mcp: list[str], builtin: bool, log: Pat
              table: bool | None, policy_path: Path | None = None,
              tools: list[str] | None = None,
              definitions: list[ToolDefinition] | None = None,
-             type_check: str | None = None) -> None:
+             type_check: str | None = None, approval: PlanApproval | None = None) -> None:
     from ._run import run_program
 
     _report_run(lambda so_far: run_program(source, title, mcp=mcp, builtin=builtin, log=log,
                                            limits=limits, policy=policy,
                                            tools=definitions or (), so_far=so_far,
-                                           type_check=type_check),
+                                           type_check=type_check, approval=approval),
                 title, as_json=as_json, table=table,
                 resume=_resume_command(log, mcp=mcp, builtin=builtin, policy=policy_path,
                                        tools=tools or []))
@@ -322,6 +325,17 @@ def run(
         help="Check the program against its tools' stubs before it runs: enforce refuses "
              "it on an error, warn runs it and reports the errors, off skips the check "
              "(default enforce, or the policy's)."),
+    approval: Path | None = typer.Option(
+        None, "--approval", metavar="FILE",
+        help="Follow a plan approval (codemode plan PROGRAM --approve --out FILE): the "
+             "calls it decided run, or are refused, without asking; one that was changed, "
+             "sealed with another key or made for another program is refused before "
+             "anything runs (exit 2)."),
+    plan_first: bool = typer.Option(
+        False, "--plan-first",
+        help="Dry-run the program first, print its plan on stderr and ask once, on the "
+             "terminal, whether to approve every call the policy asks about (y/N); then "
+             "run it, each approved call once. Refused when stdin is not a terminal."),
     log: Path | None = LOG,
     as_json: bool = JSON_REPORT,
     table: bool | None = TABLE,
@@ -336,10 +350,16 @@ def run(
     limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
     check_log_directory(log)
     own = load_own_tools(tools)
+    if plan_first and (approval is not None or str(program) == "-"):
+        raise usage_error("--plan-first asks on stdin: it goes with neither --approval nor "
+                          "a program read from stdin (-)")
     source, title = _read_program(program)
+    approved = (load_approval(approval, source) if approval is not None else
+                plan_first_on_terminal(source, mcp=mcp, builtin=builtin, policy=loaded,
+                                       own=own) if plan_first else None)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
              as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own,
-             type_check=type_check)
+             type_check=type_check, approval=approved)
 
 @app.command(cls=_Command, help=_RESUME_HELP,
              short_help="Resume a run that paused for approval, with a decision for each "

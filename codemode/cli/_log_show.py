@@ -12,7 +12,7 @@ A node (the `--json` shape, camelCase like the log):
      "status": "ok" | "error" | "denied" | "running" | "paused" | "waiting",
      "code"?: stable error code, "message"?: the error's first line,
      "startedAt": Unix time in seconds, "durationMs"?: number,
-     "approvals": [{"reason"?, "outcome"?}], "subcalls": [node, ...],
+     "approvals": [{"reason"?, "outcome"?, "by"?}], "subcalls": [node, ...],
      "runId"?: the run a paused or resuming call belongs to,
      "pending"?: [request id, ...]  (a paused call: the approvals it waits on),
      "resumedBy"?: call id  (a paused call that was resumed: the resuming call),
@@ -177,9 +177,11 @@ def build_tree(log: list[events.Event]) -> list[CallNode]:
                 asked: dict[str, Any] = {} if reason is msgspec.UNSET else {"reason": reason}
                 approvals[approval_id] = asked
                 nodes[call_id].approvals.append(asked)
-            case events.ApprovalDecided(id=approval_id, outcome=outcome) \
+            case events.ApprovalDecided(id=approval_id, outcome=outcome, by=by) \
                     if approval_id in approvals:
                 approvals[approval_id]["outcome"] = outcome
+                if isinstance(by, str):
+                    approvals[approval_id]["by"] = by
             case _:
                 pass
     return roots
@@ -222,7 +224,8 @@ def _line(node: CallNode, room: int | None) -> str:
     if node.duration_ms is not None:
         parts.append(f"{node.duration_ms:.0f} ms")
     for approval in node.approvals:
-        parts.append(f"approval: {approval.get('outcome', 'pending')}")
+        by = f" by {approval['by']}" if "by" in approval else ""
+        parts.append(f"approval: {approval.get('outcome', 'pending')}{by}")
     if node.replayed_from is not None:
         parts.append(f"replayed from {node.replayed_from}")
     if node.lookup:

@@ -1,9 +1,14 @@
 """`codemode plan PROGRAM`: a dry run of a program (`CodeMode.plan`, docs/codemode.md "Plan
-before the run"): read-only tools run, the others are planned, and the plan is printed."""
+before the run"): read-only tools run, the others are planned, and the plan is printed.
+With `--approve --out FILE`, the plan's asked entries are decided at once (`approve_plan`:
+approved, but those `--deny N[:REASON]` names) and the sealed `PlanApproval` is written to
+FILE as JSON, for `codemode run --approval FILE PROGRAM`."""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +18,7 @@ from ._options import TOOLS, load_own_tools, load_policy
 
 if TYPE_CHECKING:
     from .._run.plan import Plan
+    from .._run.plan_approval import PlanApproval
 
 PLAN_SHORT_HELP = ("Dry-run a program: tools that only read run, the others do not; print "
                    "the calls with effects it would make and what the policy would do.")
@@ -29,7 +35,14 @@ PLAN_HELP = (
     "and a call past a quota is refused as in the real run (deny, QUOTA_EXCEEDED). "
     "Exit status 0 when the program ended, 3 when the plan exceeds a quota (it cannot be "
     "approved; whether the program then ended or failed), else 1 when it failed (the "
-    "entries it made are printed all the same).")
+    "entries it made are printed all the same).\n\n"
+    "--approve --out FILE decides every entry the policy asks about at once: approved, but "
+    "those --deny N[:REASON] names (N is the entry's number), and writes the sealed "
+    "approval to FILE (JSON) for codemode run --approval FILE PROGRAM, which runs the "
+    "program without asking again for those calls. The seal needs the seal key "
+    "(CODEMODE_SEAL_KEY, CODEMODE_SEAL_KEY_FILE or the key file), as paused runs do; a key "
+    "that cannot be used, a --deny of an entry that is not asked about, or a program that "
+    "failed writes nothing (exit 2, or 1 for the program).")
 
 EXIT_OVER_QUOTA = 3
 """`codemode plan`'s exit status for a plan that exceeds a quota (`Plan.over_quota`)."""
@@ -44,12 +57,30 @@ def plan_command(
     policy: Path | None = typer.Option(None, "--policy", metavar="FILE",
                                         help="Apply a policy file (TOML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    approve: bool = typer.Option(
+        False, "--approve",
+        help="Approve every entry the policy asks about (but those --deny names) and write "
+             "the sealed approval to --out."),
+    deny: list[str] = typer.Option(
+        [], "--deny", metavar="N[:REASON]",
+        help="With --approve: deny entry N, with the reason the program's ToolDenied "
+             "carries; repeatable."),
+    out: Path | None = typer.Option(
+        None, "--out", metavar="FILE",
+        help="With --approve: where to write the approval (JSON)."),
 ) -> None:
     """`codemode plan` (its help is `PLAN_HELP`)."""
     import asyncio
 
     from .._run.plan import PlanFailed
+    from .._run.seal import SealKeyError
+    from ._options import usage_error
 
+    if (deny or out is not None) and not approve:
+        raise usage_error("--deny and --out go with --approve")
+    if approve and out is None:
+        raise usage_error("--approve needs --out FILE, where the approval is written")
+    denied = _denials(deny)
     loaded = load_policy(policy)
     own = load_own_tools(tools)
     try:
@@ -58,36 +89,176 @@ def plan_command(
         raise typer.BadParameter(f"cannot read {str(program)!r}: {exc.strerror or exc}.",
                                  param_hint="'PROGRAM'") from None
     failure: str | None = None
+    approval: PlanApproval | None = None
     try:
-        made = asyncio.run(_plan(source, builtin=builtin, policy=loaded, own=own))
+        made, approval = asyncio.run(_plan(source, builtin=builtin, policy=loaded, own=own,
+                                           deny=denied if approve else None))
     except PlanFailed as exc:
         made, failure = exc.plan, str(exc)
+    except SealKeyError as exc:
+        raise usage_error(f"cannot seal the approval: {exc}") from None
+    except ValueError as exc:                  # a --deny of an entry that is not asked
+        raise usage_error(f"--deny: {exc}") from None
     _print(made, as_json, failure)
     if made.over_quota:         # the cause when a refused call failed the program too
+        if approve:
+            print("the plan exceeds a quota: no approval was written", file=sys.stderr)
         raise typer.Exit(EXIT_OVER_QUOTA)
     if failure is not None:
+        if approve:
+            print("the program failed: no approval was written", file=sys.stderr)
         raise typer.Exit(1)
+    if approval is not None and out is not None:
+        _write(approval, out)
 
 
-async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any]) -> Plan:
+def _denials(given: list[str]) -> dict[int, str]:
+    """`{n: reason}` from `--deny N[:REASON]` texts.
+
+    Raises:
+        typer.BadParameter: one does not start with an entry number, or names one twice.
+    """
+    denied: dict[int, str] = {}
+    for text in given:
+        number, _, reason = text.partition(":")
+        if not number.strip().isdigit():
+            raise typer.BadParameter(f"{text!r} does not start with an entry number (N or "
+                                     "N:REASON)", param_hint="'--deny'")
+        if int(number) in denied:
+            raise typer.BadParameter(f"entry {int(number)} is denied twice",
+                                     param_hint="'--deny'")
+        denied[int(number)] = reason
+    return denied
+
+
+def _write(approval: PlanApproval, out: Path) -> None:
+    import msgspec
+
+    from ._options import usage_error
+
+    try:
+        out.write_bytes(msgspec.json.format(msgspec.json.encode(approval), indent=2) + b"\n")
+    except OSError as exc:
+        raise usage_error(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+    denied = sum(not e.approved for e in approval.entries)
+    print(f"approval {approval.id} written to {out}: "
+          f"{len(approval.entries) - denied} approved, {denied} denied", file=sys.stderr)
+
+
+def load_approval(path: Path, source: str) -> PlanApproval:
+    """The approval `codemode run --approval FILE` follows, read from `path`; its seal is
+    checked by `run_approved`, before anything runs.
+
+    Raises:
+        typer.Exit: (status 2, saying why) the file cannot be read, is not an approval, or
+            is for another program than `source`.
+    """
+    import msgspec
+
+    from .._run.plan_approval import PlanApproval
+    from ._options import usage_error
+
+    try:
+        approval = msgspec.json.decode(path.read_bytes(), type=PlanApproval)
+    except OSError as exc:
+        raise usage_error(f"cannot read the approval {str(path)!r}: "
+                          f"{exc.strerror or exc}") from None
+    except msgspec.DecodeError as exc:      # ValidationError too
+        raise usage_error(f"{str(path)!r} is not a plan approval ({exc}); make one with "
+                          "codemode plan PROGRAM --approve --out FILE") from None
+    if approval.code != source:
+        raise usage_error(f"the approval {str(path)!r} is for another program (it was "
+                          "given for the program as it was planned); nothing ran")
+    return approval
+
+
+def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
+               own: list[Any]) -> PlanApproval | None:
+    """`codemode run --plan-first`: dry-run `source`, print its plan on stderr and ask once,
+    on the terminal, whether to approve every entry the policy asks about.
+
+    Returns:
+        The sealed approval to run with, or None when the plan asks about nothing (the
+        program runs as usual).
+    Raises:
+        typer.Exit: 2 when stdin is not a terminal or the key cannot seal; 1 when the dry
+            run failed, the plan exceeds a quota, or the answer was not yes (nothing ran
+            for real).
+    """
+    import asyncio
+
+    from .._run.plan import PlanFailed
+    from .._run.seal import SealKeyError
+    from ._options import usage_error
+
+    if not sys.stdin.isatty():
+        raise usage_error("--plan-first asks on a terminal, and stdin is not one; write "
+                          "an approval with codemode plan PROGRAM --approve --out FILE "
+                          "and run it with --approval FILE")
+    answered: list[bool] = []
+
+    def ask(plan: Plan) -> dict[int, str] | None:
+        _print(plan, False, None, file=sys.stderr)
+        if not plan.asked():
+            return None
+        sys.stderr.write(f"Approve these {len(plan.asked())} call(s), each to run once? "
+                         "[y/N] ")
+        sys.stderr.flush()
+        answered.append(sys.stdin.readline().strip().lower() in ("y", "yes"))
+        return {} if answered[-1] else None
+
+    try:
+        made, approval = asyncio.run(_plan(source, mcp=mcp, builtin=builtin, policy=policy,
+                                           own=own, decide=ask))
+    except PlanFailed as exc:
+        _print(exc.plan, False, str(exc), file=sys.stderr)
+        print("codemode: the dry run failed: nothing ran", file=sys.stderr)
+        raise typer.Exit(1) from None
+    except SealKeyError as exc:
+        raise usage_error(f"cannot seal the approval: {exc}") from None
+    if made.over_quota:                  # not asked: it could not be approved
+        _print(made, False, None, file=sys.stderr)
+        print("codemode: the plan exceeds a quota: nothing ran", file=sys.stderr)
+        raise typer.Exit(1)
+    if answered and not answered[-1]:
+        print("codemode: not approved: nothing ran", file=sys.stderr)
+        raise typer.Exit(1)
+    return approval
+
+
+async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
+                deny: dict[int, str] | None = None, mcp: list[str] | None = None,
+                decide: Callable[[Plan], dict[int, str] | None] | None = None,
+                ) -> tuple[Plan, PlanApproval | None]:
+    """The plan, and with `deny` (not None) its approval (`approve_plan`); or, with
+    `decide`, the approval with the denials it gives for the plan (None: no approval)."""
     import tempfile
     from contextlib import AsyncExitStack
 
     from codemode.sandbox import SandboxLimits
 
+    from .._run.plan_approval import approve_plan
     from ._run import _setup
 
     async with AsyncExitStack() as stack:
         limits = policy.limits if policy is not None else SandboxLimits()
         # A log the dry run alone reads (an ask rule needs one to be applied at all).
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        setup = await _setup(stack, mcp=[], builtin=builtin, log=folder / "plan.jsonl",
-                             limits=limits,
+        setup = await _setup(stack, mcp=mcp or [], builtin=builtin,
+                             log=folder / "plan.jsonl", limits=limits,
                              policy=policy, own=own, so_far=None)
-        return await setup.mode.plan(source)
+        if deny is not None or decide is not None:
+            setup.mode.seal_key.value()       # a key that cannot seal: refused before the run
+        made = await setup.mode.plan(source)
+        if made.over_quota:           # it cannot be approved: the caller says why
+            return made, None
+        if decide is not None:
+            deny = decide(made)
+        return made, (approve_plan(setup.mode, made, deny=deny) if deny is not None
+                      else None)
 
 
-def _print(plan: Plan, as_json: bool, failure: str | None) -> None:
+def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> None:
     import msgspec
 
     from .._run.visible import visible
@@ -104,16 +275,16 @@ def _print(plan: Plan, as_json: bool, failure: str | None) -> None:
         marks = "".join(f" [{word}]" for word, said in (
             ("destructive", entry.destructive), ("idempotent", entry.idempotent)) if said)
         print(visible(f"{entry.n}. {entry.tool}({arguments}) -> {entry.decision}{why}"
-                      + marks + _quota_text(entry)))
+                      + marks + _quota_text(entry)), file=file)
     asked = len(plan.asked())
     over = [str(e.n) for e in plan.over_quota]
     print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"
           + ("" if plan.complete else "; later calls used simulated values, so the real "
              "run may differ")
           + (f"; entries {', '.join(over)} exceed a quota: the plan cannot be approved"
-             if over else ""))
+             if over else ""), file=file)
     if failure is not None:
-        print(visible(failure))
+        print(visible(failure), file=file)
 
 
 def _quota_text(entry: Any) -> str:

@@ -35,6 +35,7 @@ from ._report import Rejection, RunReport, build_report
 
 if TYPE_CHECKING:   # a run without --policy never loads the policy module
     from .._policy.policy import Policy
+    from .._run.plan_approval import PlanApproval
 
 
 class RecordingSandbox:
@@ -192,7 +193,8 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
                       policy: Policy | None = None,
                       tools: Sequence[ToolDefinition] = (),
                       so_far: OutputSoFar | None = None,
-                      type_check: str | None = None) -> Ran:
+                      type_check: str | None = None,
+                      approval: PlanApproval | None = None) -> Ran:
     """Run `source` as one `run_code` call on a fresh session.
 
     Args:
@@ -208,6 +210,8 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
             signal cancels the run (`OutputSoFar`).
         type_check: "enforce", "warn" or "off" (`CodeMode(type_check=...)`), replacing the
             policy's; None: the policy's, else "enforce".
+        approval: a plan approval to follow (`run_approved`: its seal is checked first,
+            `ResumeTampered` before anything runs); `source` must be its program.
     Returns:
         The report (kind "pending" when the run paused for approval) and the session.
     Raises:
@@ -220,7 +224,12 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
         if type_check is not None:
             setup.mode.type_check = cast(TypeCheck, type_check)
         started = time.monotonic()
-        result = await setup.session.call("run_code", {"code": source, "description": title})
+        if approval is not None:
+            from .._run.plan_approval import run_approved
+            result = await run_approved(setup.mode, approval, description=title)
+        else:
+            result = await setup.session.call("run_code", {"code": source,
+                                                          "description": title})
         duration_s = time.monotonic() - started
         calls = [e for e in setup.session.log.read() if isinstance(e, events.ToolCall)]
         run_id = calls[-1].call_id if calls else ""

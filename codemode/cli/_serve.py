@@ -45,6 +45,12 @@ def serve_command(
              "(a client that cannot be asked gets a denial); auto: ask it when it can, else "
              "pause the run; defer: always pause the run. A paused run is resumed with the "
              "resume_run tool, which decides only with the approval token."),
+    approve_plans: bool = typer.Option(
+        False, "--approve-plans",
+        help="Dry-run each program first and ask the client once, in one elicitation, about "
+             "every call its plan needs approval for (approve all, or deny some or all by "
+             "entry number); then run it, each approved call once. A client that cannot be "
+             "asked gets what --approvals says."),
     approval_token_file: Path | None = typer.Option(
         None, "--approval-token-file", metavar="FILE",
         help="A file holding the secret (32+ characters) that resume_run requests must send "
@@ -72,7 +78,7 @@ def serve_command(
         run(serving(transport="http" if transport == "http" else "stdio", host=host,
                     port=port, mcp=mcp, mcp_urls=mcp_url, builtin=builtin, tools=own,
                     policy=loaded, log=log, mode=mode, call_timeout_s=mcp_timeout,
-                    approvals=approvals, approval_token=token))
+                    approvals=approvals, approval_token=token, approve_plans=approve_plans))
     except Exception as exc:   # an upstream that did not start, a port in use, ...
         print_error("error", f"{type(exc).__name__}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None

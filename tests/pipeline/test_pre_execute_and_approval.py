@@ -2,9 +2,19 @@
 
 import asyncio
 
+import msgspec
 import pytest
 
-from codemode.pipeline import Allow, Ask, Deny, Session, Signal
+from codemode.pipeline import (
+    Allow,
+    ApprovalAnswer,
+    ApprovalRequest,
+    ApprovalService,
+    Ask,
+    Deny,
+    Session,
+    Signal,
+)
 from codemode.pipeline.events import ApprovalAsked, ApprovalDecided, ApprovalPolicyChanged
 
 from conftest import Published, error_text, inp, make_tool
@@ -128,6 +138,29 @@ async def test_allowed_once_runs_the_tool_and_forwards_the_ask_fields_without_ar
     assert [(e.tool_name, e.call_id, e.reason) for e in asked] == [("echo", "c9", "deletes files")]
     assert [(e.id, e.outcome) for e in decided] == [(asked[0].id, "allowed-once")]
     assert "s3cr3t" not in repr(asked + decided)
+
+
+async def test_an_answer_given_by_a_standing_decision_is_logged_with_what_gave_it():
+    defn, calls = counting_tool()
+    session = Session(tools=[defn], approval="ask")
+    session.on("approval/answer",
+               lambda request, next: ApprovalAnswer("allowed-once", by="standing order 7"))
+    session.on("tools/pre-execute", lambda e, n: Ask("deletes files"))
+    async with session.turn():
+        await session.execute(inp(agent="main", call_id="c1"))
+        await session.execute(inp(agent="main", call_id="c2"))   # by the service itself
+    assert isinstance(session.approval, ApprovalService)
+    request = ApprovalRequest(agent="main", tool_name="echo", call_id="c3", reason=None,
+                              signal=Signal())
+    async with session.turn():
+        assert session.approval.record(request, "rejected", by="plan 3") == "rejected"
+        session.approval.policy = "never"
+        assert session.approval.record(request, "allowed-once", by="plan 3") == "rejected"
+    decided = [e for e in session.log.read() if isinstance(e, ApprovalDecided)]
+    assert [(e.outcome, e.by) for e in decided] == [
+        ("allowed-once", "standing order 7"), ("allowed-once", "standing order 7"),
+        ("rejected", "plan 3"), ("rejected", msgspec.UNSET)]   # "never" decided, not plan 3
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize(

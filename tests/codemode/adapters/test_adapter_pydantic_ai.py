@@ -13,7 +13,7 @@ pytest.importorskip("pydantic_ai",
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from codemode import Policy, Session, events
 from codemode.adapters.pydantic_ai import CodeModeToolset
@@ -150,3 +150,154 @@ async def test_a_denied_run_code_runs_nothing_more_and_stays_paused():
     run_id = first.output.metadata[call.tool_call_id]["run_id"]
     done = await session.resume(run_id, {f"{run_id}:2": False})
     assert done.is_error and "ToolDenied" in done.text
+
+
+FIVE_MAILS = '''
+for name in ["ann", "bob", "cy", "dee", "eve"]:
+    try:
+        send_email(to=name + "@example.com", subject="hi", body="hello")
+    except ToolDenied as exc:
+        print(exc.message)
+print("done")
+'''
+
+MAIL_POLICY = {"rules": [{"tool": "send_*", "action": "ask",
+                          "reason": "mail leaves the \u202ehouse"}]}
+
+
+def _plan_toolset(outbox: list) -> tuple[Session, CodeModeToolset]:
+    from codemode.fixtures.mailbox import mailbox_tools
+
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
+    return session, CodeModeToolset(session, policy=Policy.from_data(MAIL_POLICY),
+                                    approve_plans=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("deny", "sent"), [
+    (None, ["ann", "bob", "cy", "dee", "eve"]),
+    ({"2": "bob is away", 4: None}, ["ann", "cy", "eve"]),
+])
+async def test_a_plan_is_approved_once_and_each_mail_is_sent_once(deny, sent):
+    outbox: list = []
+    session, toolset = _plan_toolset(outbox)
+    agent = Agent(FunctionModel(Scripted(FIVE_MAILS)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    first = await agent.run("Mail everyone")
+    assert isinstance(first.output, DeferredToolRequests)
+    [call] = first.output.approvals                      # one request for five calls
+    assert outbox == []                                  # the dry run sent nothing
+    plan = first.output.metadata[call.tool_call_id]["plan"]
+    assert [e["n"] for e in plan["entries"]] == [1, 2, 3, 4, 5]
+    assert plan["entries"][0]["shown"] == (
+        'send_email({"to": "ann@example.com", "subject": "hi", "body": "hello"}) '
+        "(mail leaves the \\u202ehouse)")
+    results = DeferredToolResults(approvals={call.tool_call_id: True},
+                                  metadata={call.tool_call_id: {"deny": deny}} if deny else {})
+    done = await agent.run(message_history=first.all_messages(),
+                           deferred_tool_results=results)
+    assert [m["to"] for m in outbox] == [f"{n}@example.com" for n in sent]
+    assert isinstance(done.output, str) and "done" in done.output
+    assert ("bob is away (plan approval " in done.output) == bool(deny)
+    logged = session.log.read()
+    assert not any(isinstance(e, events.ToolSuspended) for e in logged)   # no pause
+    await session.aclose()
+
+
+@pytest.mark.slow
+async def test_a_denied_plan_or_a_forged_one_sends_nothing():
+    outbox: list = []
+    session, toolset = _plan_toolset(outbox)
+    agent = Agent(FunctionModel(Scripted(FIVE_MAILS)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    first = await agent.run("Mail everyone")
+    [call] = first.output.approvals
+    denied = await agent.run(message_history=first.all_messages(),
+                             deferred_tool_results=DeferredToolResults(
+                                 approvals={call.tool_call_id: ToolDenied("not today")}))
+    assert denied.output == "done: not today"
+    # approved, but with another program in its arguments: refused, nothing runs
+    second = await agent.run("Mail everyone")
+    [call] = second.output.approvals
+    forged = await agent.run(message_history=second.all_messages(),
+                             deferred_tool_results=DeferredToolResults(approvals={
+                                 call.tool_call_id: ToolApproved(override_args={
+                                     "code": FIVE_MAILS.replace("bob", "mallory")})}))
+    assert "an approved plan runs its own program" in forged.output
+    assert outbox == []
+    await session.aclose()
+
+
+@pytest.mark.slow
+async def test_a_plan_with_nothing_to_ask_runs_at_once_and_a_failing_dry_run_runs_nothing():
+    outbox: list = []
+    session, toolset = _plan_toolset(outbox)
+    quiet = Agent(FunctionModel(Scripted("print(6 * 7)")), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    assert (await quiet.run("Multiply")).output.startswith("done: 42")
+    failing = ('send_email(to="ann@example.com", subject="hi", body="x")\n'
+               'raise ValueError("boom")')
+    agent = Agent(FunctionModel(Scripted(failing)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    failed = await agent.run("Mail and fail")
+    assert "boom" in failed.output and "nothing ran for real" in failed.output
+    assert outbox == []
+    await session.aclose()
+
+
+class ScriptedAs(Scripted):
+    """`Scripted`, with its own tool call id."""
+
+    def __init__(self, code: str, tool_call_id: str) -> None:
+        super().__init__(code)
+        self.tool_call_id = tool_call_id
+
+    def __call__(self, messages: list, info: AgentInfo) -> ModelResponse:
+        response = super().__call__(messages, info)
+        for part in response.parts:
+            if isinstance(part, ToolCallPart):
+                part.tool_call_id = self.tool_call_id
+        return response
+
+
+@pytest.mark.slow
+async def test_a_forgotten_plan_is_not_approved_its_program_asks_as_without_the_option(
+        monkeypatch):
+    from codemode.adapters import pydantic_ai
+
+    monkeypatch.setattr(pydantic_ai, "KEPT_PLANS", 1)
+    outbox: list = []
+    session, toolset = _plan_toolset(outbox)
+    runs = []
+    for tool_call_id in ("first", "second"):
+        agent = Agent(FunctionModel(ScriptedAs(FIVE_MAILS, tool_call_id)), toolsets=[toolset],
+                      output_type=[str, DeferredToolRequests])
+        runs.append((agent, await agent.run("Mail everyone")))
+    agent, first = runs[0]
+    [call] = first.output.approvals
+    again = await agent.run(message_history=first.all_messages(),
+                            deferred_tool_results=DeferredToolResults(
+                                approvals={call.tool_call_id: True}))
+    assert isinstance(again.output, DeferredToolRequests)      # the run paused on ann's mail
+    [paused] = again.output.approvals
+    assert [a["arguments"]["to"] for a in again.output.metadata[paused.tool_call_id][
+        "approvals"]] == ["ann@example.com"]
+    assert outbox == []
+    await session.aclose()
+
+
+@pytest.mark.slow
+async def test_a_plan_past_a_quota_is_refused_up_front_and_sends_nothing():
+    from codemode.fixtures.mailbox import mailbox_tools
+
+    outbox: list = []
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
+    policy = Policy.from_data({**MAIL_POLICY, "quotas": [{"tool": "send_*", "per_run": 3}]})
+    toolset = CodeModeToolset(session, policy=policy, approve_plans=True)
+    agent = Agent(FunctionModel(Scripted(FIVE_MAILS)), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    refused = await agent.run("Mail everyone")
+    assert isinstance(refused.output, str)                 # nobody is asked to approve it
+    assert "the plan exceeds a quota, so it cannot be approved: entry 4" in refused.output
+    assert outbox == []
+    await session.aclose()

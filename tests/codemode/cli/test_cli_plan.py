@@ -4,6 +4,7 @@ program would make, with the policy's decision, and none of them run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -130,3 +131,103 @@ def test_plan_marks_a_destructive_entry(project: Path) -> None:
     as_json = codemode("plan", "wipe_prog.py", "--tools", "wipe:TOOLS", "--json", cwd=project)
     [entry] = json.loads(as_json.stdout)["entries"]
     assert (entry["destructive"], entry["idempotent"]) == (True, True)
+
+
+GUARDED = """\
+for subject in inbox():
+    try:
+        send_email(to=subject + "@example.com", body="re: " + subject)
+    except ToolDenied as exc:
+        print("not sent:", exc.message)
+"""
+
+
+@pytest.mark.slow
+def test_an_approval_written_by_plan_runs_each_approved_send_once_without_asking(
+        project: Path) -> None:
+    (project / "guarded.py").write_text(GUARDED)
+    common = ["--tools", "mytools:TOOLS", "--policy", "policy.toml"]
+    made = codemode("plan", "guarded.py", *common, "--approve", "--deny", "2:not numbers",
+                    "--out", "ok.json", cwd=project)
+    assert made.returncode == 0, made.stderr
+    assert "1 approved, 1 denied" in made.stderr
+    assert not (project / "sent.txt").exists()
+    approval = json.loads((project / "ok.json").read_text())
+    assert [(e["n"], e["approved"], e["reason"]) for e in approval["entries"]] == [
+        (1, True, ""), (2, False, "not numbers")]
+
+    # changed after it was sealed, or given for another program: refused, nothing runs
+    forged = {**approval, "entries": [{**e, "approved": True} for e in approval["entries"]]}
+    (project / "forged.json").write_text(json.dumps(forged))
+    refused = codemode("run", "guarded.py", *common, "--log", "a.jsonl",
+                       "--approval", "forged.json", cwd=project)
+    assert refused.returncode == 2, refused.stderr
+    assert "was changed after it was given" in refused.stderr
+    (project / "other.py").write_text(GUARDED.replace("re: ", "fw: "))
+    other = codemode("run", "other.py", *common, "--log", "b.jsonl", "--approval", "ok.json",
+                     cwd=project)
+    assert other.returncode == 2, other.stderr
+    assert "is for another program" in other.stderr
+    assert not (project / "sent.txt").exists()
+
+    ran = codemode("run", "guarded.py", *common, "--log", "c.jsonl", "--approval", "ok.json",
+                   cwd=project)
+    assert ran.returncode == 0, ran.stderr               # it did not pause (3)
+    assert (project / "sent.txt").read_text() == "hello@example.com\n"
+    assert ran.stdout.startswith('not sent: the user rejected tool "send_email": not numbers '
+                                 f"(plan approval {approval['id']}, entry 2)")
+    shown = codemode("log", "show", "c.jsonl", cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert f"approval: allowed-once by plan approval {approval['id']}, entry 1" in shown.stdout
+    assert f"approval: rejected by plan approval {approval['id']}, entry 2" in shown.stdout
+
+
+@pytest.mark.slow
+def test_an_approval_is_not_written_without_a_usable_seal_key_or_for_an_unknown_entry(
+        project: Path) -> None:
+    common = ["prog.py", "--tools", "mytools:TOOLS", "--policy", "policy.toml", "--approve"]
+    weak = subprocess.run([sys.executable, "-m", "codemode", "plan", *common,
+                           "--out", "a.json"], capture_output=True, text=True, cwd=project,
+                          timeout=300, check=False,
+                          env={**os.environ, "CODEMODE_SEAL_KEY": "short"})
+    assert weak.returncode == 2, weak.stderr
+    assert "cannot seal the approval" in weak.stderr and "CODEMODE_SEAL_KEY" in weak.stderr
+    unknown = codemode("plan", *common, "--deny", "7", "--out", "a.json", cwd=project)
+    assert unknown.returncode == 2, unknown.stderr
+    assert "entries [7] are not entries the policy asks about" in unknown.stderr
+    no_out = codemode("plan", *common, cwd=project)
+    assert no_out.returncode == 2 and "--approve needs --out" in no_out.stderr
+    assert not (project / "a.json").exists() and not (project / "sent.txt").exists()
+
+
+def _on_terminal(args: list[str], answer: bytes, cwd: Path) -> tuple[int, str, str]:
+    """`codemode ARGS` with a terminal (a pseudo-terminal) as stdin, `answer` typed on it
+    (waiting in the terminal's buffer until the command reads it)."""
+    main, other = os.openpty()
+    try:
+        done = subprocess.Popen([sys.executable, "-m", "codemode", *args], stdin=other,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+        os.close(other)
+        os.write(main, answer)
+        out, err = done.communicate(timeout=300)
+    finally:
+        os.close(main)
+    return done.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.slow
+def test_plan_first_asks_once_on_a_terminal_and_runs_each_approved_send_once(
+        project: Path) -> None:
+    run = ["run", "prog.py", "--tools", "mytools:TOOLS", "--policy", "policy.toml",
+           "--log", "a.jsonl", "--plan-first"]
+    piped = codemode(*run, cwd=project)
+    assert piped.returncode == 2 and "stdin is not one" in piped.stderr
+    status, _, err = _on_terminal(run, b"n\n", project)
+    assert status == 1 and err.count("[y/N]") == 1 and "not approved: nothing ran" in err
+    assert not (project / "sent.txt").exists()
+    status, _, err = _on_terminal([*run[:-3], "--log", "b.jsonl", "--plan-first"],
+                                  b"y\n", project)
+    assert status == 0, err                                  # it did not pause
+    assert "Approve these 2 call(s), each to run once? [y/N]" in err
+    assert err.count("[y/N]") == 1
+    assert (project / "sent.txt").read_text() == "hello@example.com\nnumbers@example.com\n"

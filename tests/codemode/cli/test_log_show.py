@@ -114,3 +114,43 @@ async def test_a_discovery_call_shows_as_a_lookup_the_host_answered(log_path: Pa
     assert lines[2].startswith("└── add(a=1, b=2) · ok")
     run = json.loads(_show(str(log_path), "--json").output)["calls"][0]
     assert [s.get("lookup", False) for s in run["subcalls"]] == [True, False]
+
+
+MAILS = '''
+for name in ["ann", "bob"]:
+    try:
+        send_email(to=name + "@example.com", subject="hi", body="hello")
+    except ToolDenied:
+        pass
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("service", ["ask", None], ids=["service", "no-service"])
+async def test_a_call_a_plan_approval_decided_names_the_approval_and_entry(
+        log_path: Path, service: str | None):
+    from codemode import approve_plan, run_approved
+    from codemode.fixtures.mailbox import mailbox_tools
+    from codemode.pipeline import events
+    from codemode.pipeline.log import load
+
+    outbox: list = []
+    session = Session(tools=mailbox_tools(outbox), log=str(log_path), approval=service)
+    mode = Policy.from_data({"rules": [{"tool": "send_*", "action": "ask",
+                                        "reason": "mail leaves"}]}).apply(session)
+    approval = approve_plan(mode, await mode.plan(MAILS), deny={2: "not bob"})
+    await run_approved(mode, approval, agent="main")
+    session.log.close()
+    assert [m["to"] for m in outbox] == ["ann@example.com"]
+    decided = [e for e in load(str(log_path)) if isinstance(e, events.ApprovalDecided)]
+    where = f"plan approval {approval.id}, entry"
+    assert [(e.outcome, e.by) for e in decided] == [
+        ("allowed-once", f"{where} 1"), ("rejected", f"{where} 2")]
+    shown = _show(str(log_path))
+    assert shown.exit_code == 0, shown.output
+    assert f"· approval: allowed-once by {where} 1" in shown.output
+    assert f"· approval: rejected by {where} 2" in shown.output
+    calls = json.loads(_show(str(log_path), "--json").output)["calls"]
+    assert [s["approvals"] for s in calls[-1]["subcalls"]] == [
+        [{"reason": "mail leaves", "outcome": "allowed-once", "by": f"{where} 1"}],
+        [{"reason": "mail leaves", "outcome": "rejected", "by": f"{where} 2"}]]
