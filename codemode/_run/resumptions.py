@@ -17,7 +17,6 @@ applies, sealed together with the same key. From those markers alone:
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -61,6 +60,8 @@ def went_live(key: SealKey, *, root_call_id: str, call_id: str, run_id: str, rec
 
 
 def _holds(key: SealKey, marker: events.CodeResumed) -> bool:
+    import hmac  # here, not at the top: it loads OpenSSL, which only resumptions need
+
     want = _sign(key, run_id=marker.run_id, call_id=marker.parent_call_id,
                  record=marker.record_seal, decisions=marker.decisions)
     return hmac.compare_digest(marker.seal, want)

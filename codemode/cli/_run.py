@@ -163,6 +163,8 @@ def _not_there(log: Path | None) -> list[Path]:
 def _drop_if_empty(made: list[Path]) -> None:
     """Remove the log a failed setup made (a refused policy, a key that cannot seal), when
     it holds no event, so that no empty log is left behind."""
+    if not made:                       # the usual case: nothing to load for
+        return
     from codemode.pipeline.log import load
 
     for log in made:
