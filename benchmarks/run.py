@@ -10,7 +10,9 @@ pipeline), `monty` (pydantic-monty, when installed: `pip install -e '.[bench]'`)
 Measures, per peer:
 
 - fresh run of `x = 1`, p50 and p95 over `--runs` runs back to back (ms), and p50 of
-  runs `PAUSE_S` apart (ms): the sandbox makes instances ahead only in idle time;
+  runs `PAUSE_S` apart (ms): the sandbox makes instances ahead only in idle time; then the
+  same paced, of a program making one tool call (`one_call`): `x = 1` names no tool, so
+  `run_code` does not type-check it, and this one it does;
 - net cost of one sub-call, from one program making `--subcalls` of them (us);
 - three compute workloads: a loop, a JSON round trip, a sort (ms, median of 3);
 - first result in a new process: spawn an interpreter, import, run `x = 1` (s, median of 5,
@@ -77,14 +79,21 @@ def fresh_runs(peer: _peers.Peer, runs: int) -> tuple[float, float]:
     return _percentile(samples, 0.5), _percentile(samples, 0.95)
 
 
-def paced_runs(peer: _peers.Peer, runs: int, pause_s: float = PAUSE_S) -> float:
-    """p50 seconds of a fresh run of the trivial program, `pause_s` seconds after the last
-    one ended (as runs come from a model: never back to back)."""
+def paced_runs(peer: _peers.Peer, runs: int, pause_s: float = PAUSE_S,
+               code: str = TRIVIAL) -> float:
+    """p50 seconds of a fresh run of `code` (the trivial program), `pause_s` seconds after
+    the last one ended (as runs come from a model: never back to back)."""
     samples = []
     for _ in range(runs):
         time.sleep(pause_s)
-        samples.append(_timed(lambda: peer.run(TRIVIAL)))
+        samples.append(_timed(lambda: peer.run(code)))
     return _percentile(samples, 0.5)
+
+
+def one_call(peer: _peers.Peer) -> str:
+    """A program making one tool call (one sub-call), its value the call's: it names a
+    tool, so `run_code` type-checks it, where `x = 1`, naming none, is not checked."""
+    return f"i = 1\n{_peers.CALL[peer.name]}"
 
 
 def subcall_cost(peer: _peers.Peer, n: int) -> float:
@@ -225,6 +234,7 @@ def _positive_seconds(text: str) -> float:
 # Row label, unit, whether higher is better.
 ROWS = [("fresh run x = 1, p50", "ms", False), ("fresh run x = 1, p95", "ms", False),
         (f"same, {PAUSE_S * 1e3:g} ms apart, p50", "ms", False),
+        ("  one tool call, p50", "ms", False),
         ("one sub-call, net", "us", False), ("loop", "ms", False),
         ("json round trip", "ms", False), ("sort", "ms", False),
         ("first result, new process", "s", False), ("fresh runs/s, all cores", "/s", True),
@@ -243,6 +253,7 @@ def measure(names: list[str], runs: int, subcalls: int, seconds: float,
         try:
             p50, p95 = fresh_runs(peer, runs)
             row: list[float | None] = [p50 * 1e3, p95 * 1e3, paced_runs(peer, runs) * 1e3,
+                                       paced_runs(peer, runs, code=one_call(peer)) * 1e3,
                                        subcall_cost(peer, subcalls) * 1e6]
             row += [workload(peer, w) * 1e3 for w in WORKLOADS]
         finally:

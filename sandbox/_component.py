@@ -72,13 +72,26 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
         return f"epoch-fuel{int(self.fuel)}-stack{self.stack_bytes}"
 
     def build(self) -> wasmtime.Engine:
+        return wasmtime.Engine(self.wasmtime_config())
+
+    def wasmtime_config(self) -> wasmtime.Config:
+        """The Engine's settings. Everything else is wasmtime's default, on purpose: the
+        on-demand instance allocator and the snapshot's memory mapped copy-on-write
+        (`memory_init_cow`). Each fresh run then faults in the pages its guest runtime
+        touches (~585 a run of `x = 1`), which costs less CPU than every alternative the
+        C library offers: the pooling allocator keeping linear memory resident restores
+        the whole kept range at every reset (16 MiB: ~220 faults for +0.6 ms a run; 32
+        MiB: none for +3 ms), and without copy-on-write each instance copies the whole
+        image. Resetting only the pages a run dirtied (`pagemap_scan`, eryx's choice)
+        has no C setter; docs/benchmarks.md, "Page faults", has every option's figures
+        (`python -m benchmarks.engines`)."""
         config = wasmtime.Config()
         config.epoch_interruption = True
         config.consume_fuel = self.fuel
         if self.stack_bytes > 2 * 1024 * 1024:
             _set_async_stack_size(config, self.stack_bytes + ASYNC_STACK_HEADROOM_BYTES)
         config.max_wasm_stack = self.stack_bytes
-        return wasmtime.Engine(config)
+        return config
 
 
 def _say(message: str) -> None:

@@ -68,11 +68,17 @@ PREPARE_WITH_TOOLS = '{"prepare": true, "tools": '
 _AHEAD_DEADLINE_TICKS = 1 << 40
 _AHEAD_FUEL = 1 << 40
 
-IDLE_S = 0.002
+IDLE_S = 0.005
 """Seconds without a run starting or ending before the pool works (closes, makes or
 prepares an instance, ~0.3-3 ms each). It never works while a run of this process is under
 way: making and closing instances maps and unmaps memory, and a run's page faults wait
-for that (a run slows ~2.5x while another thread instantiates and closes Stores)."""
+for that (a run slows ~2.5x while another thread instantiates and closes Stores). Nor in
+the gaps between runs that follow each other: when every core is busy, a process waiting
+for its next time slice sees gaps of a few milliseconds between back-to-back runs, and
+preparing an instance in them costs more CPU than it saves the run that takes it. At 2 ms,
+two processes running back to back on two busy cores made 247-282 runs/s at 3.6-4.0 ms
+of CPU and ~680 page faults a run; at 5 ms, 332-341 runs/s at 3.0 ms and ~589, and runs
+20 ms apart still get a prepared instance (docs/benchmarks.md, "Page faults")."""
 
 STEP_WAIT_S = 0.05
 """Longest a run waits, in seconds, for the pool's step under way to end (one step takes

@@ -20,7 +20,7 @@ argument ty only knows as a union (`float | str`), which may hold the right type
 runs. `await` on a call and a call passed to an asyncio entry point (`gather`, `wait`,
 `create_task`, ...) pass too, as a call in async code is a pending call
 (docs/codemode.md "Async"). A program that does not parse is left to the sandbox, which
-reports its `SyntaxError` as always.
+reports its `SyntaxError` as always, and so is one that names no tool (`TypeChecker.check`).
 """
 
 from __future__ import annotations
@@ -328,7 +328,11 @@ class TypeChecker:
 
     async def check(self, code: str, stubs: Sequence[ToolStub]) -> tuple[TypeCheckError, ...]:
         """The errors ty finds in `code` against `stubs`, in order of position; () when
-        there are none or the program does not parse (the sandbox reports that).
+        there are none, when the program does not parse (the sandbox reports that), and,
+        without running ty, when it names no tool: no tool alias of `stubs` and none of the
+        names that reach tools (`_REACHES_TOOLS`). The check exists to refuse a program
+        before any tool runs; such a program runs no tool by name, so it has nothing to
+        prevent, and what ty would report of it (a name not defined) the run reports too.
 
         Raises:
             TypeCheckUnavailable: ty is missing, failed, or took `CHECK_TIMEOUT_S`.
@@ -337,6 +341,9 @@ class TypeChecker:
         if tree is None:            # the sandbox reports the SyntaxError, as without a check
             return ()
         names = frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+        aliases = frozenset(s.alias for s in stubs)
+        if not names & (aliases | _REACHES_TOOLS):
+            return ()               # it names no tool: nothing it does can be refused ahead
         # On the loop: only the named tools' stubs are written (a few KiB, well under a
         # millisecond), and a thread here would start the default executor's pool.
         folder = self.prepare(stubs, names)
@@ -348,7 +355,6 @@ class TypeChecker:
             with contextlib.suppress(OSError):
                 program.unlink()
             self.release(folder)
-        aliases = frozenset(s.alias for s in stubs)
         return _errors(report, aliases, tree)
 
 
@@ -397,6 +403,9 @@ _FUNCTION = re.compile(r"function `(?P<name>[^`]+)`")
 _FOUND = re.compile(r"found `(?P<type>.*)`$")
 _LITERALS = re.compile(r"Literal\[.+, .+\]")     # ty writes a union of literals as one
 _GIVEN = frozenset({"call_tool", "search_tools", "describe", "read_output"})
+# Names a program reaches tools through besides their aliases: the given functions and the
+# `tools` namespace (`tools.get_weather(...)`).
+_REACHES_TOOLS = _GIVEN | {"tools"}
 
 
 class _FunctionBodies:

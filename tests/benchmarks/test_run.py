@@ -46,6 +46,7 @@ def test_peers_compute_the_same_results(name):
     try:
         assert {w: peer.run(code) for w, code in run.WORKLOADS.items()} == run.EXPECTED
         assert run.subcall_cost(peer, 10) < 1.0
+        assert peer.run(run.one_call(peer)) == 1            # the echo of its one call
     finally:
         peer.close()
 

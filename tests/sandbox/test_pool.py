@@ -172,6 +172,26 @@ def test_a_run_wakes_no_thread_for_the_pool_the_epoch_tickers_tick_starts_its_re
     own.clear()
 
 
+def test_a_gap_of_a_few_milliseconds_between_runs_is_not_idle_time(pool):
+    """A process waiting for a time slice on a busy machine sees gaps of a few ms between
+    back-to-back runs; the pool must not prepare instances in them (docs/benchmarks.md)."""
+    started = []
+    own = _pool.InstancePool(started.append, size=1)
+    own.tick()                                   # ticked: `tick` starts its background
+    limits = SandboxLimits()
+    runtime = runtime_for(limits)
+    assert own.take(runtime, limits.memory_bytes) is None       # a run, with nothing ready
+    own.retire(_pool.Fresh.new(runtime, limits.memory_bytes))    # ... and its Store back
+    try:
+        for gap_s, starts in ((0.004, False), (0.006, True)):
+            own._last_activity = time.monotonic() - gap_s        # the last run ended then
+            own.tick()
+            assert bool(started) is starts, gap_s
+    finally:
+        for fresh in own._retired:
+            fresh.close()
+
+
 def test_an_instance_is_drained_from_when_it_is_made_so_a_write_before_its_run_never_blocks(
         pool):
     """The drain watches an instance's pipes from when it is made: more output than a

@@ -7,6 +7,7 @@ from typing import Literal
 import pytest
 
 from codemode import CodeMode, Policy, Session, events, tool
+from codemode._run import typecheck
 from codemode._run.typecheck import TypeCheckFailed
 
 
@@ -251,10 +252,42 @@ async def test_a_syntax_error_is_still_the_sandbox_s(tmp_path):
 
 
 @pytest.mark.slow
+async def test_a_program_naming_no_tool_is_left_to_the_run(tmp_path, monkeypatch):
+    """Nothing it does can be refused before a tool runs: it calls none by name. Its error
+    is the run's, as without a check; ty is not started for it."""
+    session, mode = make(tmp_path)
+    started = []
+    monkeypatch.setattr(typecheck, "_run_ty", lambda *a: started.append(a))
+    result = await session.call("run_code", {"code": "x = 1\ny = x + nope\n"},
+                                call_id="r1")
+    assert result.is_error and "(type-check)" not in result.error.message
+    assert result.error.message.startswith("code run failed (exception): ")
+    assert "NameError" in result.error.message and mode.type_errors("r1") == []
+    assert started == []
+    session.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [
+    "y = 1 + nope\nadd(1, 2)\n",                         # a tool by its name
+    "y = 1 + nope\ncall_tool('add', a=1, b=2)\n",        # through call_tool
+    "y = 1 + nope\ntools.add(a=1, b=2)\n",               # through the tools namespace
+    "y = 1 + nope\nsearch_tools('add')\n",               # discovery
+])
+async def test_a_program_naming_a_tool_is_still_refused_before_it_runs(tmp_path, code):
+    session, mode = make(tmp_path)
+    result = await session.call("run_code", {"code": code}, call_id="r1")
+    assert result.is_error and "(type-check)" in result.error.message, result.text
+    assert [e.rule for e in mode.type_errors("r1")] == ["unresolved-reference"]
+    assert sub_calls(session) == []
+    session.close()
+
+
+@pytest.mark.slow
 async def test_the_check_follows_the_tools_the_run_may_call(tmp_path):
     session = Session(tools=[get_weather, add], log=str(tmp_path / "session.jsonl"))
     CodeMode(session, expose=["add"])
-    result = await session.call("run_code", {"code": "get_weather('Paris')"})
+    result = await session.call("run_code", {"code": "add(1, 2)\nget_weather('Paris')"})
     assert "Name `get_weather` used when not defined" in result.error.message
     assert sub_calls(session) == []
     session.close()
