@@ -192,7 +192,10 @@ def _load_component(engine: wasmtime.Engine, config: EngineConfig) -> wc.Compone
         except wasmtime.WasmtimeError as exc:
             raise SandboxUnavailable(f"compiling the guest component failed: {exc}") from exc
         _write_atomic(compiled, bytes(component.serialize()))
-    return component
+    # Loaded back from the file, as every later process loads it: its instances then map
+    # their memory image from the file's pages (shared with other processes), not from an
+    # image only this process holds.
+    return wc.Component.deserialize_file(engine, str(compiled))
 
 
 HostFunc = Callable[..., object]

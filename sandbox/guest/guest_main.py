@@ -4,8 +4,10 @@ componentize-py keeps only what is imported while this module loads, so every mo
 program may import is imported here: each name of `modules.txt` (`cm_guest/modules.py`),
 private modules that C code imports lazily included. The time zone database is read from
 the `tzdata` package (on the build's python path only) into memory, compressed, and
-`zoneinfo` is pointed at it. Then a warm-up run, and the heap is frozen so the garbage
-collector never touches (and so copies) the snapshot's pages.
+`zoneinfo` is pointed at it. Then a warm-up run, the allocator's free chunks between the
+snapshot's objects are filled (so a run's new objects go together at the heap's end), and
+the heap is frozen so the garbage collector never touches (and so copies) the snapshot's
+pages.
 """
 
 import builtins
@@ -199,8 +201,30 @@ def _warm_up(times, writer, prepare_request=None):
     runtime.prepare(json.loads(prepare_request)["tools"] if prepare_request else None)
 
 
+def _fill_free_chunks(largest=512, most_bytes=16 << 20):
+    """Allocate blocks of every small size (16-byte steps up to `largest` bytes, the sizes
+    most of a run's objects have) until the allocator hands out memory above every live
+    object, and keep them: what is left free in the snapshot is then its end, not holes
+    between the snapshot's objects. A run's new objects (the request, the program's code,
+    its namespace and output) would otherwise fill those holes, one or two to a page across
+    the whole image, and each page it writes in is a copy of the image's (a write fault):
+    `python -m benchmarks.written` counts them (docs/benchmarks.md, "What a fresh run
+    writes"). Stops at `most_bytes` in all, whatever is left."""
+    ceiling = max(map(id, gc.get_objects()))
+    filler, used = [], 0
+    for size in range(32, largest + 1, 16):     # wasi-libc's malloc: 16-byte chunks
+        while used < most_bytes:
+            block = b"\x01" * (size - 21)   # header and malloc's overhead: `size` in all
+            filler.append(block)
+            used += size
+            if id(block) > ceiling:
+                break
+    return filler
+
+
 _warm_up(3, runtime.fd_writer)
 gc.collect()
+_FREE_CHUNKS_FILLED = _fill_free_chunks()
 gc.freeze()
 
 
