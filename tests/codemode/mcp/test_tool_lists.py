@@ -81,8 +81,10 @@ async def test_the_next_run_sees_a_tool_the_server_added_and_not_one_it_removed(
         description = mode.description()
         assert "def fresh(" in description and "def old(" not in description
         assert await run(session, "fresh(text='hi')") == ":fresh:hi"
-        # the type check knows the new listing too: the removed tool is refused before the run
-        assert "Name `old` used when not defined" in await fails(session, "old(text='gone')")
+        # the type check knows the new listing too: a program calling a tool of it and the
+        # removed one is refused before the run (a program naming no tool is not checked)
+        assert "Name `old` used when not defined" in await fails(
+            session, "fresh(text='first')\nold(text='gone')")
 
 
 @pytest.mark.slow
