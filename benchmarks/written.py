@@ -87,12 +87,26 @@ def _own_pages(lo: int, hi: int) -> list[int]:
 
 
 @contextmanager
-def _watched(into: Written) -> Iterator[None]:
-    """While open, the next instance made is watched into `into`; the instance pool is off
-    (an empty one in its place), so that instance is the run's own, made for it."""
+def _pool_off() -> Iterator[None]:
+    """While open, runs make their instances straight from the snapshot: an empty instance
+    pool stands in for the process's (whose instances ran the warm-up, which moves what
+    lies where)."""
     from codemode.sandbox import _pool, _wasm
 
-    instantiate, close, pool = _pool.Fresh.instantiate, _pool.Fresh.close, _wasm.POOL
+    pool = _wasm.POOL
+    _wasm.POOL = _pool.InstancePool(_wasm._in_background, size=0)
+    try:
+        yield
+    finally:
+        _wasm.POOL = pool
+
+
+@contextmanager
+def _watched(into: Written) -> Iterator[None]:
+    """While open, the next instance made is watched into `into`."""
+    from codemode.sandbox import _pool
+
+    instantiate, close = _pool.Fresh.instantiate, _pool.Fresh.close
     seen: dict[str, Any] = {}
 
     def watched_instantiate(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -119,11 +133,10 @@ def _watched(into: Written) -> Iterator[None]:
         close(self)
 
     _pool.Fresh.instantiate, _pool.Fresh.close = watched_instantiate, watched_close
-    _wasm.POOL = _pool.InstancePool(_wasm._in_background, size=0)
     try:
         yield
     finally:
-        _pool.Fresh.instantiate, _pool.Fresh.close, _wasm.POOL = instantiate, close, pool
+        _pool.Fresh.instantiate, _pool.Fresh.close = instantiate, close
 
 
 def watch(peer: Any, program: str) -> Written:
@@ -132,7 +145,7 @@ def watch(peer: Any, program: str) -> Written:
     for _ in range(3):
         peer.run(program)
     written = Written()
-    with _watched(written):
+    with _pool_off(), _watched(written):
         peer.run(program)
     return written
 
@@ -178,7 +191,8 @@ def owners(peer: Any, changed: list[int], top: int) -> Any:
     """The objects of a fresh instance of the same snapshot that hold `changed`'s addresses:
     {"pages": [[pages, kind], ...], "words": [[label, words], ...]} (`top` labels)."""
     program = _OWNERS.replace("CHANGED", repr(sorted(set(changed)))).replace("TOP", str(top))
-    return peer.run(program)
+    with _pool_off():
+        return peer.run(program)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("needs Linux's /proc/self/pagemap")
     peer = _peers.make("sandbox")
     try:
-        written = watch(peer, args.program)
+        try:
+            written = watch(peer, args.program)
+        except RuntimeError as exc:      # the program failed, or no image to watch
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         print(f"written pages {written.pages}, of them unchanged {written.unchanged}, "
               f"changed words {len(written.changed)}")
         if args.objects:

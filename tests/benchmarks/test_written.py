@@ -40,3 +40,11 @@ def test_the_command_prints_its_counts_and_with_objects_who_owns_them():
     assert lines[0].startswith("written pages ") and "changed words" in lines[0]
     assert lines[1].startswith("pages by kind of object: ")
     assert len(lines) == 5                      # the counts, the kinds, three objects
+
+
+def test_a_program_that_fails_is_an_error_naming_its_exception():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.written", "--program", "1/0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and "ZeroDivisionError" in done.stderr
+    assert done.stdout == ""
