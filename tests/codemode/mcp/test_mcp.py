@@ -112,15 +112,17 @@ async def scripted(script):
         yield server
 
 
-def _gone(pid: int, within_s: float = 15.0) -> bool:
-    """Whether process `pid` no longer exists (reaped) within `within_s` seconds."""
+async def _gone(pid: int, within_s: float = 15.0) -> bool:
+    """Whether process `pid` no longer exists (reaped) within `within_s` seconds. Waits on
+    the loop: asyncio reaps its child processes there, and until it does, an exited one is
+    a zombie that `kill(pid, 0)` still finds."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)
     return False
 
 
@@ -292,7 +294,7 @@ async def test_handshake_timeout_stops_the_process(tmp_path):
     assert str(caught.value).endswith(") did not complete the MCP handshake within 3 s\n"
                                       "stderr:\nwaiting for a license server")
     assert caught.value.stderr_tail == "waiting for a license server\n"
-    assert _gone(int(pid_file.read_text()))
+    assert await _gone(int(pid_file.read_text()))
 
 
 async def test_bad_arguments_are_rejected_before_starting():
@@ -332,7 +334,7 @@ async def test_server_exiting_between_calls_is_noticed(script):
         pid = await server.call("pid", {})
         assert await server.call("quit_soon", {}) == "bye"
         assert await _until_dead(server)                  # no call needed to notice
-        assert _gone(pid)
+        assert await _gone(pid)
         with pytest.raises(McpServerDied, match="is not running"):
             await server.call("echo", {"text": "x"})
 
@@ -391,7 +393,7 @@ async def test_close_from_another_task_stops_the_process(script):
     assert server.alive
     await asyncio.create_task(server.aclose())
     assert not server.alive
-    assert _gone(pid)
+    assert await _gone(pid)
     await server.aclose()                                   # idempotent
     with pytest.raises(ValueError, match="closed"):
         await server.call("echo", {"text": "x"})
@@ -423,7 +425,7 @@ async def test_connect_servers_closes_everything(script, tmp_path, repo):
                                                      "branch_type": "local"})).endswith("* main")
         pid = int(pid_file.read_text())
     assert [s.alive for s in servers] == [False, False]
-    assert _gone(pid)
+    assert await _gone(pid)
 
 
 async def test_connect_servers_closes_the_started_ones_when_one_fails(script, tmp_path):
@@ -433,7 +435,7 @@ async def test_connect_servers_closes_the_started_ones_when_one_fails(script, tm
                                    env={"PID_FILE": str(pid_file)}):
             pytest.fail("entered despite a failed server")
     assert caught.value.command == ("no-such-mcp-server-xyz",)
-    assert _gone(int(pid_file.read_text()))
+    assert await _gone(int(pid_file.read_text()))
 
 
 # ---- through the pipeline --------------------------------------------------------------------
