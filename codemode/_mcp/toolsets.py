@@ -130,8 +130,8 @@ def load_tools(specs: Sequence[str], *, path: str | None = None) -> list[ToolDef
         The tools, in the order given.
     Raises:
         ToolsSpecError: a spec is malformed, its module cannot be imported, it has no
-            such attribute, the attribute is not tools, or two specs give a tool of the
-            same name.
+            such attribute, the attribute is not tools or gives none (an empty list), or
+            two specs give a tool of the same name.
     """
     where = path or os.getcwd()
     tools: list[ToolDefinition] = []
@@ -147,7 +147,11 @@ def load_tools(specs: Sequence[str], *, path: str | None = None) -> list[ToolDef
             if not hasattr(value, part):
                 raise ToolsSpecError(f"{owner!r} has no attribute {part!r}")
             value, owner = getattr(value, part), f"{owner}.{part}"
-        for definition in _tools_of(value, spec):
+        found = _tools_of(value, spec)
+        if not found:                  # an empty list, or a function returning one
+            raise ToolsSpecError(f"{spec} names no tools: "
+                                 f"{owner}{'()' if callable(value) else ''} is empty")
+        for definition in found:
             if definition.name in given:
                 raise ToolsSpecError(f"two tools are named {definition.name!r}: from "
                                      f"{given[definition.name]} and from {spec}")

@@ -31,9 +31,14 @@ TOOLS = [shout, secret_code]
 ONE = shout
 NOT_A_TOOL = "shout"
 BROKEN = [shout, "secret_code"]
+NO_TOOLS = []
+NO_TOOLS_EITHER = ()
 
 def make():
     return [shout]
+
+def make_none():
+    return []
 
 def plain(text):
     return text
@@ -75,6 +80,12 @@ def test_run_offers_the_tools_a_spec_names(project, attr):
     ("mytools:plain", "error: --tools: mytools:plain is a function of arguments (text), not "
                       "a tool: decorate it with @codemode.tool, or name a list of tools or a "
                       "function of no arguments returning them"),
+    ("mytools:NO_TOOLS", "error: --tools: mytools:NO_TOOLS names no tools: "
+                         "mytools.NO_TOOLS is empty"),
+    ("mytools:NO_TOOLS_EITHER", "error: --tools: mytools:NO_TOOLS_EITHER names no tools: "
+                                "mytools.NO_TOOLS_EITHER is empty"),
+    ("mytools:make_none", "error: --tools: mytools:make_none names no tools: "
+                          "mytools.make_none() is empty"),
     ("mytools", "error: --tools: 'mytools' is not MODULE:ATTR (e.g. mytools:TOOLS, "
                 "package.module:make_tools)"),
     ("mytools:TOOLS --tools mytools:ONE", "error: --tools: two tools are named 'shout': "
