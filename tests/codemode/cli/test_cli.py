@@ -226,6 +226,17 @@ def test_a_usage_error_is_one_unwrapped_line_when_stderr_is_not_a_terminal(tmp_p
     assert "╭".encode() not in done.stderr        # no panel drawn around it
 
 
+@pytest.mark.parametrize("given, suggested", [
+    ("--bogus", None), ("--x", None), ("--timout", "--timeout"), ("--polcy", "--policy"),
+    ("--lg", "--log"),
+])
+def test_an_unknown_option_suggests_only_close_ones(tmp_path, given, suggested):
+    done = codemode("run", program(tmp_path, "1\n"), given, "3")
+    assert done.returncode == 2
+    said = f" (Possible options: {suggested})" if suggested else ""
+    assert f"Error: No such option: {given}{said}\n".encode() in done.stderr
+
+
 def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path):
     done = codemode("run", program(tmp_path, "1\n"), "--mcp", "definitely-not-a-command-xyz",
                     timeout=60)
