@@ -130,8 +130,8 @@ class QuotaUse(msgspec.Struct, frozen=True, kw_only=True):
 
     def message(self, name: str) -> str:
         """The refusal text for a call of `name` that exceeds this quota."""
-        unit = {"result_bytes": "result bytes", "cost_budget": "cost units"}.get(
-            self.measure, "calls")
+        unit = {"result_bytes": "result byte", "cost_budget": "cost unit"}.get(
+            self.measure, "call") + ("" if self.limit == 1 else "s")
         scope = "session" if self.measure == "per_session" else "run"
         return (f'quota exceeded for tool "{name}": quotas[{self.index}] '
                 f'({self.quota.tool!r}) allows {self.limit} {unit} per {scope}, '

@@ -23,6 +23,18 @@ def test_fourth_call_of_a_glob_exceeds_a_per_run_quota_of_three():
         over[0].message("send_sms")
 
 
+@pytest.mark.parametrize("quota, measure, said", [
+    (Quota(tool="send_*", per_run=1), "per_run", "allows 1 call per run"),
+    (Quota(tool="send_*", per_session=1), "per_session", "allows 1 call per session"),
+    (Quota(tool="send_*", cost_budget=1), "cost_budget", "allows 1 cost unit per run"),
+    (Quota(tool="send_*", per_session=2), "per_session", "allows 2 calls per session"),
+])
+def test_a_limit_of_one_is_said_in_the_singular(quota, measure, said):
+    usage = Usage(run_calls={"send_sms": 2}, session_calls={"send_sms": 2})
+    [use] = [u for u in quota_use([quota], "send_sms", usage) if u.measure == measure]
+    assert use.exceeded and said in use.message("send_sms")
+
+
 def test_a_tool_no_glob_matches_touches_no_quota():
     assert quota_use([Quota(tool="send_*", per_run=0)], "read_mail", Usage()) == []
 
