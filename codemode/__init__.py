@@ -36,6 +36,7 @@ if _typing.TYPE_CHECKING:  # `X as X`: re-exported for type checkers, which do n
     from ._run.plan import PlanFailed as PlanFailed
     from ._run.plan import PlanOverQuota as PlanOverQuota
     from ._run.plan import PlanQuota as PlanQuota
+    from ._run.plan_approval import ApprovalUsed as ApprovalUsed
     from ._run.plan_approval import PlanApproval as PlanApproval
     from ._run.plan_approval import approve_plan as approve_plan
     from ._run.plan_approval import run_approved as run_approved
@@ -56,7 +57,8 @@ _LAZY = {
     **dict.fromkeys(("Policy", "PolicyError", "PolicyWarning"), "._policy.policy"),
     **dict.fromkeys(("Plan", "PlanEntry", "PlanFailed", "PlanOverQuota", "PlanQuota"),
                    "._run.plan"),
-    **dict.fromkeys(("PlanApproval", "approve_plan", "run_approved"), "._run.plan_approval"),
+    **dict.fromkeys(("ApprovalUsed", "PlanApproval", "approve_plan",
+                     "run_approved"), "._run.plan_approval"),
     "rejection_code": "._run.rejections",
     **dict.fromkeys(("RUN_CODE", "CodeMode", "CodeRunFailed"), "._run.run_code"),
     **dict.fromkeys(("ResumeTampered", "SealKey", "SealKeyError"), "._run.seal"),

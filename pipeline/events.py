@@ -29,6 +29,7 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalDecision",
     "ApprovalPolicyChanged",
+    "CodeApprovalUsed",
     "CodeDispatch",
     "CodeDispatchStart",
     "CodeLookup",
@@ -291,6 +292,19 @@ class CodeResumed(Event, tag="tool/code-resumed", frozen=True):
     seal: str
 
 
+class CodeApprovalUsed(Event, tag="tool/code-approval-used", frozen=True):
+    """A Code-Mode run that follows a plan approval started: from now on the approval is
+    used. ``parent_call_id`` is the run's call; ``approval_id`` and ``approval_seal`` name
+    the approval; ``seal`` is a seal over them, by the tool that wrote it (the pipeline
+    neither writes nor checks it). Log-only."""
+
+    root_call_id: str
+    parent_call_id: str
+    approval_id: str
+    approval_seal: str
+    seal: str
+
+
 class HookInvoked(Event, tag="hook/invoked", frozen=True):
     turn: int
     point: str
@@ -366,6 +380,7 @@ SessionEvent: TypeAlias = (
     | CodeReplayed
     | CodeLookup
     | CodeResumed
+    | CodeApprovalUsed
     | ToolSuspended
     | ToolResumed
     | HookInvoked

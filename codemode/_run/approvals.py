@@ -20,7 +20,8 @@ from codemode.pipeline import (
     events,
 )
 
-from .plan_approval import APPROVED, Grants
+from .approval_uses import APPROVED
+from .plan_approval import Grants
 from .subcalls import _Slot
 
 

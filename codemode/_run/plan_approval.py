@@ -3,16 +3,16 @@
 `approve_plan` decides every entry of a `Plan` the policy would ask about at once (approved,
 or denied with a reason) and seals the decisions, bound to the program and to each entry's
 exact tool and arguments, with the `CodeMode`'s seal key (as a paused run's record is).
-`run_approved` checks the seal (`ResumeTampered` before anything runs) and runs the program
-for real: a call that asks and matches an unused approved entry (same tool, equal
-arguments) runs without another ask; one that matches a denied entry is a binding
-rejection with the entry's reason; a call that matches no entry goes through the policy as
-usual and can still pause the run.
+`run_approved` checks the seal (`ResumeTampered` before anything runs) and that no run of
+the session's log used the approval yet (`approval_uses`: `ApprovalUsed`; an approval is
+used once per log), and runs the program for real: a call that asks and matches an unused
+approved entry (same tool, equal arguments) runs without another ask; one that matches a
+denied entry is a binding rejection with the entry's reason; a call that matches no entry
+goes through the policy as usual and can still pause the run.
 """
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,10 +20,11 @@ import msgspec
 
 from codemode.pipeline import ApprovalAnswer, CallResult, thaw
 
+from .approval_uses import APPROVED, ApprovalUsed, refuse_if_used
 from .plan import Plan, PlanOverQuota
 from .seal import ResumeTampered
 
-__all__ = ["ApprovedEntry", "PlanApproval", "approve_plan", "run_approved"]
+__all__ = ["ApprovalUsed", "ApprovedEntry", "PlanApproval", "approve_plan", "run_approved"]
 
 
 class ApprovedEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,11 +53,6 @@ class PlanApproval(msgspec.Struct, frozen=True, kw_only=True):
     code: str
     entries: tuple[ApprovedEntry, ...]
     seal: str = ""
-
-
-APPROVED: contextvars.ContextVar[PlanApproval | None] = contextvars.ContextVar(
-    "codemode_plan_approval", default=None)
-"""The approval the current task's run follows (`run_approved` sets it)."""
 
 
 def _sign(mode: Any, approval: PlanApproval) -> str:
@@ -94,14 +90,20 @@ async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None =
                        call_id: str | None = None) -> CallResult:
     """Run `approval.code` for real through `mode`'s `run_code`, following `approval`
     (as `agent`; `description` is the call's title, as `run_code` takes it; `call_id` the
-    call's id, None: the session makes one).
+    call's id, None: the session makes one). The run logs that it used the approval
+    (`tool/code-approval-used`) before its program starts: an approval is used once per
+    log, whatever the run's outcome. A session whose log is in memory remembers that only
+    while it lives.
 
     Returns:
         The `run_code` call's result (it may still be a paused run, for calls that matched
-        no entry).
+        no entry). A run of the same session that used the approval meanwhile makes it a
+        failed result with the code `APPROVAL_USED`.
     Raises:
         ResumeTampered: the approval's seal does not match it (changed, or sealed with
             another key); nothing ran.
+        ApprovalUsed: (a `ResumeTampered`) a run of the session's log already used the
+            approval; nothing ran.
     """
     import hmac
 
@@ -110,6 +112,7 @@ async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None =
         raise ResumeTampered(f"the plan approval {approval.id!r} was changed after it was "
                              "given (its seal does not match, or another key sealed it); "
                              "nothing ran")
+    refuse_if_used(mode.session.log.read(), approval, mode.seal_key)
     token = APPROVED.set(approval)
     try:
         arguments = {"code": approval.code}

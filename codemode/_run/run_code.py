@@ -39,6 +39,7 @@ from codemode.sandbox import (
     WasmSandbox,
 )
 
+from .approval_uses import follow as follow_approval
 from .budget import DEFAULT_DESCRIPTION_BUDGET, MIN_DESCRIPTION_BUDGET
 from .description import run_code_description
 from .discovery import DISCOVERY_NAMES, DISCOVERY_SPECS, ToolIndex
@@ -388,6 +389,7 @@ class CodeMode:
         exposed = {s.name: s for s in stubs}
         run_signal = Signal.any(ctx.signal)
         loop = asyncio.get_running_loop()
+        follow_approval(self.session, self.seal_key, ctx.execution)   # before anything runs
         if ctx.resumption is not None:       # before anything of the record is used
             self._check_seal(args, ctx)
             type_errors: tuple[TypeCheckError, ...] = ()     # checked when it first ran

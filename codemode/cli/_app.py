@@ -4,13 +4,15 @@
     codemode run PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
                               [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
                               [--log FILE] [--json] [--table/--no-table]
-                              [--approval FILE | --plan-first]
+                              [--approval FILE (with --log) | --plan-first]
     codemode resume LOG RUN_ID [--approve ID]... [--deny ID[:REASON]]... [--approve-all]
                                [--deny-all] [--tools MODULE:ATTR]... [--mcp CMD]...
                                [--builtin] [--policy FILE] [--json] [--table/--no-table]
     codemode demo [--log FILE]
-    codemode plan PROGRAM.py [--tools MODULE:ATTR]... [--builtin] [--policy FILE] [--json]
-                             [--approve [--deny N[:REASON]]... --out FILE]  (_plan.py)
+    codemode plan PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
+                               [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
+                               [--json] [--approve [--deny N[:REASON]]... --out FILE]
+                                                                       (_plan.py)
     codemode describe [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin] [--policy FILE]
                       [--mode code|both] [--json]                      (_describe.py)
     codemode eval CORPUS... --policy FILE [--policy FILE...] [--tools MODULE:ATTR]...
@@ -40,7 +42,7 @@ import sys
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -51,13 +53,19 @@ from ._eval_command import EVAL_HELP, EVAL_SHORT_HELP, eval_command
 from ._help import _Command, _Group
 from ._log import log_app
 from ._options import (
+    FUEL,
     JSON_REPORT,
     LOG,
+    MCP,
+    MEMORY_MB,
     TABLE,
+    TIMEOUT,
     TOOLS,
     check_log_directory,
+    limits_of,
     load_own_tools,
     load_policy,
+    read_program,
     usage_error,
 )
 from ._plan import PLAN_HELP, PLAN_SHORT_HELP, load_approval, plan_command
@@ -86,10 +94,6 @@ app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
 # the path holds in an installed wheel as in an editable install.
 DEMO_PROGRAM = Path(__file__).resolve().parents[1] / "fixtures" / "demo_program.py"
 
-_OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
-_BOUNDS = {"--timeout": "more than 0 and at most 86400 seconds (a day)",
-           "--memory-mb": "between 16 and 4096 MiB", "--fuel": "a positive number"}
-
 
 def _version(value: bool) -> None:
     if value:
@@ -105,59 +109,6 @@ def _options(
                                  help="Print the version and exit."),
 ) -> None:
     """Options of `codemode` itself (the group's help is the Typer's)."""
-
-
-def _limits(base: SandboxLimits, timeout: float | None, memory_mb: int | None,
-            fuel: int | None) -> SandboxLimits:
-    """`base` (the policy's limits, or the defaults) with the limits given as options."""
-    import msgspec
-
-    from codemode.sandbox import SandboxLimits
-
-    given: dict[str, Any] = {}
-    if timeout is not None:
-        given["wall_clock_s"] = timeout
-    if memory_mb is not None:
-        given["memory_bytes"] = memory_mb << 20
-    if fuel is not None:
-        given["fuel"] = fuel
-    try:
-        return msgspec.convert({**msgspec.to_builtins(base), **given}, SandboxLimits)
-    except msgspec.ValidationError as exc:
-        field = str(exc).rsplit("$.", 1)[-1].rstrip("`")
-        if field in _OPTION_OF and field in given:
-            option = _OPTION_OF[field]
-            raise typer.BadParameter(f"{option} must be {_BOUNDS[option]}") from None
-        raise typer.BadParameter(str(exc)) from None
-
-
-def _read_program(program: Path) -> tuple[str, str]:
-    """The program's text and its title: the file's name, or `<stdin>` for `-`. At most
-    `MAX_CODE_BYTES` are read (a larger program is a usage error, whatever its source:
-    `/dev/zero` or an endless pipe), so the limit of the run (`code_bytes`) decides the
-    rest."""
-    from codemode.sandbox._limits import MAX_CODE_BYTES
-
-    from .._policy.bounded import TooLarge, read_bounded
-
-    source: Path | BinaryIO = sys.stdin.buffer if str(program) == "-" else program
-    title, where = ("<stdin>", "stdin") if str(program) == "-" else (program.name, str(program))
-    try:
-        data = read_bounded(source, MAX_CODE_BYTES)
-    except TooLarge:
-        raise usage_error(f"{where} is larger than {MAX_CODE_BYTES >> 20} MiB, the most a "
-                           "program may be") from None
-    except FileNotFoundError:
-        raise typer.BadParameter(f"file {str(program)!r} does not exist.",
-                                 param_hint="'PROGRAM'") from None
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot read {str(program)!r}: "
-                                 f"{exc.strerror or exc}.", param_hint="'PROGRAM'") from None
-    try:
-        return data.decode("utf-8-sig"), title
-    except UnicodeDecodeError as exc:
-        raise usage_error(f"{where} is not valid UTF-8 (byte {exc.start}); save the program "
-                           "as UTF-8") from None
 
 
 EXIT_PAUSED = 3
@@ -302,24 +253,15 @@ def run(
         ..., metavar="PROGRAM",
         help="The Python program to run (a UTF-8 file), or - to read it from stdin."),
     tools: list[str] = TOOLS,
-    mcp: list[str] = typer.Option(
-        [], "--mcp", metavar="CMD",
-        help='Start an MCP server over stdio and expose its tools, e.g. '
-             '--mcp "mcp-server-time"; repeatable.'),
+    mcp: list[str] = MCP,
     builtin: bool = typer.Option(False, "--builtin",
                                  help="Expose the built-in fixture toolset too."),
     policy: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
         help="Apply a policy file (TOML): tier, limits, exposed tools and per-tool rules."),
-    timeout: float | None = typer.Option(
-        None, "--timeout", metavar="SECONDS",
-        help="Wall-clock limit of the run in seconds (default 10, or the policy's)."),
-    memory_mb: int | None = typer.Option(
-        None, "--memory-mb", metavar="MIB",
-        help="Memory limit of the run in MiB (default 256, or the policy's)."),
-    fuel: int | None = typer.Option(
-        None, "--fuel", metavar="N",
-        help="Fuel budget of the run in wasm fuel units (default none, or the policy's)."),
+    timeout: float | None = TIMEOUT,
+    memory_mb: int | None = MEMORY_MB,
+    fuel: int | None = FUEL,
     type_check: str | None = typer.Option(
         None, "--type-check", metavar="enforce|warn|off",
         help="Check the program against its tools' stubs before it runs: enforce refuses "
@@ -329,8 +271,9 @@ def run(
         None, "--approval", metavar="FILE",
         help="Follow a plan approval (codemode plan PROGRAM --approve --out FILE): the "
              "calls it decided run, or are refused, without asking; one that was changed, "
-             "sealed with another key or made for another program is refused before "
-             "anything runs (exit 2)."),
+             "sealed with another key, made for another program, or already used by a run "
+             "of the log is refused before anything runs (exit 2). Needs --log: an "
+             "approval is used once per log."),
     plan_first: bool = typer.Option(
         False, "--plan-first",
         help="Dry-run the program first, print its plan on stderr and ask once, on the "
@@ -347,16 +290,19 @@ def run(
         raise typer.BadParameter("--type-check must be enforce, warn or off",
                                  param_hint="'--type-check'")
     loaded = load_policy(policy)
-    limits = _limits(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
+    limits = limits_of(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
     check_log_directory(log)
     own = load_own_tools(tools)
+    if approval is not None and log is None:
+        raise usage_error("--approval needs --log FILE: a plan approval is used by one run "
+                          "per log, and the log is what records that it was used")
     if plan_first and (approval is not None or str(program) == "-"):
         raise usage_error("--plan-first asks on stdin: it goes with neither --approval nor "
                           "a program read from stdin (-)")
-    source, title = _read_program(program)
+    source, title = read_program(program)
     approved = (load_approval(approval, source) if approval is not None else
                 plan_first_on_terminal(source, mcp=mcp, builtin=builtin, policy=loaded,
-                                       own=own) if plan_first else None)
+                                       own=own, limits=limits) if plan_first else None)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
              as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own,
              type_check=type_check, approval=approved)

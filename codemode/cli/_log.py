@@ -9,7 +9,10 @@ what is open at its end is then no violation.
 With the seal key (`--seal-key-file`, else `CODEMODE_SEAL_KEY`, `CODEMODE_SEAL_KEY_FILE` or
 the default key file, when it exists) the seals are checked too (`resumptions.seal_problems`:
 paused runs' records, the decisions resumptions applied, a record used twice, the answers
-resumptions left), one line each, `seq <n>: SEAL: <message>`.
+resumptions left), one line each, `seq <n>: SEAL: <message>`; and the plan approvals'
+uses (`approval_uses.approval_problems`: an approval used by two runs, calls decided by one
+without its sealed marker, a marker whose seal does not match), `seq <n>: APPROVAL:
+<message>` (the seal of a marker is checked only with the key).
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ def show_command(
     short_help="Check that a session log keeps its invariants.",
     help="Check that a session log keeps its invariants: every call "
     "answered once, results only for calls made, dispatch events inside turns, "
-    "sub-calls settled under their root; with the seal key, every seal of paused runs, their "
-    "resumptions' decisions and answers. Exit 0: sound; 1: violations; 2: unreadable, or a "
+    "sub-calls settled under their root; each plan approval used by one run; with the seal "
+    "key, every seal of paused runs, their resumptions' decisions and answers, and of plan "
+    "approvals' uses. Exit 0: sound; 1: violations; 2: unreadable, or a "
     "seal key that cannot be used.",
 )
 def check_command(
@@ -76,7 +80,7 @@ def check_command(
 
     say_torn(file)
     found = [(v.seq, v.kind.value, v.message) for v in check(events, complete=not partial)]
-    found += [(seq, "SEAL", message) for seq, message in _seal_problems(events, seal_key_file)]
+    found += _seal_problems(events, seal_key_file)
     for seq, kind, message in found:            # the log's invariants, then its seals
         typer.echo(f"seq {seq}: {kind}: {message}")
     if found:
@@ -85,29 +89,52 @@ def check_command(
     typer.echo(f"{file}: {len(events)} events, no violations")
 
 
-def _seal_problems(events: list[Any], key_file: Path | None) -> list[tuple[int, str]]:
-    """The seal problems of `events`, or none (said on stderr) when no key is at hand.
+def _seal_problems(events: list[Any], key_file: Path | None) -> list[tuple[int, str, str]]:
+    """The seal problems of `events` (kind "SEAL") and the plan approvals' (kind
+    "APPROVAL"), in log order; seals are not checked (said on stderr) when no key is at hand.
+
+    Raises:
+        typer.Exit: (2) the key cannot be used."""
+    from codemode._run.approval_uses import approval_problems
+    from codemode._run.resumptions import seal_problems
+    from codemode._run.seal import SealKeyError
+    from codemode.pipeline import events as kinds
+
+    records = any(isinstance(e, (kinds.ToolSuspended, kinds.CodeResumed)) for e in events)
+    approvals = any(isinstance(e, kinds.CodeApprovalUsed) or (
+        isinstance(e, kinds.ApprovalDecided) and isinstance(e.by, str)) for e in events)
+    if not (records or approvals):
+        return []
+    key = _key(key_file)
+    try:
+        found = [(seq, "SEAL", m) for seq, m in seal_problems(events, key)] \
+            if key is not None and records else []
+        found += [(seq, "APPROVAL", m) for seq, m in approval_problems(events, key)]
+    except SealKeyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    return sorted(found, key=lambda problem: problem[0])
+
+
+def _key(key_file: Path | None) -> Any:
+    """The seal key to check with, or None (said on stderr) when none is at hand: checking
+    never makes a key.
 
     Raises:
         typer.Exit: (2) the key cannot be used."""
     import os
 
-    from codemode._run.resumptions import seal_problems
     from codemode._run.seal import KEY_ENV, KEY_FILE_ENV, SealKey, SealKeyError, default_key_path
-    from codemode.pipeline import events as kinds
 
-    if not any(isinstance(e, (kinds.ToolSuspended, kinds.CodeResumed)) for e in events):
-        return []
     if key_file is None and not os.environ.get(KEY_ENV):
         named = os.environ.get(KEY_FILE_ENV)
         key_file = Path(named) if named else default_key_path()
-        if not key_file.exists():        # checking never makes a key
+        if not key_file.exists():
             typer.echo(f"seals not checked: no seal key ({KEY_ENV}, {KEY_FILE_ENV} or "
                        f"{default_key_path()})", err=True)
-            return []
+            return None
     try:
-        key = SealKey() if key_file is None else SealKey(path=_existing(key_file))
-        return seal_problems(events, key)
+        return SealKey() if key_file is None else SealKey(path=_existing(key_file))
     except SealKeyError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -3,8 +3,9 @@ loading what they name, each failure a usage error: one line on stderr, exit sta
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import typer
 
@@ -12,6 +13,7 @@ from ._console import print_error
 
 if TYPE_CHECKING:
     from codemode.pipeline import ToolDefinition
+    from codemode.sandbox import SandboxLimits
 
     from .._policy.policy import Policy
 
@@ -29,6 +31,19 @@ JSON_REPORT = typer.Option(
 TABLE = typer.Option(
     None, "--table/--no-table",
     help="Draw the card and sub-call table on stderr (default: when it is a terminal).")
+MCP = typer.Option(
+    [], "--mcp", metavar="CMD",
+    help='Start an MCP server over stdio and expose its tools, e.g. '
+         '--mcp "mcp-server-time"; repeatable.')
+TIMEOUT = typer.Option(
+    None, "--timeout", metavar="SECONDS",
+    help="Wall-clock limit of the run in seconds (default 10, or the policy's).")
+MEMORY_MB = typer.Option(
+    None, "--memory-mb", metavar="MIB",
+    help="Memory limit of the run in MiB (default 256, or the policy's).")
+FUEL = typer.Option(
+    None, "--fuel", metavar="N",
+    help="Fuel budget of the run in wasm fuel units (default none, or the policy's).")
 LOG = typer.Option(
     None, "--log", metavar="FILE",
     help="Append the session's events to this file (.db or .jsonl) in an existing directory.")
@@ -38,6 +53,64 @@ def usage_error(message: str) -> typer.Exit:
     """`error: message` on stderr; the `typer.Exit` (status 2) to raise."""
     print_error("error", message)
     return typer.Exit(EXIT_USAGE)
+
+
+_OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
+_BOUNDS = {"--timeout": "more than 0 and at most 86400 seconds (a day)",
+           "--memory-mb": "between 16 and 4096 MiB", "--fuel": "a positive number"}
+
+
+def limits_of(base: SandboxLimits, timeout: float | None, memory_mb: int | None,
+              fuel: int | None) -> SandboxLimits:
+    """`base` (the policy's limits, or the defaults) with the limits given as options."""
+    import msgspec
+
+    from codemode.sandbox import SandboxLimits
+
+    given: dict[str, Any] = {}
+    if timeout is not None:
+        given["wall_clock_s"] = timeout
+    if memory_mb is not None:
+        given["memory_bytes"] = memory_mb << 20
+    if fuel is not None:
+        given["fuel"] = fuel
+    try:
+        return msgspec.convert({**msgspec.to_builtins(base), **given}, SandboxLimits)
+    except msgspec.ValidationError as exc:
+        field = str(exc).rsplit("$.", 1)[-1].rstrip("`")
+        if field in _OPTION_OF and field in given:
+            option = _OPTION_OF[field]
+            raise typer.BadParameter(f"{option} must be {_BOUNDS[option]}") from None
+        raise typer.BadParameter(str(exc)) from None
+
+
+def read_program(program: Path) -> tuple[str, str]:
+    """The program's text and its title: the file's name, or `<stdin>` for `-`. At most
+    `MAX_CODE_BYTES` are read (a larger program is a usage error, whatever its source:
+    `/dev/zero` or an endless pipe), so the limit of the run (`code_bytes`) decides the
+    rest."""
+    from codemode.sandbox._limits import MAX_CODE_BYTES
+
+    from .._policy.bounded import TooLarge, read_bounded
+
+    source: Path | BinaryIO = sys.stdin.buffer if str(program) == "-" else program
+    title, where = ("<stdin>", "stdin") if str(program) == "-" else (program.name, str(program))
+    try:
+        data = read_bounded(source, MAX_CODE_BYTES)
+    except TooLarge:
+        raise usage_error(f"{where} is larger than {MAX_CODE_BYTES >> 20} MiB, the most a "
+                           "program may be") from None
+    except FileNotFoundError:
+        raise typer.BadParameter(f"file {str(program)!r} does not exist.",
+                                 param_hint="'PROGRAM'") from None
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {str(program)!r}: "
+                                 f"{exc.strerror or exc}.", param_hint="'PROGRAM'") from None
+    try:
+        return data.decode("utf-8-sig"), title
+    except UnicodeDecodeError as exc:
+        raise usage_error(f"{where} is not valid UTF-8 (byte {exc.start}); save the program "
+                           "as UTF-8") from None
 
 
 def check_log_directory(log: Path | None) -> None:

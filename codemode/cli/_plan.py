@@ -2,7 +2,7 @@
 before the run"): read-only tools run, the others are planned, and the plan is printed.
 With `--approve --out FILE`, the plan's asked entries are decided at once (`approve_plan`:
 approved, but those `--deny N[:REASON]` names) and the sealed `PlanApproval` is written to
-FILE as JSON, for `codemode run --approval FILE PROGRAM`."""
+FILE as JSON, for `codemode run PROGRAM --approval FILE --log LOG` (one run per log)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ._options import TOOLS, load_own_tools, load_policy
+from ._options import (
+    FUEL,
+    MCP,
+    MEMORY_MB,
+    TIMEOUT,
+    TOOLS,
+    limits_of,
+    load_own_tools,
+    load_policy,
+    read_program,
+)
 
 if TYPE_CHECKING:
+    from codemode.sandbox import SandboxLimits
+
     from .._run.plan import Plan
     from .._run.plan_approval import PlanApproval
 
@@ -38,8 +50,10 @@ PLAN_HELP = (
     "entries it made are printed all the same).\n\n"
     "--approve --out FILE decides every entry the policy asks about at once: approved, but "
     "those --deny N[:REASON] names (N is the entry's number), and writes the sealed "
-    "approval to FILE (JSON) for codemode run --approval FILE PROGRAM, which runs the "
-    "program without asking again for those calls. The seal needs the seal key "
+    "approval to FILE (JSON) for codemode run PROGRAM --approval FILE --log LOG, which runs "
+    "the program without asking again for those calls. An approval is used by one run per "
+    "log, whatever that run's outcome: the log records its use, and a second run with the "
+    "same log is refused before anything runs. The seal needs the seal key "
     "(CODEMODE_SEAL_KEY, CODEMODE_SEAL_KEY_FILE or the key file), as paused runs do; a key "
     "that cannot be used, a --deny of an entry that is not asked about, or a program that "
     "failed writes nothing (exit 2, or 1 for the program).")
@@ -49,13 +63,18 @@ EXIT_OVER_QUOTA = 3
 
 
 def plan_command(
-    program: Path = typer.Argument(..., metavar="PROGRAM",
-                                   help="The Python program (a UTF-8 file)."),
+    program: Path = typer.Argument(
+        ..., metavar="PROGRAM",
+        help="The Python program (a UTF-8 file), or - to read it from stdin."),
     tools: list[str] = TOOLS,
+    mcp: list[str] = MCP,
     builtin: bool = typer.Option(False, "--builtin",
                                  help="Expose the built-in fixture toolset too."),
     policy: Path | None = typer.Option(None, "--policy", metavar="FILE",
                                         help="Apply a policy file (TOML)."),
+    timeout: float | None = TIMEOUT,
+    memory_mb: int | None = MEMORY_MB,
+    fuel: int | None = FUEL,
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     approve: bool = typer.Option(
         False, "--approve",
@@ -72,6 +91,8 @@ def plan_command(
     """`codemode plan` (its help is `PLAN_HELP`)."""
     import asyncio
 
+    from codemode.sandbox import SandboxLimits
+
     from .._run.plan import PlanFailed
     from .._run.seal import SealKeyError
     from ._options import usage_error
@@ -82,23 +103,23 @@ def plan_command(
         raise usage_error("--approve needs --out FILE, where the approval is written")
     denied = _denials(deny)
     loaded = load_policy(policy)
+    limits = limits_of(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
     own = load_own_tools(tools)
-    try:
-        source = program.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot read {str(program)!r}: {exc.strerror or exc}.",
-                                 param_hint="'PROGRAM'") from None
+    source, _ = read_program(program)
     failure: str | None = None
     approval: PlanApproval | None = None
     try:
-        made, approval = asyncio.run(_plan(source, builtin=builtin, policy=loaded, own=own,
+        made, approval = asyncio.run(_plan(source, mcp=mcp, builtin=builtin, policy=loaded,
+                                           own=own, limits=limits,
                                            deny=denied if approve else None))
     except PlanFailed as exc:
         made, failure = exc.plan, str(exc)
     except SealKeyError as exc:
         raise usage_error(f"cannot seal the approval: {exc}") from None
-    except ValueError as exc:                  # a --deny of an entry that is not asked
+    except _NotAsked as exc:
         raise usage_error(f"--deny: {exc}") from None
+    except Exception as exc:    # MCP start failures, a policy that exposes no tool: no traceback
+        raise usage_error(f"{type(exc).__name__}: {exc}") from None
     _print(made, as_json, failure)
     if made.over_quota:         # the cause when a refused call failed the program too
         if approve:
@@ -173,9 +194,10 @@ def load_approval(path: Path, source: str) -> PlanApproval:
 
 
 def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
-               own: list[Any]) -> PlanApproval | None:
-    """`codemode run --plan-first`: dry-run `source`, print its plan on stderr and ask once,
-    on the terminal, whether to approve every entry the policy asks about.
+               own: list[Any], limits: SandboxLimits) -> PlanApproval | None:
+    """`codemode run --plan-first`: dry-run `source` (with the run's `limits`), print its
+    plan on stderr and ask once, on the terminal, whether to approve every entry the policy
+    asks about.
 
     Returns:
         The sealed approval to run with, or None when the plan asks about nothing (the
@@ -194,7 +216,7 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
     if not sys.stdin.isatty():
         raise usage_error("--plan-first asks on a terminal, and stdin is not one; write "
                           "an approval with codemode plan PROGRAM --approve --out FILE "
-                          "and run it with --approval FILE")
+                          "and run it with --approval FILE --log LOG")
     answered: list[bool] = []
 
     def ask(plan: Plan) -> dict[int, str] | None:
@@ -209,13 +231,15 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
 
     try:
         made, approval = asyncio.run(_plan(source, mcp=mcp, builtin=builtin, policy=policy,
-                                           own=own, decide=ask))
+                                           own=own, limits=limits, decide=ask))
     except PlanFailed as exc:
         _print(exc.plan, False, str(exc), file=sys.stderr)
         print("codemode: the dry run failed: nothing ran", file=sys.stderr)
         raise typer.Exit(1) from None
     except SealKeyError as exc:
         raise usage_error(f"cannot seal the approval: {exc}") from None
+    except Exception as exc:    # MCP start failures, a policy that exposes no tool: no traceback
+        raise usage_error(f"{type(exc).__name__}: {exc}") from None
     if made.over_quota:                  # not asked: it could not be approved
         _print(made, False, None, file=sys.stderr)
         print("codemode: the plan exceeds a quota: nothing ran", file=sys.stderr)
@@ -227,21 +251,20 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
 
 
 async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
-                deny: dict[int, str] | None = None, mcp: list[str] | None = None,
+                limits: SandboxLimits, deny: dict[int, str] | None = None,
+                mcp: list[str] | None = None,
                 decide: Callable[[Plan], dict[int, str] | None] | None = None,
                 ) -> tuple[Plan, PlanApproval | None]:
     """The plan, and with `deny` (not None) its approval (`approve_plan`); or, with
-    `decide`, the approval with the denials it gives for the plan (None: no approval)."""
+    `decide`, the approval with the denials it gives for the plan (None: no approval). The
+    dry run has `limits`."""
     import tempfile
     from contextlib import AsyncExitStack
-
-    from codemode.sandbox import SandboxLimits
 
     from .._run.plan_approval import approve_plan
     from ._run import _setup
 
     async with AsyncExitStack() as stack:
-        limits = policy.limits if policy is not None else SandboxLimits()
         # A log the dry run alone reads (an ask rule needs one to be applied at all).
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         setup = await _setup(stack, mcp=mcp or [], builtin=builtin,
@@ -254,8 +277,16 @@ async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
             return made, None
         if decide is not None:
             deny = decide(made)
-        return made, (approve_plan(setup.mode, made, deny=deny) if deny is not None
-                      else None)
+        if deny is None:
+            return made, None
+        try:
+            return made, approve_plan(setup.mode, made, deny=deny)
+        except ValueError as exc:              # a --deny of an entry that is not asked
+            raise _NotAsked(str(exc)) from None
+
+
+class _NotAsked(Exception):
+    """`--deny` names an entry the plan does not ask about (`approve_plan`'s ValueError)."""
 
 
 def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> None:
@@ -281,10 +312,17 @@ def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> 
     print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"
           + ("" if plan.complete else "; later calls used simulated values, so the real "
              "run may differ")
-          + (f"; entries {', '.join(over)} exceed a quota: the plan cannot be approved"
-             if over else ""), file=file)
+          + (f"; {_entries(over)} a quota: the plan cannot be approved" if over else ""),
+          file=file)
     if failure is not None:
         print(visible(failure), file=file)
+
+
+def _entries(numbers: list[str]) -> str:
+    """"entry 4 exceeds", "entries 2, 4 exceed"."""
+    if len(numbers) == 1:
+        return f"entry {numbers[0]} exceeds"
+    return f"entries {', '.join(numbers)} exceed"
 
 
 def _quota_text(entry: Any) -> str:

@@ -27,9 +27,9 @@ The invariants:
   (``SETTLE_WITHOUT_START``), keeps its root (``ROOT_CHANGED``), and its ``parentCallId``
   is its root or a sub-call already started under that root (``UNKNOWN_PARENT``); a turn
   ends with every sub-call started in it settled (``UNSETTLED_SUB_CALL``);
-- a ``tool/code-replayed`` or ``tool/code-resumed`` sits inside an open turn
-  (``DISPATCH_OUTSIDE_TURN``) with non-empty ids (``EMPTY_ID``); its seal is the tool's to
-  check, not the log's;
+- a ``tool/code-replayed``, ``tool/code-resumed`` or ``tool/code-approval-used`` sits
+  inside an open turn (``DISPATCH_OUTSIDE_TURN``) with non-empty ids (``EMPTY_ID``); its
+  seal is the tool's to check, not the log's;
 - a ``tool/resumed`` consumes the latest ``tool/suspended`` of its run id, once
   (``RESUME_WITHOUT_SUSPEND``: none, or that suspension was already resumed); a resuming
   call that crash repair answered ``TOOL_OUTCOME_UNKNOWN`` gives it back;
@@ -48,6 +48,7 @@ from collections.abc import Iterable
 import msgspec
 
 from ..events import (
+    CodeApprovalUsed,
     CodeDispatch,
     CodeDispatchStart,
     CodeLookup,
@@ -232,6 +233,13 @@ class LogChecker:
             if self._turn is None:
                 add(ViolationKind.DISPATCH_OUTSIDE_TURN,
                     f"the resumption {event.parent_call_id!r} went live outside an open turn")
+        elif kind is CodeApprovalUsed and isinstance(event, CodeApprovalUsed):
+            if not (event.root_call_id and event.parent_call_id and event.approval_id):
+                add(ViolationKind.EMPTY_ID, "a tool/code-approval-used has an empty id")
+            if self._turn is None:
+                add(ViolationKind.DISPATCH_OUTSIDE_TURN,
+                    f"the run {event.parent_call_id!r} used a plan approval outside an open "
+                    "turn")
         elif kind is ToolResumed and isinstance(event, ToolResumed) \
                 and event.run_id not in self._suspended:
             add(ViolationKind.RESUME_WITHOUT_SUSPEND,
@@ -417,7 +425,8 @@ class LogChecker:
 
 _KINDS: tuple[type[Event], ...] = (TurnStart, TurnEnd, StepStart, StepEnd, ToolCall, ToolResult,
                                    CodeDispatchStart, CodeDispatch, CodeReplayed, CodeLookup,
-                                   CodeResumed, ToolSuspended, ToolResumed)
+                                   CodeResumed, CodeApprovalUsed, ToolSuspended,
+                                   ToolResumed)
 _kind_of: dict[type, type[Event] | None] = {kind: kind for kind in _KINDS}
 
 

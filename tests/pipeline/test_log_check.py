@@ -10,6 +10,7 @@ import pytest
 
 from codemode.pipeline import LogInvariantError, Session, open_log
 from codemode.pipeline.events import (
+    CodeApprovalUsed,
     CodeDispatch,
     CodeDispatchStart,
     ErrorInfo,
@@ -69,6 +70,11 @@ def settle(sub="c1:code:1", root="c1", parent="c1", name="echo"):
     )
 
 
+def used(root="c1", parent="c1", approval="a1"):
+    return CodeApprovalUsed(root_call_id=root, parent_call_id=parent, approval_id=approval,
+                            approval_seal="s", seal="s")
+
+
 OPEN = (TurnStart(turn=1), StepStart(turn=1, step=1))
 CLOSE = (StepEnd(turn=1, step=1), TurnEnd(turn=1))
 
@@ -116,6 +122,9 @@ def test_a_sound_log_has_no_violations():
         ([*OPEN, start(parent="c9"), settle(parent="c9"), *CLOSE], [K.UNKNOWN_PARENT]),
         ([*OPEN, start(), *CLOSE], [K.UNSETTLED_SUB_CALL]),
         ([*OPEN, call()], [K.UNCLOSED_TURN, K.UNCLOSED_STEP, K.UNANSWERED_CALL]),
+        ([used()], [K.DISPATCH_OUTSIDE_TURN]),
+        ([*OPEN, call(), used(approval=""), result(), *CLOSE], [K.EMPTY_ID]),
+        ([*OPEN, call(), used(), result(), *CLOSE], []),
     ],
 )
 def test_each_invariant_is_reported(events, expected):

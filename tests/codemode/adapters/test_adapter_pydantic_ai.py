@@ -201,6 +201,11 @@ async def test_a_plan_is_approved_once_and_each_mail_is_sent_once(deny, sent):
     assert ("bob is away (plan approval " in done.output) == bool(deny)
     logged = session.log.read()
     assert not any(isinstance(e, events.ToolSuspended) for e in logged)   # no pause
+    # the same approval given again: it was used; the program asks anew, nothing is sent
+    again = await agent.run(message_history=first.all_messages(),
+                            deferred_tool_results=results)
+    assert isinstance(again.output, DeferredToolRequests), again.output
+    assert [m["to"] for m in outbox] == [f"{n}@example.com" for n in sent]
     await session.aclose()
 
 

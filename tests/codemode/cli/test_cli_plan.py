@@ -82,6 +82,31 @@ def test_plan_prints_each_send_with_the_policys_decision_and_sends_nothing(
 
 
 @pytest.mark.slow
+def test_plan_reads_a_program_from_stdin_and_takes_the_runs_limits(project: Path) -> None:
+    def plan(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "codemode", "plan", "-", *args],
+                              capture_output=True, text=True, cwd=project, timeout=300,
+                              input=stdin, check=False)
+
+    from_file = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--policy",
+                         "policy.toml", cwd=project)
+    piped = plan("--tools", "mytools:TOOLS", "--policy", "policy.toml", stdin=PROGRAM)
+    assert (piped.returncode, piped.stdout) == (0, from_file.stdout), piped.stderr
+    endless = plan("--tools", "mytools:TOOLS", "--timeout", "1",
+                   stdin="inbox()\nwhile True:\n    pass\n")
+    assert endless.returncode == 1, endless.stderr
+    assert "wall-clock limit of 1.0 s" in endless.stdout
+    starved = plan("--tools", "mytools:TOOLS", "--fuel", "1", stdin=PROGRAM)
+    assert starved.returncode == 1 and "fuel" in starved.stdout, starved.stdout
+    bad = plan("--timeout", "0", stdin=PROGRAM)
+    assert bad.returncode == 2 and "--timeout must be more than 0" in bad.stderr
+    no_server = plan("--mcp", "no-such-command-xyz", stdin=PROGRAM)
+    assert no_server.returncode == 2, no_server.stderr
+    assert no_server.stderr.startswith("error: McpStartError: ")
+    assert not (project / "sent.txt").exists()
+
+
+@pytest.mark.slow
 def test_a_failing_program_prints_what_it_planned_and_exits_1(project: Path) -> None:
     (project / "bad.py").write_text(textwrap.dedent("""\
         send_email(to="a@b.c", body="x")
@@ -103,9 +128,9 @@ def test_plan_shows_quota_use_and_exits_3_for_a_plan_past_a_quota(project: Path)
     lines = done.stdout.splitlines()
     assert lines[0].endswith("-> allow [quota send_* per_run 1/1]")
     assert lines[1].endswith(
-        """-> deny: quota exceeded for tool "send_email": quotas[0] ('send_*') allows 1 calls """
+        """-> deny: quota exceeded for tool "send_email": quotas[0] ('send_*') allows 1 call """
         "per run, 1 used [quota send_* per_run 1/1 EXCEEDED]")
-    assert lines[2].endswith("entries 2 exceed a quota: the plan cannot be approved")
+    assert lines[2].endswith("entry 2 exceeds a quota: the plan cannot be approved")
     as_json = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--policy", "quota.toml",
                        "--json", cwd=project)
     assert as_json.returncode == 3, as_json.stderr

@@ -5,6 +5,7 @@ else built from its output schema, else a marker; a call after a simulated value
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from typing import Any
 
@@ -13,6 +14,7 @@ import msgspec
 import pytest
 
 from codemode import (
+    ApprovalUsed,
     Plan,
     PlanFailed,
     Policy,
@@ -245,6 +247,59 @@ async def test_a_call_that_leaves_the_plan_pauses_on_that_call_alone() -> None:
         [request] = value["approvals"]
         assert request["arguments"]["to"] == "eve@example.com"
         assert len(outbox) == 4
+    finally:
+        await session.aclose()
+
+
+@pytest.mark.slow
+async def test_an_approval_is_used_by_one_run_of_the_log_whatever_its_outcome() -> None:
+    outbox: list[dict[str, Any]] = []
+    log = MemoryLog()
+    session = Session(tools=mailbox_tools(outbox), log=log)
+    mode = Policy.from_data(POLICY).apply(session)
+    try:
+        program = textwrap.dedent(FIVE_MAILS)
+        approval = approve_plan(mode, await mode.plan(program))
+        first = await run_approved(mode, approval)
+        assert not first.is_error and len(outbox) == 5, first.text
+        size = len(log.read())
+        with pytest.raises(ApprovalUsed, match="already used by the run") as refused:
+            await run_approved(mode, approval)
+        assert isinstance(refused.value, ResumeTampered) and refused.value.code == \
+            "APPROVAL_USED"
+        assert len(outbox) == 5 and len(log.read()) == size        # nothing ran or logged
+        [marker] = [e for e in log.read() if isinstance(e, events.CodeApprovalUsed)]
+        assert (marker.approval_id, marker.approval_seal) == (approval.id, approval.seal)
+
+        # a run that fails uses its approval all the same: its marker comes before the program
+        other = approve_plan(mode, await mode.plan(program))
+        planned = mode.limits
+        mode.limits = msgspec.structs.replace(planned, fuel=1)       # it runs out at once
+        failed = await run_approved(mode, other)
+        assert failed.is_error and len(outbox) == 5, failed.text
+        mode.limits = planned
+        with pytest.raises(ApprovalUsed):
+            await run_approved(mode, other)
+        assert len(outbox) == 5
+    finally:
+        await session.aclose()
+
+
+@pytest.mark.slow
+async def test_two_runs_of_one_approval_at_once_send_each_mail_once() -> None:
+    outbox: list[dict[str, Any]] = []
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
+    mode = Policy.from_data(POLICY).apply(session)
+    try:
+        approval = approve_plan(mode, await mode.plan(textwrap.dedent(FIVE_MAILS)))
+        done = await asyncio.gather(run_approved(mode, approval), run_approved(mode, approval),
+                                    return_exceptions=True)
+        refused = [r for r in done if isinstance(r, ApprovalUsed)
+                   or (not isinstance(r, BaseException) and r.is_error
+                       and r.error is not None and r.error.code == "APPROVAL_USED")]
+        assert len(refused) == 1, done
+        assert [m["to"] for m in outbox] == [
+            f"{n}@example.com" for n in ["ann", "bob", "cy", "dee", "eve"]]
     finally:
         await session.aclose()
 

@@ -1,0 +1,148 @@
+"""A plan approval is used by one run per log (docs/codemode.md "Plan before the run"), on
+both log backends: `codemode run --approval FILE` a second time with the same log is
+refused before anything runs, also after a run that failed or was killed (kill -9 right
+after the run's marker, or after its first send); `--approval` needs `--log`; and
+`codemode log check` reports an approval used by two runs of a log someone edited."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode.pipeline import Session
+from codemode.pipeline.log import check, load
+from tests.codemode.cli.test_cli_plan import POLICY, PROGRAM, TOOLS, codemode
+from tests.codemode.run.test_seal_forgeries import _events, _rewrite
+
+pytestmark = pytest.mark.slow
+
+SUFFIXES = [".db", ".jsonl"]
+COMMON = ["--tools", "mytools:TOOLS", "--policy", "policy.toml"]
+
+
+@pytest.fixture
+def approved(tmp_path: Path) -> Path:
+    """A project with a sealed approval of `prog.py`'s two sends, `ok.json`."""
+    (tmp_path / "mytools.py").write_text(TOOLS)
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    (tmp_path / "policy.toml").write_text(POLICY)
+    made = codemode("plan", "prog.py", *COMMON, "--approve", "--out", "ok.json", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path
+
+
+def _sent(project: Path) -> list[str]:
+    sent = project / "sent.txt"
+    return sent.read_text().splitlines() if sent.exists() else []
+
+
+def _approval_lines(project: Path, log: str) -> tuple[int, list[str]]:
+    checked = codemode("log", "check", log, cwd=project)
+    return checked.returncode, [line for line in checked.stdout.splitlines()
+                                if ": APPROVAL: " in line or ": SEAL: " in line]
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_the_second_run_of_an_approval_with_the_same_log_is_refused(approved: Path,
+                                                                  suffix: str) -> None:
+    log = f"s{suffix}"
+    first = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
+                     cwd=approved)
+    assert first.returncode == 0, first.stderr
+    assert _sent(approved) == ["hello@example.com", "numbers@example.com"]
+    events = len(_events(approved / log))
+
+    again = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
+                     cwd=approved)
+    assert again.returncode == 2, again.stderr
+    approval_id = json.loads((approved / "ok.json").read_text())["id"]
+    assert again.stderr.startswith(f"error: ApprovalUsed: the plan approval {approval_id!r} "
+                                   "was already used by the run ")
+    assert "an approval is used once per log" in again.stderr and again.stdout == ""
+    assert _sent(approved) == ["hello@example.com", "numbers@example.com"]    # once each
+    assert len(_events(approved / log)) == events                  # nothing logged either
+    assert _approval_lines(approved, log) == (0, [])
+
+
+def test_an_approval_needs_a_log_that_records_its_use(approved: Path) -> None:
+    done = codemode("run", "prog.py", *COMMON, "--approval", "ok.json", cwd=approved)
+    assert done.returncode == 2, done.stderr
+    assert "--approval needs --log FILE" in done.stderr
+    assert _sent(approved) == []
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_run_that_failed_used_its_approval(approved: Path, suffix: str) -> None:
+    log = f"s{suffix}"
+    failed = codemode("run", "prog.py", *COMMON, "--fuel", "1", "--log", log, "--approval",
+                      "ok.json", cwd=approved)
+    assert failed.returncode == 1, failed.stderr
+    assert _sent(approved) == []
+    again = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
+                     cwd=approved)
+    assert again.returncode == 2 and "already used" in again.stderr, again.stderr
+    assert _sent(approved) == []
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize("forgery", ["marker removed", "marker's seal changed"])
+def test_a_second_run_past_an_edited_marker_is_reported(approved: Path, suffix: str,
+                                                        forgery: str) -> None:
+    log = f"s{suffix}"
+    run = ["run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json"]
+    assert codemode(*run, cwd=approved).returncode == 0
+    assert _approval_lines(approved, log) == (0, [])
+
+    def edit(event: dict[str, Any]) -> dict[str, Any] | None:
+        if event["type"] != "tool/code-approval-used":
+            return event
+        return None if forgery == "marker removed" else {**event, "seal": "0" * 64}
+
+    _rewrite(approved / log, edit)          # someone who can write the log, not the key
+    code, lines = _approval_lines(approved, log)
+    assert code == 1 and len(lines) == (1 if forgery == "marker removed" else 2), lines
+    if forgery != "marker removed":
+        assert "does not match its seal" in lines[0]
+    assert "had calls decided by plan approval" in lines[-1]     # its marker does not count
+    assert "without a sealed record of its use" in lines[-1]
+
+    assert codemode(*run, cwd=approved).returncode == 0       # the edit let it run again
+    code, lines = _approval_lines(approved, log)
+    assert code == 1
+    assert any("was used again by run" in line and "after run" in line for line in lines), \
+        lines
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize("kill_after, sent", [
+    (("tool/code-approval-used", 1), []),
+    (("tool/code-dispatch", 2), ["hello@example.com"]),      # after inbox(), the first send
+])
+def test_a_run_killed_mid_way_used_its_approval(approved: Path, suffix: str,
+                                                kill_after: tuple[str, int],
+                                                sent: list[str]) -> None:
+    log = f"s{suffix}"
+    run = ["-m", "codemode", "run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    killed = subprocess.run([sys.executable, "-m", "tests.kill_after", kill_after[0],
+                             str(kill_after[1]), *run], capture_output=True, text=True,
+                            cwd=approved, env=env, timeout=300, check=False)
+    assert killed.returncode == -9, killed.stderr
+    assert _sent(approved) == sent
+    Session(log=approved / log).close()                  # crash repair, as the next open does
+    assert check(load(approved / log)) == []
+    again = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
+                     cwd=approved)
+    assert again.returncode == 2 and "already used by the run" in again.stderr, again.stderr
+    assert _sent(approved) == sent                     # nothing sent again
+    assert _approval_lines(approved, log) == (0, [])
