@@ -21,7 +21,8 @@ LIMIT_S = 120
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    # faulthandler: a command that does not stop is sent SIGABRT, and says where it was
+    return {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "PYTHONFAULTHANDLER": "1"}
 
 
 def start(*args: str, cwd: Path, **kw) -> subprocess.Popen:
@@ -141,7 +142,7 @@ def test_eval_stopped_by_sigterm_stops_its_workers(tmp_path):
 # a stop that goes by way of SIGINT does nothing there: SIGTERM and SIGHUP must stop the
 # command on their own, within a bound far below what the program would run.
 
-STOP_BOUND_S = 15          # from the signal to the exit; the programs would run 120 s
+STOP_BOUND_S = 30          # from the signal to the exit; the programs would run 120 s
 LONG_PROGRAM = "get_weather(city='Paris')\nimport time\ntime.sleep(120)\n"
 
 
@@ -171,10 +172,15 @@ def stop_within_bound(proc: subprocess.Popen, signum: int) -> str:
     try:
         _, err = proc.communicate(timeout=STOP_BOUND_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        proc.send_signal(signal.SIGABRT)       # faulthandler prints every thread's stack
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
         raise AssertionError(f"still running {STOP_BOUND_S} s after "
-                             f"{signal.Signals(signum).name}") from None
+                             f"{signal.Signals(signum).name}; its stderr, with the "
+                             f"stacks:\n{err[-8000:]}") from None
     return err
 
 
