@@ -67,8 +67,8 @@ def plan_message(plan: Plan, asked: list[PlanEntry]) -> str:
         reason = f" ({entry.reason})" if entry.reason else ""
         lines.append(visible(f"{entry.n}. {entry.tool}({arguments}){reason}", lines=False))
     if not plan.complete:
-        lines.append("The plan may be incomplete: later calls used simulated values, and a "
-                     "call that is not listed is asked about on its own.")
+        lines.append("The plan may be incomplete: the program went on with simulated "
+                     "values, and a call that is not listed is asked about on its own.")
     return "\n".join(lines)
 
 

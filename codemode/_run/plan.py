@@ -129,9 +129,9 @@ class Plan(msgspec.Struct, kw_only=True):
     Attributes:
         code: the program.
         entries: one `PlanEntry` per call of a tool with effects (none ran).
-        complete: False when a call came after the program had received a simulated value
-            (`PlanEntry.after_simulated`), or the program's end did: the real run may take
-            another path, so the plan may be incomplete.
+        complete: False once the program received a simulated value: what it did after
+            (the calls it made, `PlanEntry.after_simulated`, or did not make) may depend on
+            it, so the real run may take another path and the plan may be incomplete.
         value: the dry run's value (`run_code`'s value; its stdout and result were made
             with simulated values).
     """
@@ -240,15 +240,14 @@ class Planner:
                 decision=verdict, code=code, reason=reason, labels=sorted(flow.by_label()),
                 simulated=how, after_simulated=self.simulated, quota=uses,
                 destructive=destructive, idempotent=idempotent))
-            if self.simulated:
-                self.plan.complete = False
-            self.simulated = True
             if code == QUOTA_EXCEEDED:
                 return SubCallErr(id=call.id, code=QUOTA_EXCEEDED, message=reason)
             if verdict == "deny":
                 return SubCallErr(id=call.id, code="DENIED",
                                   message=f"denied by policy: {reason}" if reason
                                   else f"denied by policy: {definition.name}")
+            # what the program does next (more calls, fewer, none) may depend on the value
+            self.simulated, self.plan.complete = True, False
             return SubCallOk(id=call.id, value=value)
 
         return answer

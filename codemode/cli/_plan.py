@@ -310,8 +310,8 @@ def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> 
     asked = len(plan.asked())
     over = [str(e.n) for e in plan.over_quota]
     print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"
-          + ("" if plan.complete else "; later calls used simulated values, so the real "
-             "run may differ")
+          + ("" if plan.complete else "; the program went on with simulated values, so the "
+             "real run may differ")
           + (f"; {_entries(over)} a quota: the plan cannot be approved" if over else ""),
           file=file)
     if failure is not None:

@@ -122,11 +122,17 @@ class _Setup:
     sandbox: RecordingSandbox
     mode: CodeMode
     rejections: dict[str, Rejection]
+    made: list[Path]
+    """The log this setup made, while it is still removed when empty (`keep_log`)."""
 
 
 async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: Path | None,
                  limits: SandboxLimits, policy: Policy | None,
-                 own: Sequence[ToolDefinition], so_far: OutputSoFar | None) -> _Setup:
+                 own: Sequence[ToolDefinition], so_far: OutputSoFar | None,
+                 keep_log: bool = True) -> _Setup:
+    """The session, sandbox and `run_code` of a command (`stack` closes them). A log file
+    the setup makes is removed again, when it holds no event, if the setup fails; with
+    `keep_log` False also if what follows fails, until the caller clears `_Setup.made`."""
     tools = await gather_tools(stack, builtin=builtin, mcp=mcp, tools=own)
     made = _not_there(log)             # a log this setup makes: gone again if it fails
     stack.callback(_drop_if_empty, made)         # runs after the session closed it
@@ -151,8 +157,10 @@ async def _setup(stack: AsyncExitStack, *, mcp: list[str], builtin: bool, log: P
         mode = CodeMode(session, sandbox=sandbox, limits=limits)
     if so_far is not None:
         so_far.sandbox = sandbox
-    made.clear()                       # set up: the log is the run's, whatever happens next
-    return _Setup(session=session, sandbox=sandbox, mode=mode, rejections=rejections)
+    if keep_log:
+        made.clear()                   # set up: the log is the run's, whatever happens next
+    return _Setup(session=session, sandbox=sandbox, mode=mode, rejections=rejections,
+                  made=made)
 
 
 def _not_there(log: Path | None) -> list[Path]:
@@ -222,13 +230,16 @@ async def run_program(source: str, title: str, *, mcp: list[str], builtin: bool,
     """
     async with AsyncExitStack() as stack:
         setup = await _setup(stack, mcp=mcp, builtin=builtin, log=log, limits=limits,
-                             policy=policy, own=tools, so_far=so_far)
+                             policy=policy, own=tools, so_far=so_far,
+                             keep_log=approval is None)
         if type_check is not None:
             setup.mode.type_check = cast(TypeCheck, type_check)
         started = time.monotonic()
         if approval is not None:
             from .._run.plan_approval import run_approved
+            # a refused approval (changed, used) leaves no new, empty log behind
             result = await run_approved(setup.mode, approval, description=title)
+            setup.made.clear()
         else:
             result = await setup.session.call("run_code", {"code": source,
                                                           "description": title})

@@ -1,11 +1,17 @@
-"""One writer per log file: an exclusive, non-blocking `flock` on a sidecar lock file.
+"""One writer per log file: an exclusive, non-blocking `flock` on a sidecar lock file, and
+one on the log file itself.
 
 Two processes appending to one log would each number events from their own counter
-(duplicate `seq`s in JSONL, a UNIQUE failure in SQLite). The second opener gets a clear
-`LogInUseError` instead. The lock is advisory and released when the log closes or the
-process exits.
+(duplicate `seq`s in JSONL, a UNIQUE failure in SQLite, two write-ahead logs of one
+database), and both could use one plan approval. The second opener gets a clear
+`LogInUseError` instead, whatever path names the file: the sidecar is named after the
+resolved path (`os.path.realpath`: a symbolic link to the log, or to its directory, names
+the same sidecar), and the lock on the log file itself (made empty if it does not exist
+yet) is the file's, so a hard link to it is refused too. The locks are advisory and
+released when the log closes or the process exits. SQLite's own locks are `fcntl` locks,
+which a `flock` neither blocks nor releases (Linux).
 
-`<path>.lock` exists only while a writer holds it: `release()` removes it before unlocking.
+`<real path>.lock` exists only while a writer holds it: `release()` removes it before unlocking.
 An opener that locked a file the previous holder had just removed holds nothing (a third
 opener would create a new file and lock that one), so after locking it checks that the
 path still names the file it locked, and opens the path again if not. A process that dies
@@ -21,15 +27,19 @@ from .._errors import LogInUseError
 
 
 class WriterLock:
-    """Holds `<path>.lock` exclusively until `release()`, which removes it.
+    """Holds `<real path>.lock` and the log file `path` itself exclusively until
+    `release()`, which removes the former.
 
     Raises:
-        LogInUseError: another session or process holds the lock.
+        LogInUseError: another session or process holds the lock, through this path or
+            another one of the same file (a symbolic or hard link).
     """
 
     def __init__(self, path: str) -> None:
-        self.path = f"{path}.lock"
+        real = os.path.realpath(path)
+        self.path = f"{real}.lock"
         self._fd: int | None = None
+        self._log_fd: int | None = None
         while self._fd is None:
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
             try:
@@ -43,9 +53,24 @@ class WriterLock:
                 self._fd = fd
             else:                      # removed (or replaced) by the holder before us
                 os.close(fd)
+        try:
+            # read-only is enough to lock; non-blocking, so a FIFO named as a log cannot hang
+            self._log_fd = os.open(real, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK, 0o666)
+            fcntl.flock(self._log_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.release()
+            raise LogInUseError(
+                f"session log {path} is in use by another session or process, through "
+                f"another path to the same file (one writer at a time)") from None
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
         """Remove the lock file, then unlock (idempotent)."""
+        if self._log_fd is not None:
+            os.close(self._log_fd)             # closing it releases its flock
+            self._log_fd = None
         if self._fd is not None:
             try:
                 os.unlink(self.path)   # while still locked: see the module docstring

@@ -1,4 +1,5 @@
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -213,6 +214,43 @@ def test_a_second_writer_of_the_same_log_is_refused(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", ["session.jsonl", "session.db"])
+@pytest.mark.parametrize("link", ["symbolic link", "hard link", "linked directory",
+                                  "other spelling"])
+def test_a_second_writer_through_another_path_to_the_file_is_refused(tmp_path, name, link):
+    import os
+    import subprocess
+    import sys
+
+    from codemode.pipeline import LogInUseError
+
+    path = tmp_path / name
+    with open_log(str(path)) as first:
+        first.append(TurnStart(turn=1))
+        if link == "symbolic link":
+            other = tmp_path / f"other-{name}"
+            other.symlink_to(path)
+        elif link == "hard link":
+            other = tmp_path / f"other-{name}"
+            os.link(path, other)
+        elif link == "linked directory":
+            (tmp_path / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+            other = tmp_path / "elsewhere" / name
+        else:
+            (tmp_path / "sub").mkdir()
+            other = tmp_path / "sub" / ".." / "." / name
+        with pytest.raises(LogInUseError, match="in use by another session or process"):
+            open_log(str(other))
+        done = subprocess.run(
+            [sys.executable, "-c",
+             f"from codemode.pipeline import open_log; open_log({str(other)!r})"],
+            capture_output=True, text=True, cwd=str(Path(__file__).parents[2]))
+        assert done.returncode != 0 and "is in use by another session" in done.stderr
+        first.append(TurnEnd(turn=1))
+    with open_log(str(other)) as reopened:        # released on close, whatever the path
+        assert [e.seq for e in reopened.read()] == [1, 2]
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "session.db"])
 def test_the_lock_file_exists_only_while_the_log_is_open(tmp_path, name):
     from codemode.pipeline import LogInUseError
 
@@ -255,7 +293,7 @@ def test_an_opener_that_locked_a_removed_lock_file_opens_the_path_again(tmp_path
     monkeypatch.setattr(_lock.os, "open", open_)
     lock = _lock.WriterLock(path)
     monkeypatch.undo()
-    assert opened == [f"{path}.lock", f"{path}.lock"]
+    assert opened == [f"{path}.lock", f"{path}.lock", path]     # then the log file itself
     assert os.path.exists(f"{path}.lock")
     lock.release()
     assert not os.path.exists(f"{path}.lock")

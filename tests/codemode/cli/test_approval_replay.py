@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,72 @@ def test_a_run_killed_mid_way_used_its_approval(approved: Path, suffix: str,
     assert again.returncode == 2 and "already used by the run" in again.stderr, again.stderr
     assert _sent(approved) == sent                     # nothing sent again
     assert _approval_lines(approved, log) == (0, [])
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_refused_approval_leaves_no_new_log_behind(approved: Path, suffix: str) -> None:
+    approval = json.loads((approved / "ok.json").read_text())
+    forged = {**approval, "entries": [{**e, "arguments": {**e["arguments"], "to": "x@y.z"}}
+                                      for e in approval["entries"]]}
+    (approved / "forged.json").write_text(json.dumps(forged))
+    before = sorted(p.name for p in approved.iterdir())
+    refused = codemode("run", "prog.py", *COMMON, "--log", f"new{suffix}", "--approval",
+                       "forged.json", cwd=approved)
+    assert refused.returncode == 2 and "was changed after it was given" in refused.stderr
+    assert sorted(p.name for p in approved.iterdir() if p.name != "__pycache__") == \
+        [n for n in before if n != "__pycache__"]
+    assert _sent(approved) == []
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_second_run_through_a_link_to_the_log_is_refused(approved: Path,
+                                                           suffix: str) -> None:
+    log = f"s{suffix}"
+    first = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
+                     cwd=approved)
+    assert first.returncode == 0, first.stderr
+    (approved / f"symbolic{suffix}").symlink_to(approved / log)
+    os.link(approved / log, approved / f"hard{suffix}")
+    for other in (f"symbolic{suffix}", f"hard{suffix}", str(approved / "." / log)):
+        again = codemode("run", "prog.py", *COMMON, "--log", other, "--approval", "ok.json",
+                         cwd=approved)
+        assert again.returncode == 2 and "already used by the run" in again.stderr, other
+    assert _sent(approved) == ["hello@example.com", "numbers@example.com"]
+
+
+SLOW = """\
+import time
+send_email(to="a@example.com", body="1")
+time.sleep(6)
+send_email(to="b@example.com", body="2")
+"""
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_run_through_a_link_while_the_approved_run_writes_the_log_is_refused(
+        approved: Path, suffix: str) -> None:
+    (approved / "slow.py").write_text(SLOW)
+    made = codemode("plan", "slow.py", *COMMON, "--timeout", "60", "--approve", "--out",
+                    "slow.json", cwd=approved)
+    assert made.returncode == 0, made.stderr
+    log = approved / f"s{suffix}"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "codemode", "run", "slow.py", *COMMON, "--timeout", "60",
+         "--log", log.name, "--approval", "slow.json"],
+        cwd=approved, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while _sent(approved) == []:                     # the first send is done: mid-run
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        (approved / f"symbolic{suffix}").symlink_to(log)
+        os.link(log, approved / f"hard{suffix}")
+        for other in (f"symbolic{suffix}", f"hard{suffix}"):
+            second = codemode("run", "slow.py", *COMMON, "--log", other, "--approval",
+                              "slow.json", cwd=approved)
+            assert second.returncode == 2, second.stderr
+            assert "is in use by another session or process" in second.stderr
+    finally:
+        _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert _sent(approved) == ["a@example.com", "b@example.com"]
+    assert _approval_lines(approved, log.name) == (0, [])

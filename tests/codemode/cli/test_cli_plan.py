@@ -70,7 +70,7 @@ def test_plan_prints_each_send_with_the_policys_decision_and_sends_nothing(
         'mail leaves the house',
         '2. send_email({"body": "re: numbers", "to": "numbers@example.com"}) -> ask: '
         'mail leaves the house',
-        "2 call(s) with effects, 2 to approve; later calls used simulated values, so the "
+        "2 call(s) with effects, 2 to approve; the program went on with simulated values, so the "
         "real run may differ"]
     assert not (project / "sent.txt").exists()
     as_json = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--json", cwd=project)

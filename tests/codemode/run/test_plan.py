@@ -83,6 +83,33 @@ async def test_a_dry_run_sends_nothing_and_plans_each_send_with_the_policys_deci
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("program, complete", [
+    # one send whose simulated value ("") decides whether a second one happens
+    ('if send_email(to="a@b.c", subject="s", body="b"):\n'
+     '    send_email(to="mallory@b.c", subject="s", body="b")\n', False),
+    ('send_email(to="a@b.c", subject="s", body="b")\n', False),
+    ('print([m["id"] for m in list_inbox()])\n', True),          # only reads: nothing simulated
+])
+async def test_a_plan_is_complete_only_when_no_simulated_value_reached_the_program(
+        program: str, complete: bool) -> None:
+    plan = await plan_of(program, mailbox_tools([]))
+    assert plan.complete is complete
+    assert len(plan.entries) == (0 if complete else 1)
+
+
+@pytest.mark.slow
+async def test_a_denied_call_gives_no_simulated_value_and_keeps_the_plan_complete() -> None:
+    policy = {"rules": [{"tool": "send_*", "action": "deny", "reason": "no mail"}]}
+    plan = await plan_of('try:\n    send_email(to="a@b.c", subject="s", body="b")\n'
+                         'except ToolDenied:\n    pass\n'
+                         'try:\n    send_email(to="c@b.c", subject="s", body="b")\n'
+                         'except ToolDenied:\n    pass\n', mailbox_tools([]), policy)
+    assert [e.decision for e in plan.entries] == ["deny", "deny"]
+    assert [e.after_simulated for e in plan.entries] == [False, False]
+    assert plan.complete                    # the real run gets the same two refusals
+
+
+@pytest.mark.slow
 async def test_a_tool_that_says_nothing_has_effects_and_its_value_comes_from_its_simulator(
         ) -> None:
     ran: list[str] = []
