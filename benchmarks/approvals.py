@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.quotas import fill_log, ping, send_note
 from codemode import Policy, Session, approve_plan, run_approved, tool
 
 PROGRAM = """for name in ["ann", "bob", "cy", "dee", "eve"]:
@@ -30,18 +31,6 @@ PROGRAM = """for name in ["ann", "bob", "cy", "dee", "eve"]:
 POLICY = {"tier": "restricted-in-process",
           "rules": [{"tool": "send_note", "action": "ask"},
                     {"tool": "post_note", "action": "allow"}]}
-
-
-@tool(blocking=False)
-def ping() -> str:
-    """No rule governs this one."""
-    return "pong"
-
-
-@tool(blocking=False)
-def send_note(to: str) -> str:
-    """An `ask` rule governs this one."""
-    return to
 
 
 @tool(blocking=False)
@@ -54,9 +43,7 @@ async def best_times(log: Path, earlier: int, rounds: int) -> tuple[float, float
     """(best seconds with an approval, best seconds allowed without one)."""
     session = Session(tools=[ping, send_note, post_note], log=log)
     mode = Policy.from_data(POLICY).apply(session)
-    missing = earlier - len(session.log.read())
-    if missing > 0:        # each call logs its start and its settle
-        await session.call("run_code", {"code": f"for _ in range({missing // 2}):\n    ping()"})
+    await fill_log(session, earlier)
     approvals = [approve_plan(mode, await mode.plan(PROGRAM)) for _ in range(rounds)]
     twin = {"code": PROGRAM.replace("send_note", "post_note")}
     approved, plain = float("inf"), float("inf")

@@ -35,12 +35,18 @@ def send_note(to: str) -> str:
     return to
 
 
+async def fill_log(session: Session, earlier: int) -> None:
+    """Bring `session`'s log to about `earlier` events: one program calling `ping` (each
+    call logs its start and its settle). `session` must offer `ping`."""
+    missing = earlier - len(session.log.read())
+    if missing > 0:
+        await session.call("run_code", {"code": f"for _ in range({missing // 2}):\n    ping()"})
+
+
 async def calls_per_s(log: Path, earlier: int, calls: int, quota: bool) -> float:
     session = Session(tools=[ping, send_note], log=log)
     Policy.from_data(POLICY if quota else {**POLICY, "quotas": []}).apply(session)
-    missing = earlier - len(session.log.read())
-    if missing > 0:        # each call logs its start and its settle
-        await session.call("run_code", {"code": f"for _ in range({missing // 2}):\n    ping()"})
+    await fill_log(session, earlier)
     best = 0.0
     program = f"for i in range({calls}):\n    send_note(to=str(i))"
     for _ in range(3):
