@@ -6,8 +6,10 @@ follows one starts, before its program does anything, `run_code` logs
 `tool/code-approval-used`: the run's call and the approval's id and seal, sealed together
 with the same key. From those markers:
 
-- an approval a marker shows used is refused (`ApprovalUsed`) before anything runs,
-  whatever the earlier run's outcome: it failed, paused, or its process died (plan again);
+- an approval the log shows used is refused (`ApprovalUsed`) before anything runs,
+  whatever the earlier run's outcome: it failed, paused, or its process died (plan again).
+  This fails closed: a marker whose seal does not match counts, and so does a decision the
+  approval gave (a log edited to remove the marker still names it in `approval/decided`);
 - `approval_problems` lists, for `codemode log check`, a marker whose seal does not match,
   an approval used by a second run, and calls decided by a plan approval (`approval/decided`
   whose `by` names it) in a run without a marker of it, or in more than one run.
@@ -60,20 +62,26 @@ def _holds(key: SealKey, marker: events.CodeApprovalUsed) -> bool:
     return hmac.compare_digest(marker.seal, want)
 
 
-def refuse_if_used(log: Sequence[events.Event], approval: PlanApproval, key: SealKey) -> None:
-    """Refuse `approval` when a marker in `log` whose seal holds under `key` shows it used.
+def refuse_if_used(log: Sequence[events.Event], approval: PlanApproval) -> None:
+    """Refuse `approval` when `log` shows it used: a `tool/code-approval-used` marker that
+    names it, whether or not its seal holds (a marker someone changed fails closed), or a
+    decision it gave (`approval/decided` whose `by` names it: a marker someone removed).
 
     Raises:
-        ApprovalUsed: a run already used it (the message names that run's call).
-        SealKeyError: the key cannot be used."""
+        ApprovalUsed: the log shows a use (the message names the run's call, when known)."""
     for event in log:
-        if isinstance(event, events.CodeApprovalUsed) \
-                and event.approval_seal == approval.seal and _holds(key, event):
-            raise ApprovalUsed(
-                f"the plan approval {approval.id!r} was already used by the run "
-                f"{event.parent_call_id!r} of this log; an approval is used once per log, "
-                "whatever that run's outcome (plan the program again for another run); "
-                "nothing ran")
+        if isinstance(event, events.CodeApprovalUsed) and (
+                event.approval_id == approval.id or event.approval_seal == approval.seal):
+            by = f"by the run {event.parent_call_id!r} of this log"
+        elif isinstance(event, events.ApprovalDecided) and isinstance(event.by, str) \
+                and (found := BY.fullmatch(event.by)) is not None and found[1] == approval.id:
+            by = f"in this log (it decided {event.id!r})"
+        else:
+            continue
+        raise ApprovalUsed(
+            f"the plan approval {approval.id!r} was already used {by}; an "
+            "approval is used once per log, whatever that run's outcome (plan the program "
+            "again for another run); nothing ran")
 
 
 def marker(key: SealKey, approval: PlanApproval, *, root_call_id: str,
@@ -100,7 +108,7 @@ def use(log: Any, approval: PlanApproval, key: SealKey, *, root_call_id: str,
     Raises:
         ApprovalUsed: as `refuse_if_used`.
         SealKeyError: the key cannot be used."""
-    refuse_if_used(log.read(), approval, key)
+    refuse_if_used(log.read(), approval)
     log.append(marker(key, approval, root_call_id=root_call_id, call_id=call_id))
 
 

@@ -112,7 +112,7 @@ async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None =
         raise ResumeTampered(f"the plan approval {approval.id!r} was changed after it was "
                              "given (its seal does not match, or another key sealed it); "
                              "nothing ran")
-    refuse_if_used(mode.session.log.read(), approval, mode.seal_key)
+    refuse_if_used(mode.session.log.read(), approval)
     token = APPROVED.set(approval)
     try:
         arguments = {"code": approval.code}

@@ -1,8 +1,9 @@
 """A plan approval is used by one run per log (docs/codemode.md "Plan before the run"), on
 both log backends: `codemode run --approval FILE` a second time with the same log is
 refused before anything runs, also after a run that failed or was killed (kill -9 right
-after the run's marker, or after its first send); `--approval` needs `--log`; and
-`codemode log check` reports an approval used by two runs of a log someone edited."""
+after the run's marker, or after its first send), through another path to the log file,
+and after someone edited the log to remove or change the run's marker (which `codemode log
+check` reports); `--approval` needs `--log`."""
 
 from __future__ import annotations
 
@@ -93,8 +94,8 @@ def test_a_run_that_failed_used_its_approval(approved: Path, suffix: str) -> Non
 
 @pytest.mark.parametrize("suffix", SUFFIXES)
 @pytest.mark.parametrize("forgery", ["marker removed", "marker's seal changed"])
-def test_a_second_run_past_an_edited_marker_is_reported(approved: Path, suffix: str,
-                                                        forgery: str) -> None:
+def test_an_edited_marker_does_not_free_the_approval_and_is_reported(
+        approved: Path, suffix: str, forgery: str) -> None:
     log = f"s{suffix}"
     run = ["run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json"]
     assert codemode(*run, cwd=approved).returncode == 0
@@ -113,11 +114,11 @@ def test_a_second_run_past_an_edited_marker_is_reported(approved: Path, suffix: 
     assert "had calls decided by plan approval" in lines[-1]     # its marker does not count
     assert "without a sealed record of its use" in lines[-1]
 
-    assert codemode(*run, cwd=approved).returncode == 0       # the edit let it run again
-    code, lines = _approval_lines(approved, log)
-    assert code == 1
-    assert any("was used again by run" in line and "after run" in line for line in lines), \
-        lines
+    # fails closed: a changed marker still counts, a removed one leaves the decisions
+    again = codemode(*run, cwd=approved)
+    assert again.returncode == 2 and "was already used" in again.stderr, again.stderr
+    assert _sent(approved) == ["hello@example.com", "numbers@example.com"]
+    assert _approval_lines(approved, log) == (code, lines)
 
 
 ROOT = Path(__file__).resolve().parents[3]
