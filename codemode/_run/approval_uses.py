@@ -27,7 +27,7 @@ from codemode.pipeline import events
 from .seal import ResumeTampered, SealKey
 
 if TYPE_CHECKING:
-    from .plan_approval import PlanApproval
+    from .approval_record import PlanApproval
 
 __all__ = ["APPROVED", "ApprovalUsed", "approval_problems", "follow", "marker",
            "refuse_if_used", "use"]

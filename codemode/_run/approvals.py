@@ -32,12 +32,13 @@ class _RunApprovals:
     approval is deferred; otherwise the session's channel is asked, as for a direct call."""
 
     def __init__(self, session: Session, run_id: str, slots: dict[str, _Slot],
-                 decisions: dict[str, ApprovalDecision]) -> None:
+                 decisions: dict[str, ApprovalDecision], grants: Grants | None = None) -> None:
         self._session = session
         self._run_id = run_id
         self._slots = slots
         self._decisions = decisions
-        self._grants = Grants(APPROVED.get())    # a plan approval the run follows, if any
+        # the plan approval the run follows, if any: a resumed run's comes from its record
+        self.grants = grants if grants is not None else Grants(APPROVED.get())
 
     def decision_for(self, request_id: str) -> ApprovalDecision | None:
         """The decision given for `request_id`, if any (not used up by looking)."""
@@ -62,7 +63,7 @@ class _RunApprovals:
             slot.reason = request.reason
         decision = self._decisions.pop(key, None)
         channel = self._session.approval
-        granted = self._grants.answer(request.tool_name, slot.sub.arguments) \
+        granted = self.grants.answer(request.tool_name, slot.sub.arguments) \
             if slot is not None and decision is None else None
         if granted is not None:
             if not isinstance(channel, ApprovalService):

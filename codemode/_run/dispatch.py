@@ -80,6 +80,7 @@ from codemode.sandbox import (
 
 from .approvals import _RunApprovals
 from .discovery import DISCOVERY_NAMES
+from .plan_approval import Grants
 from .rejections import rejection_code
 from .replay import Exchange, RecordedCall, RunRecord, sealed_answer
 from .resumed import Replay, Replaying
@@ -159,8 +160,10 @@ class SubCallDispatcher(Replaying):
         self._denied: dict[str, str] = {}
         self._dispose_guard = session.guard(lambda execution: self._denied.get(
             execution.call_id)) if replay is not None else (lambda: None)
-        self._approvals = _RunApprovals(session, self.run_id, self._by_sub_call_id,
-                                        dict(replay.decisions) if replay else {})
+        self._approvals = _RunApprovals(
+            session, self.run_id, self._by_sub_call_id,
+            dict(replay.decisions) if replay else {},
+            Grants(replay.record.plan_approval, replay.record.plan_used) if replay else None)
         self.exchanges: list[Exchange] = []     # this run's record so far
         self.diverged: str | None = None        # why the replay stopped, if it did
         self.paused: list[_Slot] = []           # the calls waiting for approval at a pause
@@ -306,9 +309,10 @@ class SubCallDispatcher(Replaying):
         settled_by = {str(guest_id): slot.answered_by
                       for guest_id, slot in self._by_guest_id.items()
                       if not slot.deferred and slot.done.done()}
+        grants = self._approvals.grants
         return RunRecord(code=code, limits=limits, exchanges=tuple(self.exchanges),
                          settled=tuple(self._settled_at_pause), settled_by=settled_by,
-                         tape=tape)
+                         tape=tape, plan_approval=grants.approval, plan_used=grants.used)
 
     def requests(self) -> tuple[PendingApproval, ...]:
         """The approvals a paused run waits on, in call order; ids `"<run id>:<n>"`."""

@@ -20,39 +20,12 @@ import msgspec
 
 from codemode.pipeline import ApprovalAnswer, CallResult, thaw
 
+from .approval_record import ApprovedEntry, PlanApproval
 from .approval_uses import APPROVED, ApprovalUsed, refuse_if_used
 from .plan import Plan, PlanOverQuota
 from .seal import ResumeTampered
 
 __all__ = ["ApprovalUsed", "ApprovedEntry", "PlanApproval", "approve_plan", "run_approved"]
-
-
-class ApprovedEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One decided entry: the plan's entry `n`, its tool and arguments, and the decision."""
-
-    n: int
-    tool: str
-    arguments: Any
-    approved: bool
-    reason: str = ""
-
-
-class PlanApproval(msgspec.Struct, frozen=True, kw_only=True):
-    """The sealed decisions on a plan's asked entries (`approve_plan`); JSON-encodable
-    (`msgspec.json.encode`), so it may be stored and used by another process with the same
-    seal key.
-
-    Attributes:
-        id: this approval's id (random); the answers it gives name it.
-        code: the program it is for.
-        entries: the decided entries, in the plan's order.
-        seal: hex HMAC-SHA256 over the rest (`SealKey.sign`).
-    """
-
-    id: str
-    code: str
-    entries: tuple[ApprovedEntry, ...]
-    seal: str = ""
 
 
 def _sign(mode: Any, approval: PlanApproval) -> str:
@@ -126,22 +99,26 @@ async def run_approved(mode: Any, approval: PlanApproval, *, agent: str | None =
 
 
 class Grants:
-    """The entries of the approval a run follows, each used once, in order."""
+    """The entries of the approval a run follows, each used once, in order; `used` names
+    those used already (a resumed run's, from its sealed record: `RunRecord.plan_used`)."""
 
-    def __init__(self, approval: PlanApproval | None) -> None:
-        self._approval = approval
-        self._unused = list(approval.entries) if approval is not None else []
+    def __init__(self, approval: PlanApproval | None, used: tuple[int, ...] = ()) -> None:
+        self.approval = approval
+        self.used = used
+        self._unused = [e for e in approval.entries if e.n not in used] \
+            if approval is not None else []
 
     def answer(self, tool: str, arguments: Any) -> ApprovalAnswer | None:
         """The answer an asked call gets from the approval, or None (no entry matches); its
         `by` names the approval and entry ("plan approval <id>, entry <n>"), which the log's
         ``approval/decided`` carries."""
-        if self._approval is None:
+        if self.approval is None:
             return None
         for index, entry in enumerate(self._unused):
             if entry.tool == tool and _same(entry.arguments, arguments):
                 del self._unused[index]
-                where = f"plan approval {self._approval.id}, entry {entry.n}"
+                self.used = (*self.used, entry.n)
+                where = f"plan approval {self.approval.id}, entry {entry.n}"
                 if entry.approved:
                     return ApprovalAnswer("allowed-once", f"approved by {where}", by=where)
                 return ApprovalAnswer("rejected", f"{entry.reason} ({where})"

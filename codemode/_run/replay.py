@@ -20,6 +20,7 @@ import msgspec
 from codemode.pipeline import HarnessError, events
 from codemode.sandbox import SandboxLimits, SubCall, SubCallOutcome, Tape
 
+from .approval_record import PlanApproval
 from .seal import ResumeTampered, SealKey
 
 
@@ -67,6 +68,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
             are strings), the sub-call whose `tool/code-dispatch` holds its result (the
             first run's, for a replayed call).
         tape: what the program read from clocks and randomness (None: not recorded).
+        plan_approval: the plan approval the run follows (None: none); its entries not in
+            `plan_used` still answer the resumed run's calls (`plan_approval.Grants`).
+        plan_used: the numbers of the approval's entries the run used before it paused.
     """
 
     code: str
@@ -75,6 +79,8 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     settled: tuple[SubCallOutcome, ...] = ()
     settled_by: dict[str, str] = {}
     tape: Tape | None = None
+    plan_approval: PlanApproval | None = None
+    plan_used: tuple[int, ...] = ()
 
     def answers(self) -> dict[int, SubCallOutcome]:
         """Every recorded outcome by the program's call id."""

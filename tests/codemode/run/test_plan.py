@@ -278,6 +278,39 @@ async def test_a_call_that_leaves_the_plan_pauses_on_that_call_alone() -> None:
         await session.aclose()
 
 
+BRANCHING = """\
+    if send_email(to="a@example.com", subject="s", body="b"):   # "" in the dry run
+        send_email(to="extra@example.com", subject="s", body="b")
+    send_email(to="z@example.com", subject="s", body="b")
+    print("done")
+    """
+
+
+@pytest.mark.slow
+async def test_after_a_pause_on_a_call_the_plan_lacked_the_approval_still_answers_the_rest(
+        ) -> None:
+    outbox: list[dict[str, Any]] = []
+    session = Session(tools=mailbox_tools(outbox), log=MemoryLog())
+    mode = Policy.from_data(POLICY).apply(session)
+    try:
+        plan = await mode.plan(textwrap.dedent(BRANCHING))
+        assert [e.arguments["to"] for e in plan.entries] == ["a@example.com", "z@example.com"]
+        paused = thaw((await run_approved(mode, approve_plan(mode, plan))).value)
+        [request] = paused["approvals"]                  # the call the plan did not show
+        assert request["arguments"]["to"] == "extra@example.com"
+        done = await session.resume(paused["run_id"], {request["id"]: True})
+        value = thaw(done.value)
+        assert value.get("status") != "pending", value      # z: answered by the approval
+        assert value["logs"] == ["done\n"]
+        assert [m["to"] for m in outbox] == ["a@example.com", "extra@example.com",
+                                             "z@example.com"]
+        decided = [e.by for e in session.log.read() if isinstance(e, events.ApprovalDecided)]
+        assert [by.rsplit(", ", 1)[-1] if isinstance(by, str) else None
+                for by in decided] == ["entry 1", "entry 2"]
+    finally:
+        await session.aclose()
+
+
 @pytest.mark.slow
 async def test_an_approval_is_used_by_one_run_of_the_log_whatever_its_outcome() -> None:
     outbox: list[dict[str, Any]] = []
