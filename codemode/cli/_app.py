@@ -11,7 +11,8 @@
     codemode demo [--log FILE]
     codemode plan PROGRAM.py|- [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin]
                                [--policy FILE] [--timeout S] [--memory-mb MIB] [--fuel N]
-                               [--json] [--approve [--deny N[:REASON]]... --out FILE]
+                               [--log FILE] [--json]
+                               [--approve [--deny N[:REASON]]... --out FILE]
                                                                        (_plan.py)
     codemode describe [--tools MODULE:ATTR]... [--mcp CMD]... [--builtin] [--policy FILE]
                       [--mode code|both] [--json]                      (_describe.py)
@@ -302,7 +303,8 @@ def run(
     source, title = read_program(program)
     approved = (load_approval(approval, source) if approval is not None else
                 plan_first_on_terminal(source, mcp=mcp, builtin=builtin, policy=loaded,
-                                       own=own, limits=limits) if plan_first else None)
+                                       own=own, limits=limits, log=log) if plan_first
+                else None)
     _execute(source, title, mcp=mcp, builtin=builtin, log=log, limits=limits, policy=loaded,
              as_json=as_json, table=table, policy_path=policy, tools=tools, definitions=own,
              type_check=type_check, approval=approved)

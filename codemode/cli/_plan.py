@@ -7,6 +7,7 @@ FILE as JSON, for `codemode run PROGRAM --approval FILE --log LOG` (one run per 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,10 @@ def plan_command(
     timeout: float | None = TIMEOUT,
     memory_mb: int | None = MEMORY_MB,
     fuel: int | None = FUEL,
+    log: Path | None = typer.Option(
+        None, "--log", metavar="FILE",
+        help="The session log the real run will use (.db or .jsonl): per-session quota use "
+             "counts from it. It is read, never written."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     approve: bool = typer.Option(
         False, "--approve",
@@ -101,6 +106,8 @@ def plan_command(
         raise usage_error("--deny and --out go with --approve")
     if approve and out is None:
         raise usage_error("--approve needs --out FILE, where the approval is written")
+    if out is not None and not out.absolute().parent.is_dir():     # before the dry run
+        raise usage_error(f"cannot write {str(out)!r}: its directory does not exist")
     denied = _denials(deny)
     loaded = load_policy(policy)
     limits = limits_of(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
@@ -110,7 +117,7 @@ def plan_command(
     approval: PlanApproval | None = None
     try:
         made, approval = asyncio.run(_plan(source, mcp=mcp, builtin=builtin, policy=loaded,
-                                           own=own, limits=limits,
+                                           own=own, limits=limits, log=log,
                                            deny=denied if approve else None))
     except PlanFailed as exc:
         made, failure = exc.plan, str(exc)
@@ -194,10 +201,11 @@ def load_approval(path: Path, source: str) -> PlanApproval:
 
 
 def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
-               own: list[Any], limits: SandboxLimits) -> PlanApproval | None:
+               own: list[Any], limits: SandboxLimits,
+               log: Path | None = None) -> PlanApproval | None:
     """`codemode run --plan-first`: dry-run `source` (with the run's `limits`), print its
     plan on stderr and ask once, on the terminal, whether to approve every entry the policy
-    asks about.
+    asks about. Per-session quota use counts from a copy of the run's `log`.
 
     Returns:
         The sealed approval to run with, or None when the plan asks about nothing (the
@@ -231,7 +239,7 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
 
     try:
         made, approval = asyncio.run(_plan(source, mcp=mcp, builtin=builtin, policy=policy,
-                                           own=own, limits=limits, decide=ask))
+                                           own=own, limits=limits, log=log, decide=ask))
     except PlanFailed as exc:
         _print(exc.plan, False, str(exc), file=sys.stderr)
         print("codemode: the dry run failed: nothing ran", file=sys.stderr)
@@ -250,14 +258,35 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
     return approval
 
 
+def _copy_of(log: Path | None, folder: Path) -> Path:
+    """A copy of the session log `log` in `folder`, for a dry run to count quota use from
+    (the log itself is only read, whoever writes it); a new file's path when there is none.
+
+    Raises:
+        OSError, sqlite3.Error: `log` cannot be read."""
+    if log is None or not log.exists():
+        return folder / "plan.jsonl"
+    copy = folder / f"plan{log.suffix}"
+    if log.suffix.lower() == ".jsonl":
+        shutil.copyfile(log, copy)
+        return copy
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(f"{log.resolve().as_uri()}?mode=ro", uri=True)) as source, \
+            closing(sqlite3.connect(copy)) as target:
+        source.backup(target)           # a consistent copy, also while a run writes the log
+    return copy
+
+
 async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
                 limits: SandboxLimits, deny: dict[int, str] | None = None,
-                mcp: list[str] | None = None,
+                mcp: list[str] | None = None, log: Path | None = None,
                 decide: Callable[[Plan], dict[int, str] | None] | None = None,
                 ) -> tuple[Plan, PlanApproval | None]:
     """The plan, and with `deny` (not None) its approval (`approve_plan`); or, with
     `decide`, the approval with the denials it gives for the plan (None: no approval). The
-    dry run has `limits`."""
+    dry run has `limits`, and counts quota use from a copy of `log` (`_copy_of`)."""
     import tempfile
     from contextlib import AsyncExitStack
 
@@ -265,10 +294,11 @@ async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
     from ._run import _setup
 
     async with AsyncExitStack() as stack:
-        # A log the dry run alone reads (an ask rule needs one to be applied at all).
+        # A log the dry run alone writes (an ask rule needs one to be applied at all): a
+        # copy of the run's, so that quota use counts from it.
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         setup = await _setup(stack, mcp=mcp or [], builtin=builtin,
-                             log=folder / "plan.jsonl", limits=limits,
+                             log=_copy_of(log, folder), limits=limits,
                              policy=policy, own=own, so_far=None)
         if deny is not None or decide is not None:
             setup.mode.seal_key.value()       # a key that cannot seal: refused before the run

@@ -143,6 +143,34 @@ def test_plan_shows_quota_use_and_exits_3_for_a_plan_past_a_quota(project: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("suffix", [".jsonl", ".db"])
+def test_plan_counts_per_session_quota_use_from_the_runs_log(project: Path,
+                                                              suffix: str) -> None:
+    (project / "quota.toml").write_text('[[quotas]]\ntool = "send_*"\nper_session = 3\n')
+    common = ["--tools", "mytools:TOOLS", "--policy", "quota.toml"]
+    ran = codemode("run", "prog.py", *common, "--log", f"s{suffix}", cwd=project)
+    assert ran.returncode == 0, ran.stderr                       # 2 of the session's 3 sent
+    before = (project / f"s{suffix}").read_bytes()
+    fresh = codemode("plan", "prog.py", *common, cwd=project)
+    assert fresh.returncode == 0 and "per_session 2/3" in fresh.stdout, fresh.stdout
+    counted = codemode("plan", "prog.py", *common, "--log", f"s{suffix}", "--approve",
+                       "--out", "a.json", cwd=project)
+    assert counted.returncode == 3, counted.stderr                # 3/3, then past it
+    assert "per_session 3/3" in counted.stdout and "EXCEEDED" in counted.stdout
+    assert not (project / "a.json").exists()
+    assert (project / f"s{suffix}").read_bytes() == before       # read, never written
+    assert (project / "sent.txt").read_text().count("\n") == 2
+
+
+def test_plan_refuses_an_out_file_in_a_missing_directory_before_the_dry_run(
+        project: Path) -> None:
+    done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--approve", "--out",
+                    "nowhere/a.json", cwd=project)
+    assert done.returncode == 2 and "its directory does not exist" in done.stderr
+    assert done.stdout == ""                                     # no plan: nothing ran
+
+
+@pytest.mark.slow
 def test_plan_marks_a_destructive_entry(project: Path) -> None:
     (project / "wipe.py").write_text(
         "from codemode import tool\n\n@tool(destructive=True, idempotent=True)\n"
