@@ -131,7 +131,7 @@ def approval_problems(log: Sequence[events.Event],
     in log order: a `tool/code-approval-used` marker whose seal does not match under `key`
     (not checked when `key` is None); an approval a second run used; calls a plan approval
     decided (`approval/decided` whose `by` names it) in a run without its marker, or in a
-    second run.
+    second run (a resumption's calls count as its run's: `tool/resumed`).
 
     Raises:
         SealKeyError: the key cannot be used."""
@@ -139,6 +139,7 @@ def approval_problems(log: Sequence[events.Event],
     used_by: dict[str, str] = {}                 # approval id -> the first run that used it
     marked: set[tuple[str, str]] = set()         # (approval id, run call id)
     run_of: dict[str, str] = {}                  # sub-call id -> its run's call id
+    resumed: dict[str, str] = {}                 # resuming call id -> its run's first call
     asked: dict[str, str] = {}                   # approval request id -> sub-call id
     reported: set[tuple[str, str]] = set()
     for event in log:
@@ -154,8 +155,11 @@ def approval_problems(log: Sequence[events.Event],
             if first != run:
                 problems.append((event.seq, f"plan approval {approval!r} was used again by "
                                             f"run {run!r}, after run {first!r} used it"))
-        elif isinstance(event, events.CodeDispatchStart):
-            run_of[event.sub_call_id] = event.parent_call_id
+        elif isinstance(event, events.ToolResumed):
+            resumed[event.call_id] = resumed.get(event.run_id, event.run_id)
+        elif isinstance(event, events.CodeDispatchStart):     # a resumption's: its run's
+            run_of[event.sub_call_id] = resumed.get(event.parent_call_id,
+                                                    event.parent_call_id)
         elif isinstance(event, events.ApprovalAsked) and isinstance(event.call_id, str):
             asked[event.id] = event.call_id
         elif isinstance(event, events.ApprovalDecided) and isinstance(event.by, str):

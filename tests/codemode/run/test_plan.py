@@ -25,6 +25,7 @@ from codemode import (
     tool,
 )
 from codemode._mcp.listing import tool_definition
+from codemode._run.approval_uses import approval_problems
 from codemode._run.plan import SIMULATED, from_schema
 from codemode.fixtures.mailbox import mailbox_tools
 from codemode.pipeline import events, thaw
@@ -307,6 +308,7 @@ async def test_after_a_pause_on_a_call_the_plan_lacked_the_approval_still_answer
         decided = [e.by for e in session.log.read() if isinstance(e, events.ApprovalDecided)]
         assert [by.rsplit(", ", 1)[-1] if isinstance(by, str) else None
                 for by in decided] == ["entry 1", "entry 2"]
+        assert approval_problems(session.log.read(), mode.seal_key) == []   # one run
     finally:
         await session.aclose()
 
