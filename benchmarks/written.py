@@ -94,11 +94,18 @@ def _pool_off() -> Iterator[None]:
     from codemode.sandbox import _pool, _wasm
 
     pool = _wasm.POOL
+    # The process's pool may be refilling in the background: on a loaded machine its
+    # instance would be mapped during the watched one's. It makes none while this is open.
+    with pool._lock:
+        size, pool.size = pool.size, 0
+        pool._step_done.wait_for(lambda: not pool._stepping)
     _wasm.POOL = _pool.InstancePool(_wasm._in_background, size=0)
     try:
         yield
     finally:
         _wasm.POOL = pool
+        with pool._lock:
+            pool.size = size
 
 
 @contextmanager

@@ -57,7 +57,8 @@ def _expected_stdout() -> str:
 
 @pytest.mark.slow
 async def test_a_later_program_pages_through_the_whole_output(session, tier):
-    CodeMode(session, sandbox=tier, output_paging=True)
+    # the restricted tiers take seconds to print 3 MB: a loaded machine must not time it out
+    CodeMode(session, sandbox=tier, output_paging=True, limits=SandboxLimits(wall_clock_s=120))
     first = await session.call("run_code", {"code": BIG}, call_id="r1")
     assert not first.is_error and first.value["cut"][0]["part"] == "stdout"
     assert first.value["output_handle"] == "r1"
