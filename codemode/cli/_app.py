@@ -62,11 +62,12 @@ from ._options import (
     TABLE,
     TIMEOUT,
     TOOLS,
-    check_log_directory,
+    check_log,
     limits_of,
     load_own_tools,
     load_policy,
     read_program,
+    setup_error,
     usage_error,
 )
 from ._plan import PLAN_HELP, PLAN_SHORT_HELP, load_approval, plan_command
@@ -182,7 +183,7 @@ def _report_run(start: Callable[[OutputSoFar], Awaitable[Ran]], title: str, *,
                 write_output(sys.stderr, stderr)
             raise
         except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback
-            raise usage_error(f"{type(exc).__name__}: {exc}") from None
+            raise setup_error(exc) from None
         finally:
             if not as_json:
                 for line in warned:
@@ -292,7 +293,7 @@ def run(
                                  param_hint="'--type-check'")
     loaded = load_policy(policy)
     limits = limits_of(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
-    check_log_directory(log)
+    check_log(log)
     own = load_own_tools(tools)
     if approval is not None and log is None:
         raise usage_error("--approval needs --log FILE: a plan approval is used by one run "
@@ -375,7 +376,7 @@ def demo(
 
     from codemode.sandbox import SandboxLimits
 
-    check_log_directory(log)
+    check_log(log)
     source = DEMO_PROGRAM.read_text(encoding="utf-8")
     err_console().print(Panel(escape(source.rstrip()), title="program", title_align="left",
                               border_style="dim", expand=err_console().is_terminal))

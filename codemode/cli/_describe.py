@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ._console import print_error
-from ._options import EXIT_USAGE, TOOLS, load_own_tools, load_policy
+from ._options import TOOLS, load_own_tools, load_policy, setup_error
 
 if TYPE_CHECKING:
     from codemode.pipeline import ToolDefinition
@@ -95,8 +94,7 @@ def describe_command(
     try:
         found = run(listed(tools=own, mcp=mcp, builtin=builtin, policy=loaded, mode=mode))
     except Exception as exc:   # an MCP server that did not start, a policy that does not fit
-        print_error("error", f"{type(exc).__name__}: {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise setup_error(exc) from None
     text = (json.dumps({"tools": found}, ensure_ascii=False, indent=2) + "\n" if as_json
             else as_text(found))
     sys.stdout.write(text)

@@ -55,6 +55,16 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
+def setup_error(exc: Exception) -> typer.Exit:
+    """`usage_error` for what stopped a command before its work began (an MCP server that
+    did not start, a log in use or of an unknown kind, a policy that exposes no tool): our
+    typed errors keep their name (`LogInUseError: ...`); a builtin's (`ValueError`,
+    `OSError`) would say nothing its message does not, so it is left out."""
+    name = type(exc).__name__
+    return usage_error(str(exc) if type(exc).__module__ == "builtins" and str(exc)
+                       else f"{name}: {exc}")
+
+
 _OPTION_OF = {"wall_clock_s": "--timeout", "memory_bytes": "--memory-mb", "fuel": "--fuel"}
 _BOUNDS = {"--timeout": "more than 0 and at most 86400 seconds (a day)",
            "--memory-mb": "between 16 and 4096 MiB", "--fuel": "a positive number"}
@@ -113,10 +123,25 @@ def read_program(program: Path) -> tuple[str, str]:
                            "as UTF-8") from None
 
 
-def check_log_directory(log: Path | None) -> None:
-    """Raises:
-        typer.BadParameter: `--log` names a file in a directory that does not exist."""
-    if log is not None and not log.parent.is_dir():
+def check_log(log: Path | None) -> None:
+    """Checks `--log` before anything starts: the run, serve and the dry run would each
+    fail on it later, after work was done or shown.
+
+    Raises:
+        typer.BadParameter: `--log` names a file of an unknown type (`log_format`), a
+            directory, or a file in a directory that does not exist."""
+    if log is None:
+        return
+    from codemode.pipeline.log import log_format
+
+    if log.is_dir():
+        raise typer.BadParameter(f"{str(log)!r} is a directory, not a log file.",
+                                 param_hint="'--log'")
+    try:
+        log_format(log)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--log'") from None
+    if not log.parent.is_dir():
         raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
                                  param_hint="'--log'")
 

@@ -21,6 +21,7 @@ from ._options import (
     MEMORY_MB,
     TIMEOUT,
     TOOLS,
+    check_log,
     limits_of,
     load_own_tools,
     load_policy,
@@ -100,7 +101,7 @@ def plan_command(
 
     from .._run.plan import PlanFailed
     from .._run.seal import SealKeyError
-    from ._options import usage_error
+    from ._options import setup_error, usage_error
 
     if (deny or out is not None) and not approve:
         raise usage_error("--deny and --out go with --approve")
@@ -108,6 +109,7 @@ def plan_command(
         raise usage_error("--approve needs --out FILE, where the approval is written")
     if out is not None and not out.absolute().parent.is_dir():     # before the dry run
         raise usage_error(f"cannot write {str(out)!r}: its directory does not exist")
+    check_log(log)
     denied = _denials(deny)
     loaded = load_policy(policy)
     limits = limits_of(loaded.limits if loaded else SandboxLimits(), timeout, memory_mb, fuel)
@@ -126,7 +128,7 @@ def plan_command(
     except _NotAsked as exc:
         raise usage_error(f"--deny: {exc}") from None
     except Exception as exc:    # MCP start failures, a policy that exposes no tool: no traceback
-        raise usage_error(f"{type(exc).__name__}: {exc}") from None
+        raise setup_error(exc) from None
     _print(made, as_json, failure)
     if made.over_quota:         # the cause when a refused call failed the program too
         if approve:
@@ -219,7 +221,7 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
 
     from .._run.plan import PlanFailed
     from .._run.seal import SealKeyError
-    from ._options import usage_error
+    from ._options import setup_error, usage_error
 
     if not sys.stdin.isatty():
         raise usage_error("--plan-first asks on a terminal, and stdin is not one; write "
@@ -247,7 +249,7 @@ def plan_first(source: str, *, mcp: list[str], builtin: bool, policy: Any,
     except SealKeyError as exc:
         raise usage_error(f"cannot seal the approval: {exc}") from None
     except Exception as exc:    # MCP start failures, a policy that exposes no tool: no traceback
-        raise usage_error(f"{type(exc).__name__}: {exc}") from None
+        raise setup_error(exc) from None
     if made.over_quota:                  # not asked: it could not be approved
         _print(made, False, None, file=sys.stderr)
         print("codemode: the plan exceeds a quota: nothing ran", file=sys.stderr)
@@ -264,10 +266,12 @@ def _copy_of(log: Path | None, folder: Path) -> Path:
 
     Raises:
         OSError, sqlite3.Error: `log` cannot be read."""
+    from codemode.pipeline.log import log_format
+
     if log is None or not log.exists():
         return folder / "plan.jsonl"
     copy = folder / f"plan{log.suffix}"
-    if log.suffix.lower() == ".jsonl":
+    if log_format(log) == "jsonl":
         shutil.copyfile(log, copy)
         return copy
     import sqlite3

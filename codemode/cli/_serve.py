@@ -8,7 +8,14 @@ from pathlib import Path
 import typer
 
 from ._console import print_error
-from ._options import EXIT_USAGE, TOOLS, check_log_directory, load_own_tools, load_policy
+from ._options import (
+    EXIT_USAGE,
+    TOOLS,
+    check_log,
+    load_own_tools,
+    load_policy,
+    setup_error,
+)
 
 SERVE_SHORT_HELP = ("Serve run_code (your tools and the upstream MCP servers' tools, composed "
                     "by a sandboxed program) as an MCP server.")
@@ -71,7 +78,7 @@ def serve_command(
     if approvals not in ("elicit", "auto", "defer"):
         raise typer.BadParameter("--approvals must be elicit, auto or defer")
     token = _approval_token(approvals, approval_token_file)
-    check_log_directory(log)
+    check_log(log)
     loaded = load_policy(policy)
     own = load_own_tools(tools)
     try:   # a stop signal cancels it: the session and its log close (`_stop.run`)
@@ -80,8 +87,7 @@ def serve_command(
                     policy=loaded, log=log, mode=mode, call_timeout_s=mcp_timeout,
                     approvals=approvals, approval_token=token, approve_plans=approve_plans))
     except Exception as exc:   # an upstream that did not start, a port in use, ...
-        print_error("error", f"{type(exc).__name__}: {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise setup_error(exc) from None
 
 
 def _approval_token(approvals: str, path: Path | None) -> str | None:

@@ -1,7 +1,8 @@
 """Append-only session logs (docs/design.md §6, docs/pipeline-spec.md §10).
 
 ``open_log(path)`` picks the backend from the path: ``None`` -> in memory, ``.db``/
-``.sqlite``/``.sqlite3`` -> SQLite (the embedded default), ``.jsonl`` -> JSON Lines.
+``.sqlite``/``.sqlite3`` -> SQLite (the embedded default), ``.jsonl`` -> JSON Lines
+(``log_format(path)`` says which, or raises ``ValueError``).
 Opening an existing log repairs it after a crash (every dangling ``tool/call`` and
 sub-call gets a ``TOOL_OUTCOME_UNKNOWN`` outcome; open steps/turns are closed). Appends that
 would break the log's invariants are refused (``LogInvariantError``); ``check(events)``
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 from ._base import AppendOnlyLog, SessionLog
 from ._check import REFUSED, LogChecker, Violation, ViolationKind, check
+from ._format import log_format
 from ._memory import MemoryLog
 from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
 
@@ -46,6 +48,7 @@ __all__ = [
     "ViolationKind",
     "check",
     "load",
+    "log_format",
     "open_log",
     "repair_events",
     "torn_tail",
@@ -67,14 +70,11 @@ def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
     ):
         return path
     text = os.fspath(path)
-    suffix = os.path.splitext(text)[1].lower()
-    if suffix in (".db", ".sqlite", ".sqlite3"):
+    if log_format(text) == "sqlite":
         from ._sqlite import SqliteLog
         return SqliteLog(text)
-    if suffix == ".jsonl":
-        from ._jsonl import JsonlLog
-        return JsonlLog(text)
-    raise ValueError(f"unknown session log type {text!r}: use .db/.sqlite (SQLite) or .jsonl")
+    from ._jsonl import JsonlLog
+    return JsonlLog(text)
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, __all__)

@@ -12,6 +12,7 @@ import msgspec
 
 from .._errors import LogCorruptError
 from ..events import Event, decode_event
+from ._format import log_format
 from ._sqlite import read_events
 
 __all__ = ["load", "torn_tail"]
@@ -33,8 +34,7 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
     written.
     """
     file = Path(path)
-    suffix = file.suffix.lower()
-    if suffix == ".jsonl":
+    if log_format(file) == "jsonl":
         lines = file.read_bytes().split(b"\n")
         found: list[Event] = []
         for number, line in enumerate(lines, start=1):
@@ -47,24 +47,22 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
                     break
                 raise LogCorruptError(str(file), number, str(exc), unit="line") from exc
         return found
-    if suffix in (".db", ".sqlite", ".sqlite3"):
-        if not file.is_file():
-            raise FileNotFoundError(f"no such file: {file}")
-        try:
-            return _read_sqlite(file, f"{file.resolve().as_uri()}?mode=ro")
-        except LogCorruptError as exc:
-            journal = file.with_name(file.name + "-journal")
-            if not (_is_readonly(exc.__cause__) and journal.is_file()):
-                raise
-        # A hot journal (a writer died mid-append): rolling it back takes a write, which a
-        # read-only reader may not make. The copy is rolled back instead; the file itself is
-        # left to the next writer, which rolls it back the same way.
-        with tempfile.TemporaryDirectory(prefix="codemode-log-") as scratch:
-            copy = Path(scratch) / file.name
-            shutil.copyfile(file, copy)
-            shutil.copyfile(journal, copy.with_name(journal.name))
-            return _read_sqlite(copy, str(copy), shown=str(file))
-    raise ValueError(f"unknown session log type {str(file)!r}: use .db/.sqlite (SQLite) or .jsonl")
+    if not file.is_file():
+        raise FileNotFoundError(f"no such file: {file}")
+    try:
+        return _read_sqlite(file, f"{file.resolve().as_uri()}?mode=ro")
+    except LogCorruptError as exc:
+        journal = file.with_name(file.name + "-journal")
+        if not (_is_readonly(exc.__cause__) and journal.is_file()):
+            raise
+    # A hot journal (a writer died mid-append): rolling it back takes a write, which a
+    # read-only reader may not make. The copy is rolled back instead; the file itself is
+    # left to the next writer, which rolls it back the same way.
+    with tempfile.TemporaryDirectory(prefix="codemode-log-") as scratch:
+        copy = Path(scratch) / file.name
+        shutil.copyfile(file, copy)
+        shutil.copyfile(journal, copy.with_name(journal.name))
+        return _read_sqlite(copy, str(copy), shown=str(file))
 
 
 def torn_tail(path: str | os.PathLike[str]) -> int:
@@ -73,9 +71,10 @@ def torn_tail(path: str | os.PathLike[str]) -> int:
     out and opening the log for writing drops; 0 when there is none or for an SQLite log.
 
     Raises:
+        ValueError: not a log file's suffix (``log_format``).
         FileNotFoundError: no such file."""
     file = Path(path)
-    if file.suffix.lower() != ".jsonl":
+    if log_format(file) != "jsonl":
         return 0
     tail = file.read_bytes().rpartition(b"\n")[2]
     if not tail.strip():

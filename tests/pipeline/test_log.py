@@ -14,7 +14,14 @@ from codemode.pipeline.events import (
     decode_event,
     encode_event,
 )
-from codemode.pipeline.log import OUTCOME_UNKNOWN_MESSAGE, JsonlLog, MemoryLog, SqliteLog
+from codemode.pipeline.log import (
+    OUTCOME_UNKNOWN_MESSAGE,
+    JsonlLog,
+    MemoryLog,
+    SqliteLog,
+    load,
+    log_format,
+)
 
 
 def tool_call(call_id: str = "c1") -> ToolCall:
@@ -28,6 +35,23 @@ def test_backend_is_chosen_by_suffix(tmp_path):
     assert isinstance(open_log(tmp_path / "a.jsonl"), JsonlLog)
     with pytest.raises(ValueError):
         open_log(tmp_path / "a.txt")
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("a.db", "sqlite"), ("a.SQLITE", "sqlite"), ("a.sqlite3", "sqlite"), ("a.jsonl", "jsonl"),
+    ("A.JSONL", "jsonl"), ("a.txt", None), ("a", None), ("a.jsonl.bak", None), (".db", None)])
+def test_one_rule_names_the_backend_for_opening_loading_and_checking(tmp_path, name, kind):
+    path = tmp_path / name
+    if kind is None:
+        for refuses in (log_format, open_log, load):
+            with pytest.raises(ValueError, match="unknown session log type"):
+                refuses(path)
+        assert not path.exists()
+        return
+    assert log_format(path) == kind
+    with open_log(path) as log:
+        assert isinstance(log, SqliteLog if kind == "sqlite" else JsonlLog)
+    assert load(path) == []
 
 
 @pytest.mark.log_unchecked("hand-made events: a sub-call left unsettled, a turn left open")

@@ -490,7 +490,10 @@ def test_reusing_a_log_file_reports_only_this_run(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.py", "session.db"]
 
 
-@pytest.mark.parametrize("command", [["run", "PROGRAM"], ["demo"], ["serve", "--builtin"]])
+LOG_COMMANDS = [["run", "PROGRAM"], ["demo"], ["serve", "--builtin"], ["plan", "PROGRAM"]]
+
+
+@pytest.mark.parametrize("command", LOG_COMMANDS)
 def test_a_log_in_a_missing_directory_is_refused(tmp_path, command):
     log = tmp_path / "missing" / "session.jsonl"
     argv = [program(tmp_path, "1\n") if arg == "PROGRAM" else arg for arg in command]
@@ -499,6 +502,26 @@ def test_a_log_in_a_missing_directory_is_refused(tmp_path, command):
     assert f"Invalid value for '--log': directory '{log.parent}' does not exist." in \
         " ".join(done.stderr.decode().split())
     assert not log.parent.exists()
+
+
+@pytest.mark.parametrize("command", LOG_COMMANDS)
+@pytest.mark.parametrize("name", ["session.txt", "session", "logs.db"])
+def test_a_log_of_no_known_type_is_refused_before_anything_runs(tmp_path, command, name):
+    log = tmp_path / name
+    if name == "logs.db":
+        log.mkdir()
+    argv = [program(tmp_path, "print('ran')\n") if arg == "PROGRAM" else arg
+            for arg in command]
+    done = codemode(*argv, "--log", str(log))
+    assert done.returncode == 2
+    said = " ".join(done.stderr.decode().split())
+    assert (f"Invalid value for '--log': '{log}' is a directory, not a log file." in said
+            if name == "logs.db" else
+            f"Invalid value for '--log': unknown session log type '{log}': use .db/.sqlite "
+            "(SQLite) or .jsonl" in said)
+    assert "ValueError" not in said
+    assert b"ran" not in done.stdout and "╭─ program" not in said   # nothing ran or shown
+    assert log.is_dir() if name == "logs.db" else not log.exists()
 
 
 def test_a_log_another_session_is_writing_is_refused(tmp_path):
