@@ -535,6 +535,14 @@ def test_a_log_another_session_is_writing_is_refused(tmp_path):
     assert b"is in use by another session or process" in done.stderr
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_log_that_cannot_be_created_is_one_line_without_the_builtin_error_name(tmp_path):
+    done = codemode("run", program(tmp_path, "1\n"), "--log", "/proc/session.db")
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("error: [Errno 2] No such file or directory: '/proc/")
+    assert b"FileNotFoundError" not in done.stderr and b"Traceback" not in done.stderr
+
+
 def test_the_sub_call_table_says_why_each_call_failed(tmp_path):
     source = ("for call in (lambda: get_order(order_id='ord-9999'), lambda: call_tool('nope'),\n"
               "             lambda: add(a='x', b=1)):\n"
