@@ -104,3 +104,28 @@ def test_a_tool_says_it_with_its_decorator() -> None:
 
     assert (drop_table.destructive, drop_table.idempotent) == (True, False)
     assert (quiet.destructive, quiet.idempotent) == (None, None)
+
+
+async def test_the_mailbox_server_reads_for_real_in_a_dry_run(tmp_path: Path) -> None:
+    # the docs' mailbox (`codemode.fixtures.mcp_mailbox_server`): its reads say readOnlyHint,
+    # so a dry run reads the real mail, and the plan holds only the sends; the first was
+    # made before any simulated value reached the program
+    outbox = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "codemode.fixtures.mcp_mailbox_server", str(outbox)]
+    async with await McpServer.connect(command, name="mailbox") as server:
+        said = {d.name: (d.read_only, d.destructive, d.idempotent) for d in server.definitions}
+        session = Session(tools=list(server.definitions), log=MemoryLog())
+        mode = Policy.from_data({"tier": "restricted-in-process"}).apply(session)
+        try:
+            plan = await mode.plan('mail = read_email(id="m1")\n'
+                                   'for to in ["a@example.com", "b@example.com"]:\n'
+                                   '    send_email(to=to, subject="fwd", body=mail["body"])\n')
+        finally:
+            await session.aclose()
+    assert said == {"list_inbox": (True, None, None), "read_email": (True, None, None),
+                    "send_email": (False, False, False)}
+    assert [(e.tool, e.arguments["to"]) for e in plan.entries] == [
+        ("send_email", "a@example.com"), ("send_email", "b@example.com")]
+    assert plan.entries[0].arguments["body"].startswith("Revenue was 4.2M")   # the real mail
+    assert [e.after_simulated for e in plan.entries] == [False, True]
+    assert not outbox.exists()                                              # nothing sent
