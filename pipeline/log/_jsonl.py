@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -24,7 +25,8 @@ class JsonlLog(AppendOnlyLog):
     On open the file is read and repaired (crash repair, see ``repair_events``). A torn last
     line (no trailing newline and not decodable: the process died mid-write) is cut off with
     a warning; any other undecodable line raises ``LogCorruptError`` naming the file and the
-    1-based line number. Each append is flushed before it returns (not fsynced).
+    1-based line number, and leaves the file as it was (a torn line is only cut from a log
+    whose other lines are events). Each append is flushed before it returns (not fsynced).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -57,6 +59,9 @@ class JsonlLog(AppendOnlyLog):
         try:
             decode_event(tail)
         except (msgspec.DecodeError, msgspec.ValidationError):
+            # Only a log whose other lines are events is repaired: a file that is not a log
+            # (or is corrupt before its end) is refused as it stands, not cut.
+            self._decode_lines(data[:cut])
             _log.warning("session log %s: dropping a torn last line (%d bytes)",
                          self.path, len(tail))
             with open(self._file_path, "r+b") as f:
@@ -66,17 +71,26 @@ class JsonlLog(AppendOnlyLog):
                 f.write(b"\n")
 
     def _load(self) -> list[Event]:
-        events: list[Event] = []
         with open(self._file_path, "rb") as f:
-            for lineno, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    events.append(decode_event(line))
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise LogCorruptError(
-                        str(self._file_path), lineno, str(exc), unit="line"
-                    ) from exc
+            return self._decode_lines(f)
+
+    def _decode_lines(self, lines: Iterable[bytes]) -> list[Event]:
+        """The events of `lines` (a file's lines, or its bytes, split here).
+
+        Raises:
+            LogCorruptError: a line that is not an event (names the file and its line)."""
+        if isinstance(lines, bytes):
+            lines = lines.split(b"\n")
+        events: list[Event] = []
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(decode_event(line))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise LogCorruptError(
+                    str(self._file_path), lineno, str(exc), unit="line"
+                ) from exc
         return events
 
     def _write(self, event: Event) -> None:

@@ -164,6 +164,24 @@ def test_torn_last_jsonl_line_is_dropped(tmp_path):
     assert events[-1].reason == "interrupted"
 
 
+@pytest.mark.parametrize(("name", "data"), [
+    ("notes.jsonl", b"not json at all\nsecond line, important, with no newline"),
+    ("random.jsonl", bytes(range(256)) * 16),
+    ("early.jsonl", b'{"type":"turn/start","turn":1,"seq":1,"time":1.0}\n'
+                    b'garbage\n{"type":"turn/end","tu'),
+    ("random.db", bytes(range(256)) * 16),
+    ("text.db", b"this is not sqlite\n" * 100),
+])
+def test_a_file_refused_as_corrupt_is_left_as_it_was(tmp_path, name, data):
+    # a torn last line is cut only from a log whose other lines are events: a file that is
+    # not a log is never "repaired" into one
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(LogCorruptError):
+        open_log(path)
+    assert path.read_bytes() == data
+
+
 def test_corrupt_sqlite_row_names_file_and_seq(tmp_path):
     import sqlite3
 
