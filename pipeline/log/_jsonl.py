@@ -61,7 +61,7 @@ class JsonlLog(AppendOnlyLog):
         except (msgspec.DecodeError, msgspec.ValidationError):
             # Only a log whose other lines are events is repaired: a file that is not a log
             # (or is corrupt before its end) is refused as it stands, not cut.
-            self._decode_lines(data[:cut])
+            self._decode_lines(data[:cut].split(b"\n"))
             _log.warning("session log %s: dropping a torn last line (%d bytes)",
                          self.path, len(tail))
             with open(self._file_path, "r+b") as f:
@@ -75,12 +75,10 @@ class JsonlLog(AppendOnlyLog):
             return self._decode_lines(f)
 
     def _decode_lines(self, lines: Iterable[bytes]) -> list[Event]:
-        """The events of `lines` (a file's lines, or its bytes, split here).
+        """The events of `lines` (the file's lines, in order; blank ones skipped).
 
         Raises:
             LogCorruptError: a line that is not an event (names the file and its line)."""
-        if isinstance(lines, bytes):
-            lines = lines.split(b"\n")
         events: list[Event] = []
         for lineno, line in enumerate(lines, start=1):
             if not line.strip():
