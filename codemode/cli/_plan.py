@@ -7,7 +7,6 @@ FILE as JSON, for `codemode run PROGRAM --approval FILE --log LOG` (one run per 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -265,14 +264,17 @@ def _copy_of(log: Path | None, folder: Path) -> Path:
     (the log itself is only read, whoever writes it); a new file's path when there is none.
 
     Raises:
-        OSError, sqlite3.Error: `log` cannot be read."""
-    from codemode.pipeline.log import log_format
+        OSError, sqlite3.Error: `log` cannot be read.
+        LogCorruptError: `log` is not a log (named as the user gave it, not the copy)."""
+    from codemode.pipeline.log import load, log_format
 
     if log is None or not log.exists():
         return folder / "plan.jsonl"
+    load(log)                           # read-only: refuses a file that is not a log
     copy = folder / f"plan{log.suffix}"
-    if log_format(log) == "jsonl":
-        shutil.copyfile(log, copy)
+    if log_format(log) == "jsonl":      # its whole lines: a torn last one is a write under way
+        data = log.read_bytes()
+        copy.write_bytes(data[:data.rfind(b"\n") + 1])
         return copy
     import sqlite3
     from contextlib import closing

@@ -162,6 +162,34 @@ def test_plan_counts_per_session_quota_use_from_the_runs_log(project: Path,
     assert (project / "sent.txt").read_text().count("\n") == 2
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "data"), [
+    ("notes.jsonl", b"not json at all\nsecond line, important, with no newline"),
+    ("random.db", bytes(range(256)) * 16)])
+def test_plan_names_the_users_log_when_it_is_not_a_log(project: Path, name: str,
+                                                       data: bytes) -> None:
+    (project / name).write_bytes(data)
+    done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--log", name, cwd=project)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: LogCorruptError: corrupt session log {name}"), \
+        done.stderr
+    assert "/tmp" not in done.stderr and (project / name).read_bytes() == data
+
+
+@pytest.mark.slow
+def test_plan_counts_from_a_log_whose_last_line_is_being_written(project: Path) -> None:
+    ran = codemode("run", "prog.py", "--tools", "mytools:TOOLS", "--log", "s.jsonl",
+                   cwd=project)
+    assert ran.returncode == 0, ran.stderr
+    with (project / "s.jsonl").open("ab") as log:      # a write under way
+        log.write(b'{"type":"turn/start","tu')
+    before = (project / "s.jsonl").read_bytes()
+    done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--log", "s.jsonl",
+                    cwd=project)
+    assert done.returncode == 0 and done.stderr == "", done.stderr    # no note of a copy
+    assert (project / "s.jsonl").read_bytes() == before
+
+
 def test_plan_refuses_an_out_file_in_a_missing_directory_before_the_dry_run(
         project: Path) -> None:
     done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--approve", "--out",
