@@ -196,8 +196,9 @@ def load_approval(path: Path, source: str) -> PlanApproval:
         raise usage_error(f"{str(path)!r} is not a plan approval ({exc}); make one with "
                           "codemode plan PROGRAM --approve --out FILE") from None
     if approval.code != source:
-        raise usage_error(f"the approval {str(path)!r} is for another program (it was "
-                          "given for the program as it was planned); nothing ran")
+        raise usage_error(f"the approval {str(path)!r} is for another program: the "
+                          "program it holds is not this one (it was planned for another, or "
+                          "the file was changed); nothing ran")
     return approval
 
 

@@ -249,6 +249,12 @@ def test_an_approval_written_by_plan_runs_each_approved_send_once_without_asking
                      cwd=project)
     assert other.returncode == 2, other.stderr
     assert "is for another program" in other.stderr
+    # the program in the file changed: the same refusal, which says it may be the file
+    edited = {**approval, "code": approval["code"].replace("re: ", "fw: ")}
+    (project / "edited.json").write_text(json.dumps(edited))
+    changed = codemode("run", "guarded.py", *common, "--log", "b.jsonl", "--approval",
+                       "edited.json", cwd=project)
+    assert changed.returncode == 2 and "or the file was changed" in changed.stderr
     assert not (project / "sent.txt").exists()
 
     ran = codemode("run", "guarded.py", *common, "--log", "c.jsonl", "--approval", "ok.json",
