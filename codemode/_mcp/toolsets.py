@@ -68,8 +68,8 @@ def _import(module: str, path: str) -> Any:
                                  "sys.path)") from None
         raise ToolsSpecError(f"importing {module!r} failed: {type(exc).__name__}: "
                              f"{exc}") from None
-    except Exception as exc:   # the module's own code raised: say what, not a traceback
-        raise ToolsSpecError(f"importing {module!r} failed: {type(exc).__name__}: "
+    except (Exception, SystemExit) as exc:   # the module's own code raised, or exited:
+        raise ToolsSpecError(f"importing {module!r} failed: {type(exc).__name__}: "  # say so
                              f"{exc}") from None
 
 
@@ -100,7 +100,7 @@ def _tools_of(value: Any, where: str, *, call: bool = True) -> list[ToolDefiniti
                                  "or a function of no arguments returning them")
         try:
             made = value()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise ToolsSpecError(f"{where}() raised {type(exc).__name__}: {exc}") from None
         try:
             return _tools_of(made, f"{where}()", call=False)
@@ -141,8 +141,14 @@ def load_tools(specs: Sequence[str], *, path: str | None = None) -> list[ToolDef
         if not sep or not module.strip() or not attr.strip():
             raise ToolsSpecError(f"{spec!r} is not MODULE:ATTR (e.g. mytools:TOOLS, "
                                  "package.module:make_tools)")
-        value = _import(module.strip(), where)
-        owner = module.strip()
+        module = module.strip()
+        if module.endswith(".py") or "/" in module or os.sep in module:
+            named = module.removesuffix(".py").removeprefix("./").replace(os.sep, ".")
+            raise ToolsSpecError(f"{module!r} is a file, and --tools names a module: "
+                                 f"{named.replace('/', '.')}:{attr.strip()} (imported from "
+                                 f"{where} first, then from sys.path and PYTHONPATH)")
+        value = _import(module, where)
+        owner = module
         for part in attr.strip().split("."):
             if not hasattr(value, part):
                 raise ToolsSpecError(f"{owner!r} has no attribute {part!r}")

@@ -90,6 +90,12 @@ def test_run_offers_the_tools_a_spec_names(project, attr):
                 "package.module:make_tools)"),
     ("mytools:TOOLS --tools mytools:ONE", "error: --tools: two tools are named 'shout': "
                                           "from mytools:TOOLS and from mytools:ONE"),
+    ("mytools.py:TOOLS", "error: --tools: 'mytools.py' is a file, and --tools names a "
+                         "module: mytools:TOOLS (imported from {cwd} first, then from "
+                         "sys.path and PYTHONPATH)"),
+    ("./pkg/mytools.py:TOOLS", "error: --tools: './pkg/mytools.py' is a file, and --tools "
+                               "names a module: pkg.mytools:TOOLS (imported from {cwd} "
+                               "first, then from sys.path and PYTHONPATH)"),
 ])
 @pytest.mark.parametrize("command", ["run", "describe", "serve", "eval"])
 def test_a_spec_that_names_no_tools_is_a_one_line_usage_error(project, spec, message,
@@ -110,6 +116,14 @@ def test_a_module_that_fails_to_import_says_why(project):
     assert done.returncode == 2
     assert done.stderr == ("error: --tools: importing 'badtools' failed: RuntimeError: no "
                            "config file\n")
+
+
+@pytest.mark.parametrize("exits", ["sys.exit(3)", "raise SystemExit('no config')"])
+def test_a_module_that_exits_while_imported_is_a_usage_error_not_its_status(project, exits):
+    (project / "exittools.py").write_text(f"import sys\n{exits}\n")
+    done = codemode("run", "prog.py", "--tools", "exittools:TOOLS", cwd=project)
+    assert done.returncode == 2                  # not 3, which says a run paused
+    assert done.stderr.startswith("error: --tools: importing 'exittools' failed: SystemExit: ")
 
 
 def test_describe_prints_what_the_model_sees(project):
