@@ -55,9 +55,9 @@ PLAN_HELP = (
     "the program without asking again for those calls. An approval is used by one run per "
     "log, whatever that run's outcome: the log records its use, and a second run with the "
     "same log is refused before anything runs. The seal needs the seal key "
-    "(CODEMODE_SEAL_KEY, CODEMODE_SEAL_KEY_FILE or the key file), as paused runs do; a key "
-    "that cannot be used, a --deny of an entry that is not asked about, or a program that "
-    "failed writes nothing (exit 2, or 1 for the program).")
+    "(CODEMODE_SEAL_KEY, CODEMODE_SEAL_KEY_FILE or the key file), as paused runs do. Nothing "
+    "is written when the key cannot be used or a --deny names an entry that is not asked "
+    "about (exit 2 for both), or when the program failed (exit 1).")
 
 EXIT_OVER_QUOTA = 3
 """`codemode plan`'s exit status for a plan that exceeds a quota (`Plan.over_quota`)."""
@@ -346,7 +346,8 @@ def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> 
                       + marks + _quota_text(entry)), file=file)
     asked = len(plan.asked())
     over = [str(e.n) for e in plan.over_quota]
-    print(f"{len(plan.entries)} call(s) with effects, {asked} to approve"
+    made = " before the program failed" if failure is not None else ""
+    print(f"{len(plan.entries)} call(s) with effects{made}, {asked} to approve"
           + ("" if plan.complete else "; the program went on with simulated values, so the "
              "real run may differ")
           + (f"; {_entries(over)} a quota: the plan cannot be approved" if over else ""),

@@ -114,7 +114,9 @@ def test_a_failing_program_prints_what_it_planned_and_exits_1(project: Path) -> 
         """))
     done = codemode("plan", "bad.py", "--tools", "mytools:TOOLS", cwd=project)
     assert done.returncode == 1
-    assert done.stdout.startswith('1. send_email({"body": "x", "to": "a@b.c"}) -> allow\n')
+    assert done.stdout.startswith('1. send_email({"body": "x", "to": "a@b.c"}) -> allow\n'
+                                  '1 call(s) with effects before the program failed, 0 to '
+                                  'approve; ')
     assert "boom" in done.stdout
     assert not (project / "sent.txt").exists()
 
