@@ -384,6 +384,15 @@ def test_json_of_each_limit(tmp_path, limit, code, source, options):
         assert len(data["subcalls"]) == 50 and all(row["ok"] for row in data["subcalls"])
 
 
+@pytest.mark.parametrize("refused", [["--approval", "a.json"], ["--tools", "nosuch:TOOLS"],
+                                     ["--mcp", "/no/such/server"]])
+def test_json_of_a_run_refused_before_it_starts_is_nothing_on_stdout(tmp_path, refused):
+    done = codemode("run", program(tmp_path, "1\n"), "--json", *refused)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.startswith(b"error: ") and b"Traceback" not in done.stderr
+
+
 def test_json_of_a_denied_subcall(tmp_path):
     code = ("try:\n    get_weather(city='Atlantis')\nexcept ToolDenied as exc:\n"
             "    print(exc.code, exc.message)\nget_weather(city='Paris')['city']\n")
