@@ -10,6 +10,7 @@ again from this working directory."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import threading
@@ -200,7 +201,9 @@ def run_command(corpus: Sequence[Path], policy_paths: Path | Sequence[Path], *,
         if not paths:
             raise EvalUsageError("give at least one --policy")
         policies = [load_policy(path, tier) for path in paths]
-        sources = [tool_source(tools, policy) if tools else None for policy in policies]
+        # a --tools module that prints as it is imported does not write into the report
+        with contextlib.redirect_stdout(sys.stderr):
+            sources = [tool_source(tools, policy) if tools else None for policy in policies]
         cases, _ = prepare(corpus, paths[0], tier)
         if variants:
             from ._variants import generate

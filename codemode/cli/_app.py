@@ -167,19 +167,21 @@ def _report_run(start: Callable[[OutputSoFar], Awaitable[Ran]], title: str, *,
     import msgspec
 
     from ._echo import Echo
-    from ._quiet import collected
+    from ._quiet import collected, host_prints_to_stderr
     from ._render import draw_card, failure_text, pending_text, write_output
     from ._run import OutputSoFar
     from ._stop import run
 
-    so_far = OutputSoFar(None if as_json else Echo())
+    out = sys.stdout
+    so_far = OutputSoFar(None if as_json else Echo(out))
     with collected() as warned:   # dependencies' tracebacks: one line each, not on stderr
         try:
-            ran = run(_awaited(start, so_far))
+            with host_prints_to_stderr():      # a tool's print() is not the program's output
+                ran = run(_awaited(start, so_far))
         except KeyboardInterrupt:  # a stop signal: the run has stopped; keep its output
             if not as_json and not so_far.echoed():
                 stdout, stderr = so_far.streams()
-                write_output(sys.stdout, stdout)
+                write_output(out, stdout)
                 write_output(sys.stderr, stderr)
             raise
         except Exception as exc:  # MCP start failures, a log in use: clear, typed, no traceback

@@ -170,8 +170,10 @@ def load_own_tools(specs: list[str]) -> list[ToolDefinition]:
     if not specs:
         return []
     from .._mcp.toolsets import ToolsSpecError, load_tools
+    from ._quiet import host_prints_to_stderr
 
     try:
-        return load_tools(specs)
+        with host_prints_to_stderr():      # a module that prints as it is imported
+            return load_tools(specs)
     except ToolsSpecError as exc:
         raise usage_error(f"--tools: {exc}") from None

@@ -298,9 +298,11 @@ async def _plan(source: str, *, builtin: bool, policy: Any, own: list[Any],
     from contextlib import AsyncExitStack
 
     from .._run.plan_approval import approve_plan
+    from ._quiet import host_prints_to_stderr
     from ._run import _setup
 
     async with AsyncExitStack() as stack:
+        stack.enter_context(host_prints_to_stderr())   # a tool's print() is not the plan
         # A log the dry run alone writes (an ask rule needs one to be applied at all): a
         # copy of the run's, so that quota use counts from it.
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))

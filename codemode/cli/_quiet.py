@@ -1,4 +1,5 @@
-"""What dependencies print on stderr during a run, as one line each (`codemode run --json`).
+"""What dependencies print on stderr during a run, as one line each (`codemode run --json`),
+and what host code prints on stdout, sent to stderr (`host_prints_to_stderr`).
 
 The MCP SDK logs a traceback when a server sends a notification it cannot validate (a
 progress token nobody asked for, a log level the protocol does not define), Python prints
@@ -12,12 +13,13 @@ repeats; the caller puts the lines in the report's `warnings` or prints them.
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
-__all__ = ["collected"]
+__all__ = ["collected", "host_prints_to_stderr"]
 
 
 class _Lines(logging.Handler):
@@ -59,3 +61,16 @@ def collected() -> Iterator[list[str]]:
     finally:
         warnings.showwarning = shown
         root.removeHandler(handler)
+
+
+@contextmanager
+def host_prints_to_stderr() -> Iterator[None]:
+    """While open, `print()` and `sys.stdout` writes of host code the command runs (your
+    `--tools` module as it is imported, your tools as they run, libraries) go to stderr:
+    a command's stdout holds only what it writes itself (the program's output, `--json`'s
+    report, the plan), which a pipe may be parsing. The command's own writers made before
+    (`Echo`) keep the stdout they were given. Python-level only: a C library writing to
+    file descriptor 1 is not caught (`codemode serve` diverts the descriptor itself, as the
+    MCP SDK's stdio transport does)."""
+    with redirect_stdout(sys.stderr):
+        yield

@@ -176,10 +176,61 @@ def test_resume_takes_the_tools_and_the_paused_run_says_so(project):
     assert done.stdout == "HELLO!\n"
 
 
+NOISY = '''
+from codemode import tool
+print("chatter as it is imported")
+
+@tool(read_only=True)
+def peek(n: int) -> int:
+    """Read-only: runs in a dry run too."""
+    print("peek chatter", n)
+    return n
+
+@tool
+def poke(n: int) -> int:
+    """Has effects."""
+    print("poke chatter", n)
+    return n
+
+TOOLS = [peek, poke]
+'''
+
+
 @pytest.mark.slow
-def test_serve_lists_and_runs_the_tools(project):
+@pytest.mark.parametrize("command", [["run"], ["run", "--json"], ["plan"], ["plan", "--json"],
+                                     ["eval", "--json", "--policy", "quiet.toml"]])
+def test_what_the_users_tools_print_goes_to_stderr_not_stdout(project, command):
+    # stdout is the program's output, the --json report or the plan, which a pipe may parse
+    (project / "noisy.py").write_text(NOISY)
+    (project / "noisy_prog.py").write_text('peek(n=1)\npoke(n=2)\nprint("program output")\n')
+    (project / "quiet.toml").write_text('tier = "restricted-in-process"\n')
+    done = codemode(command[0], "noisy_prog.py", "--tools", "noisy:TOOLS", *command[1:],
+                    cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "chatter as it is imported" in done.stderr
+    if command[0] != "eval":                # eval's workers: their own processes, same rule
+        assert "peek chatter 1" in done.stderr
+    assert "chatter" not in done.stdout
+    if command == ["run"]:
+        assert done.stdout == "program output\n" and "poke chatter 2" in done.stderr
+    elif command == ["run", "--json"]:
+        assert json.loads(done.stdout)["stdout"] == "program output\n"
+    elif command[0] == "eval":
+        assert json.loads(done.stdout)["results"][0]["phases"][0]["status"] == "ok"
+    elif command == ["plan", "--json"]:
+        assert [e["tool"] for e in json.loads(done.stdout)["entries"]] == ["poke"]
+    else:
+        assert done.stdout.startswith('1. poke({"n": 2}) -> allow\n')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["ONE", "NOISY"])
+def test_serve_lists_and_runs_the_tools(project, module):
+    # a module that prints as it is imported does not write into the MCP messages
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
+    if module == "NOISY":
+        (project / "mytools.py").write_text('print("chatter as it is imported")\n' + MODULE)
     env = {**os.environ}
     env.pop("PYTHONPATH", None)
     params = StdioServerParameters(
