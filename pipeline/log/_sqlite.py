@@ -25,20 +25,50 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
+_COLUMNS = ["seq", "type", "time", "body"]
+
+
+def not_a_log(db: sqlite3.Connection) -> str | None:
+    """Why the database is not a session log, or None: it is one, or it has no table yet
+    (a new file, which opening makes one). Read before anything is written, so that a
+    database of the user's own, given as a log by mistake, is left as it was.
+
+    Raises:
+        sqlite3.DatabaseError: the file is not an SQLite database."""
+    kind = db.execute("SELECT type FROM sqlite_master WHERE name = 'events'").fetchone()
+    if kind is not None and kind[0] != "table":         # nothing could be appended
+        return f"'events' is a {kind[0]}, not a table"
+    tables = [name for (name,) in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
+        "ESCAPE '\\'")]
+    if not tables:
+        return None
+    others = sorted(set(tables) - {"events"})
+    if others:
+        return (f"not a session log: it holds tables other than 'events' "
+                f"({', '.join(others)})")
+    columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
+    if columns != _COLUMNS:
+        return (f"not a session log: its 'events' table has the columns "
+                f"({', '.join(columns)}), not ({', '.join(_COLUMNS)})")
+    return None
+
+
 def read_events(db: sqlite3.Connection, path: str) -> list[Event]:
     """Every event of table ``events``, in ``seq`` order.
 
     Raises:
-        LogCorruptError: ``events`` is not a table (a view, say: nothing could be appended),
-            a row is not an event (its body is not JSON text, or not an event), a row's key
-            is not the ``seq`` of the event it holds (the next append would collide with a
-            stored key or land out of order), or SQLite cannot read the file (not a
-            database, cut short, malformed); position 0 when no row is to blame.
+        LogCorruptError: the database is not a session log (``not_a_log``: ``events`` is
+            a view, other tables, other columns), a row is not an event (its body is not
+            JSON text, or not an event), a row's key is not the ``seq`` of the event it
+            holds (the next append would collide with a stored key or land out of order),
+            or SQLite cannot read the file (not a database, cut short, malformed);
+            position 0 when no row is to blame.
     """
     try:
-        kind = db.execute("SELECT type FROM sqlite_master WHERE name = 'events'").fetchone()
-        if kind is not None and kind[0] != "table":
-            raise LogCorruptError(path, 0, f"'events' is a {kind[0]}, not a table", unit="row")
+        problem = not_a_log(db)
+        if problem is not None:
+            raise LogCorruptError(path, 0, problem, unit="row")
         rows = db.execute("SELECT seq, body FROM events ORDER BY seq").fetchall()
     except sqlite3.Error as exc:
         raise LogCorruptError(path, 0, str(exc), unit="row") from exc
@@ -72,7 +102,8 @@ class SqliteLog(AppendOnlyLog):
     that mode (its directory read-only) keeps SQLite's rollback journal, synced per append.
 
     Reading raises ``LogCorruptError`` as ``read_events`` says (an undecodable row names the
-    file and the row's ``seq``; a file that is not an SQLite database has position 0). An
+    file and the row's ``seq``; a file that is not an SQLite database, or a database that is
+    not a session log, ``not_a_log``, has position 0, and is left as it was). An
     append SQLite refuses (a full disk, a read-only file) raises ``LogError``.
     """
 
@@ -83,6 +114,9 @@ class SqliteLog(AppendOnlyLog):
         self._writer = WriterLock(self.path)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
+            problem = not_a_log(self._db)      # before the schema and the journal mode
+            if problem is not None:
+                raise LogCorruptError(self.path, 0, problem, unit="row")
             self._db.execute(_SCHEMA)
             self._fast_commits()
             self._open()

@@ -1,3 +1,4 @@
+import re
 import threading
 from pathlib import Path
 
@@ -180,6 +181,28 @@ def test_a_file_refused_as_corrupt_is_left_as_it_was(tmp_path, name, data):
     with pytest.raises(LogCorruptError):
         open_log(path)
     assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize(("schema", "said"), [
+    ("CREATE TABLE notes (day TEXT, text TEXT)", "it holds tables other than 'events' (notes)"),
+    ("CREATE TABLE events (id INTEGER, what TEXT)",
+     "its 'events' table has the columns (id, what), not (seq, type, time, body)"),
+])
+def test_a_database_of_ones_own_is_not_made_into_a_log(tmp_path, schema, said):
+    import sqlite3
+    from contextlib import closing
+
+    path = tmp_path / "own.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(schema)
+        db.execute(f"INSERT INTO {schema.split()[2]} VALUES ('a', 'b')")
+        db.commit()
+    data = path.read_bytes()
+    for opening in (open_log, load):
+        with pytest.raises(LogCorruptError, match=f"not a session log: {re.escape(said)}"):
+            opening(path)
+    assert path.read_bytes() == data                        # not a table, not a journal mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["own.db"]
 
 
 def test_corrupt_sqlite_row_names_file_and_seq(tmp_path):
