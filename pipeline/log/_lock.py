@@ -23,7 +23,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from .._errors import LogInUseError
+from .._errors import LogError, LogInUseError
 
 
 class WriterLock:
@@ -33,6 +33,8 @@ class WriterLock:
     Raises:
         LogInUseError: another session or process holds the lock, through this path or
             another one of the same file (a symbolic or hard link).
+        LogError: the lock file or the log file cannot be opened (a directory that cannot
+            be written, a file system that has no such files, such as /proc).
     """
 
     def __init__(self, path: str) -> None:
@@ -41,7 +43,11 @@ class WriterLock:
         self._fd: int | None = None
         self._log_fd: int | None = None
         while self._fd is None:
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            except OSError as exc:     # said of the log: the lock file is ours, not the user's
+                raise LogError(f"session log {path} cannot be opened for writing: its lock "
+                               f"file {self.path}: {exc.strerror or exc}") from exc
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -62,6 +68,10 @@ class WriterLock:
             raise LogInUseError(
                 f"session log {path} is in use by another session or process, through "
                 f"another path to the same file (one writer at a time)") from None
+        except OSError as exc:
+            self.release()
+            raise LogError(f"session log {path} cannot be opened for writing: "
+                           f"{exc.strerror or exc}") from exc
         except BaseException:
             self.release()
             raise

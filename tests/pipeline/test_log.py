@@ -389,3 +389,14 @@ def test_a_watcher_sees_every_event_once_in_order_also_while_others_append(log_p
         log.close()
         with pytest.raises(LogClosedError):
             log.watch(seen.append)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("name", ["s.db", "s.jsonl"])
+def test_a_log_that_cannot_be_opened_for_writing_is_a_log_error_naming_it(name):
+    from codemode.pipeline import LogError, LogInUseError
+
+    with pytest.raises(LogError, match=f"session log /proc/{name} cannot be opened for "
+                                       "writing: ") as info:
+        open_log(f"/proc/{name}")
+    assert not isinstance(info.value, LogInUseError)

@@ -545,10 +545,11 @@ def test_a_log_another_session_is_writing_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
-def test_a_log_that_cannot_be_created_is_one_line_without_the_builtin_error_name(tmp_path):
+def test_a_log_that_cannot_be_created_is_one_line_that_names_it(tmp_path):
     done = codemode("run", program(tmp_path, "1\n"), "--log", "/proc/session.db")
     assert done.returncode == 2
-    assert done.stderr.decode().startswith("error: [Errno 2] No such file or directory: '/proc/")
+    assert done.stderr.decode().startswith(
+        "error: LogError: session log /proc/session.db cannot be opened for writing: ")
     assert b"FileNotFoundError" not in done.stderr and b"Traceback" not in done.stderr
 
 
