@@ -24,6 +24,7 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
     torn last JSONL line, a write in progress, is left out).
 
     Raises:
+        IsADirectoryError: the path is a directory.
         ValueError: the suffix is neither ``.jsonl`` nor ``.db``/``.sqlite``/``.sqlite3``.
         FileNotFoundError: no such file.
         LogCorruptError: a line or row that is not an event (names the file and position),
@@ -34,7 +35,12 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
     written.
     """
     file = Path(path)
-    if log_format(file) == "jsonl":
+    if file.is_dir():
+        raise IsADirectoryError(f"{file} is a directory, not a log file")
+    kind = log_format(file)
+    if not file.exists():
+        raise FileNotFoundError(f"no such file: {file}")
+    if kind == "jsonl":
         lines = file.read_bytes().split(b"\n")
         found: list[Event] = []
         for number, line in enumerate(lines, start=1):
@@ -47,8 +53,6 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
                     break
                 raise LogCorruptError(str(file), number, str(exc), unit="line") from exc
         return found
-    if not file.is_file():
-        raise FileNotFoundError(f"no such file: {file}")
     try:
         return _read_sqlite(file, f"{file.resolve().as_uri()}?mode=ro")
     except LogCorruptError as exc:

@@ -400,3 +400,14 @@ def test_a_log_that_cannot_be_opened_for_writing_is_a_log_error_naming_it(name):
                                        "writing: ") as info:
         open_log(f"/proc/{name}")
     assert not isinstance(info.value, LogInUseError)
+
+
+@pytest.mark.parametrize("name", ["d.db", "d.jsonl", "d"])
+def test_load_says_the_same_of_a_directory_and_of_a_missing_file_whatever_the_suffix(
+        tmp_path, name):
+    (tmp_path / name).mkdir()
+    with pytest.raises(IsADirectoryError, match="is a directory, not a log file"):
+        load(tmp_path / name)
+    if name != "d":
+        with pytest.raises(FileNotFoundError, match=f"^no such file: .*missing-{name}$"):
+            load(tmp_path / f"missing-{name}")
