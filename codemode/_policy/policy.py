@@ -438,10 +438,11 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                        else "the session has no approver mounted")
                 raise PolicyError(
                     f"an `ask` rule for {rule.tool!r} would pause a program's run ({why}) in "
-                    "a session without a log, where nothing could resume it: give the "
-                    "session a log file (`codemode run --log FILE`, Session(log=\"session.db\"))"
-                    + ("" if rule.defer else ", mount an approver before applying the policy")
-                    + ", or pass Session(log=MemoryLog()) to resume in this process",
+                    "a session without a log, where nothing could resume it: give it a log "
+                    "file (--log FILE on the command line; Session(log=\"session.db\") in "
+                    "Python, or Session(log=MemoryLog()) to resume in the same process)"
+                    + ("" if rule.defer else ", or mount an approver before applying the "
+                       "policy"),
                     key=f"rules[{index}].action")
 
     def check_rules(self, tools: list[str]) -> list[str]:
