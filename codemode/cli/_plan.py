@@ -335,6 +335,7 @@ def _print(plan: Plan, as_json: bool, failure: str | None, file: Any = None) -> 
 
     if as_json:
         data = msgspec.to_builtins(plan)
+        data["over_quota"] = [e.n for e in plan.over_quota]
         if failure is not None:
             data["failure"] = failure
         print(json.dumps(data, indent=2, ensure_ascii=False))

@@ -78,6 +78,7 @@ def test_plan_prints_each_send_with_the_policys_decision_and_sends_nothing(
     data = json.loads(as_json.stdout)
     assert [(e["tool"], e["decision"]) for e in data["entries"]] == [
         ("send_email", "allow"), ("send_email", "allow")]
+    assert data["over_quota"] == [] and "failure" not in data
     assert not (project / "sent.txt").exists()
 
 
@@ -136,6 +137,7 @@ def test_plan_shows_quota_use_and_exits_3_for_a_plan_past_a_quota(project: Path)
     as_json = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--policy", "quota.toml",
                        "--json", cwd=project)
     assert as_json.returncode == 3, as_json.stderr
+    assert json.loads(as_json.stdout)["over_quota"] == [2]
     entries = json.loads(as_json.stdout)["entries"]
     assert [(e["decision"], e["code"]) for e in entries] == [
         ("allow", ""), ("deny", "QUOTA_EXCEEDED")]
