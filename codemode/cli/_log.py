@@ -69,7 +69,7 @@ def check_command(
 ) -> None:
     """Print the violations of one log (module docstring); exit 0, 1 or 2."""
     from codemode.pipeline import LogCorruptError
-    from codemode.pipeline.log import check, load
+    from codemode.pipeline.log import check, load, lock_file
 
     try:
         events = load(file)
@@ -85,6 +85,10 @@ def check_command(
         typer.echo(f"seq {seq}: {kind}: {message}")
     if found:
         typer.echo(f"{file}: {len(found)} violation(s) in {len(events)} events", err=True)
+        if not partial and Path(lock_file(file)).exists():
+            typer.echo(f"note: {lock_file(file)} exists: a session may be writing this log, "
+                       "whose open turn and calls are then no violation; check it with "
+                       "--partial, or once the session is closed", err=True)
         raise typer.Exit(1)
     typer.echo(f"{file}: {len(events)} events, no violations")
 

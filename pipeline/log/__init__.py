@@ -22,6 +22,7 @@ from .._lazy import lazy_exports as _lazy_exports
 from ._base import AppendOnlyLog, SessionLog
 from ._check import REFUSED, LogChecker, Violation, ViolationKind, check
 from ._format import log_format
+from ._lock import lock_file
 from ._memory import MemoryLog
 from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
 
@@ -48,6 +49,7 @@ __all__ = [
     "ViolationKind",
     "check",
     "load",
+    "lock_file",
     "log_format",
     "open_log",
     "repair_events",

@@ -39,7 +39,7 @@ class WriterLock:
 
     def __init__(self, path: str) -> None:
         real = os.path.realpath(path)
-        self.path = f"{real}.lock"
+        self.path = lock_file(path)
         self._fd: int | None = None
         self._log_fd: int | None = None
         while self._fd is None:
@@ -89,6 +89,12 @@ class WriterLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def lock_file(path: str | os.PathLike[str]) -> str:
+    """The lock file of the log at `path` (`<real path>.lock`), which exists while a writer
+    holds the log, or after a writer died without closing it."""
+    return f"{os.path.realpath(path)}.lock"
 
 
 def _names(path: str, fd: int) -> bool:

@@ -586,6 +586,15 @@ def test_log_check_reports_violations_and_exit_status(tmp_path):
     assert checked.stdout.decode().splitlines() == [
         "seq 1: UNCLOSED_TURN: the log ends with turn 1 open"]
     assert codemode("log", "check", "--partial", str(open_turn)).returncode == 0
+    assert b"note:" not in checked.stderr                  # nobody writes it
+
+    with open_log(open_turn) as log:                       # a session writing it now
+        log.append(events.TurnStart(turn=2))
+        checked = codemode("log", "check", str(open_turn))
+        assert checked.returncode == 1
+        assert b"a session may be writing this log" in checked.stderr
+        assert b"--partial" in checked.stderr
+        assert codemode("log", "check", "--partial", str(open_turn)).returncode == 0
 
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_text("not a log\n")
