@@ -68,9 +68,9 @@ def _import(module: str, path: str) -> Any:
                                  "sys.path)") from None
         raise ToolsSpecError(f"importing {module!r} failed: {type(exc).__name__}: "
                              f"{exc}") from None
-    except (Exception, SystemExit) as exc:   # the module's own code raised, or exited:
-        raise ToolsSpecError(f"importing {module!r} failed: {type(exc).__name__}: "  # say so
-                             f"{exc}") from None
+    except (Exception, SystemExit) as exc:   # its own code raised or exited: say what,
+        raise ToolsSpecError(f"importing {module!r} failed: {type(exc).__name__}: "
+                             f"{exc}") from None    # not a traceback nor its exit status
 
 
 def _tools_of(value: Any, where: str, *, call: bool = True) -> list[ToolDefinition]:
@@ -143,7 +143,7 @@ def load_tools(specs: Sequence[str], *, path: str | None = None) -> list[ToolDef
                                  "package.module:make_tools)")
         module = module.strip()
         if module.endswith(".py") or "/" in module or os.sep in module:
-            named = module.removesuffix(".py").removeprefix("./").replace(os.sep, ".")
+            named = module.removesuffix(".py").removeprefix("./").replace(os.sep, "/")
             raise ToolsSpecError(f"{module!r} is a file, and --tools names a module: "
                                  f"{named.replace('/', '.')}:{attr.strip()} (imported from "
                                  f"{where} first, then from sys.path and PYTHONPATH)")
