@@ -219,5 +219,5 @@ def test_a_run_without_a_log_refuses_to_start_rather_than_pause_for_good(tmp_pat
     assert done.stdout == b""                          # the program never started
     text = " ".join(done.stderr.decode().split())
     assert "rules[0].action: an `ask` rule for 'sleep_ms' would pause a program's run" in text
-    assert "`codemode run --log FILE`" in text
+    assert "give it a log file (--log FILE on the command line" in text
     assert "codemode: paused" not in text
