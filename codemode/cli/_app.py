@@ -350,7 +350,8 @@ def resume(
     """`codemode resume` (its help is `_RESUME_HELP`)."""
     if approve_all and deny_all:
         raise usage_error("--approve-all and --deny-all exclude each other")
-    if not log.is_file():
+    check_log(log, param="'LOG'")
+    if not log.exists():
         raise typer.BadParameter(f"file {str(log)!r} does not exist.", param_hint="'LOG'")
     from ._run import Decisions, resume_program
 

@@ -68,12 +68,12 @@ def check_command(
     ),
 ) -> None:
     """Print the violations of one log (module docstring); exit 0, 1 or 2."""
-    from codemode.pipeline import LogCorruptError
+    from codemode.pipeline import LogError
     from codemode.pipeline.log import check, load, lock_file
 
     try:
         events = load(file)
-    except (LogCorruptError, OSError, ValueError) as exc:
+    except (LogError, OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     from ._log_show import say_torn

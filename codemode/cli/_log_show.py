@@ -43,7 +43,7 @@ from typing import Any
 import msgspec
 import typer
 
-from codemode.pipeline import LogCorruptError, events
+from codemode.pipeline import LogError, events
 from codemode.pipeline.log import load, torn_tail
 
 from ._console import terminal_width
@@ -275,7 +275,7 @@ def show(file: Path, as_json: bool = False) -> None:
         typer.Exit: 2, after printing why, when the log cannot be read."""
     try:
         roots = build_tree(load(file))
-    except (OSError, ValueError, LogCorruptError) as exc:
+    except (OSError, ValueError, LogError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     say_torn(file)

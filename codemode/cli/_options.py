@@ -123,27 +123,30 @@ def read_program(program: Path) -> tuple[str, str]:
                            "as UTF-8") from None
 
 
-def check_log(log: Path | None) -> None:
-    """Checks `--log` before anything starts: the run, serve and the dry run would each
-    fail on it later, after work was done or shown.
+def check_log(log: Path | None, param: str = "'--log'") -> None:
+    """Checks `--log` (or the option or argument `param` names) before anything starts:
+    the run, serve and the dry run would each fail on it later, after work was done or
+    shown.
 
     Raises:
-        typer.BadParameter: `--log` names a file of an unknown type (`log_format`), a
-            directory, or a file in a directory that does not exist."""
+        typer.BadParameter: `--log` names a file of an unknown type, a directory or
+            another file that is not a regular one (`check_log_path`: a FIFO would hang),
+            or a file in a directory that does not exist."""
     if log is None:
         return
-    from codemode.pipeline.log import log_format
+    import os
 
-    if log.is_dir():
-        raise typer.BadParameter(f"{str(log)!r} is a directory, not a log file.",
-                                 param_hint="'--log'")
+    from codemode.pipeline import LogError
+    from codemode.pipeline.log import check_log_path
+
     try:
-        log_format(log)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--log'") from None
-    if not log.parent.is_dir():
-        raise typer.BadParameter(f"directory {str(log.parent)!r} does not exist.",
-                                 param_hint="'--log'")
+        check_log_path(log)
+    except (IsADirectoryError, LogError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint=param) from None
+    directory = Path(os.path.realpath(log)).parent      # a symbolic link's target's
+    if not directory.is_dir():
+        raise typer.BadParameter(f"directory {str(directory)!r} does not exist.",
+                                 param_hint=param)
 
 
 def load_policy(policy: Path | None) -> Policy | None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 from ._base import AppendOnlyLog, SessionLog
 from ._check import REFUSED, LogChecker, Violation, ViolationKind, check
-from ._format import log_format
+from ._format import check_log_path, log_format
 from ._lock import lock_file
 from ._memory import MemoryLog
 from ._recovery import OUTCOME_UNKNOWN_MESSAGE, repair_events
@@ -48,6 +48,7 @@ __all__ = [
     "Violation",
     "ViolationKind",
     "check",
+    "check_log_path",
     "load",
     "lock_file",
     "log_format",
@@ -62,6 +63,8 @@ def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
 
     Raises:
         ValueError: unknown file suffix.
+        IsADirectoryError, LogError: the path is a directory, or another file that is not
+            a regular one (``check_log_path``: a FIFO would block for good).
         LogCorruptError: a stored event cannot be decoded (names file and position), or
             the stored events are not numbered 1, 2, 3, ... (appends would clash).
     """
@@ -72,7 +75,7 @@ def open_log(path: str | os.PathLike[str] | SessionLog | None) -> SessionLog:
     ):
         return path
     text = os.fspath(path)
-    if log_format(text) == "sqlite":
+    if check_log_path(text) == "sqlite":
         from ._sqlite import SqliteLog
         return SqliteLog(text)
     from ._jsonl import JsonlLog

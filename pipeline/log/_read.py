@@ -12,7 +12,7 @@ import msgspec
 
 from .._errors import LogCorruptError
 from ..events import Event, decode_event
-from ._format import log_format
+from ._format import check_log_path, log_format
 from ._sqlite import read_events
 
 __all__ = ["load", "torn_tail"]
@@ -24,7 +24,8 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
     torn last JSONL line, a write in progress, is left out).
 
     Raises:
-        IsADirectoryError: the path is a directory.
+        IsADirectoryError, LogError: the path is a directory, or another file that is not a
+            regular one (``check_log_path``).
         ValueError: the suffix is neither ``.jsonl`` nor ``.db``/``.sqlite``/``.sqlite3``.
         FileNotFoundError: no such file.
         LogCorruptError: a line or row that is not an event (names the file and position),
@@ -35,9 +36,7 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
     written.
     """
     file = Path(path)
-    if file.is_dir():
-        raise IsADirectoryError(f"{file} is a directory, not a log file")
-    kind = log_format(file)
+    kind = check_log_path(file)
     if not file.exists():
         raise FileNotFoundError(f"no such file: {file}")
     if kind == "jsonl":

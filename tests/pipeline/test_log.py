@@ -411,3 +411,29 @@ def test_load_says_the_same_of_a_directory_and_of_a_missing_file_whatever_the_su
     if name != "d":
         with pytest.raises(FileNotFoundError, match=f"^no such file: .*missing-{name}$"):
             load(tmp_path / f"missing-{name}")
+
+
+
+@pytest.mark.parametrize("name", ["f.db", "f.jsonl"])
+def test_a_fifo_is_not_a_log_and_opening_it_does_not_wait(tmp_path, name):
+    import os
+
+    from codemode.pipeline import LogError
+
+    path = tmp_path / name
+    os.mkfifo(path)
+    outcome: list[BaseException] = []
+
+    def opening() -> None:
+        for opens in (open_log, load):
+            try:
+                opens(path)
+            except BaseException as exc:    # what each raised, checked below
+                outcome.append(exc)
+
+    worker = threading.Thread(target=opening, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "opening a FIFO as a log waited for a writer"
+    assert [type(e) for e in outcome] == [LogError, LogError]
+    assert all("is not a regular file" in str(e) for e in outcome)

@@ -513,24 +513,30 @@ def test_a_log_in_a_missing_directory_is_refused(tmp_path, command):
     assert not log.parent.exists()
 
 
-@pytest.mark.parametrize("command", LOG_COMMANDS)
-@pytest.mark.parametrize("name", ["session.txt", "session", "logs.db"])
+@pytest.mark.parametrize("command", [*LOG_COMMANDS, ["resume"]])
+@pytest.mark.parametrize("name", ["session.txt", "session", "logs.db", "fifo.jsonl", "fifo.db"])
 def test_a_log_of_no_known_type_is_refused_before_anything_runs(tmp_path, command, name):
+    # a FIFO would wait for a writer for good: refused, and nothing hangs
     log = tmp_path / name
     if name == "logs.db":
         log.mkdir()
+    elif name.startswith("fifo"):
+        os.mkfifo(log)
     argv = [program(tmp_path, "print('ran')\n") if arg == "PROGRAM" else arg
             for arg in command]
-    done = codemode(*argv, "--log", str(log))
+    done = (codemode("resume", str(log), "run-1") if command == ["resume"] else
+            codemode(*argv, "--log", str(log), timeout=60))
     assert done.returncode == 2
     said = " ".join(done.stderr.decode().split())
-    assert (f"Invalid value for '--log': '{log}' is a directory, not a log file." in said
-            if name == "logs.db" else
-            f"Invalid value for '--log': unknown session log type '{log}': use .db/.sqlite "
-            "(SQLite) or .jsonl" in said)
+    where = "'LOG'" if command == ["resume"] else "'--log'"
+    assert f"Invalid value for {where}: " + (
+        f"{log} is a directory, not a log file" if name == "logs.db" else
+        f"session log {log} is not a regular file" if name.startswith("fifo") else
+        f"unknown session log type '{log}': use .db/.sqlite (SQLite) or .jsonl") in said
     assert "ValueError" not in said
     assert b"ran" not in done.stdout and "╭─ program" not in said   # nothing ran or shown
-    assert log.is_dir() if name == "logs.db" else not log.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "p.py") == (
+        [name] if name == "logs.db" or name.startswith("fifo") else [])
 
 
 def test_a_log_another_session_is_writing_is_refused(tmp_path):
