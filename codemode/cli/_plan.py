@@ -91,7 +91,8 @@ def plan_command(
              "carries; repeatable."),
     out: Path | None = typer.Option(
         None, "--out", metavar="FILE",
-        help="With --approve: where to write the approval (JSON)."),
+        help="With --approve: where to write the approval (JSON); a file there that is "
+             "not an approval is not overwritten."),
 ) -> None:
     """`codemode plan` (its help is `PLAN_HELP`)."""
     import asyncio
@@ -106,8 +107,8 @@ def plan_command(
         raise usage_error("--deny and --out go with --approve")
     if approve and out is None:
         raise usage_error("--approve needs --out FILE, where the approval is written")
-    if out is not None and not out.absolute().parent.is_dir():     # before the dry run
-        raise usage_error(f"cannot write {str(out)!r}: its directory does not exist")
+    if out is not None:                                             # before the dry run
+        _check_out(out)
     check_log(log)
     denied = _denials(deny)
     loaded = load_policy(policy)
@@ -158,6 +159,29 @@ def _denials(given: list[str]) -> dict[int, str]:
                                      param_hint="'--deny'")
         denied[int(number)] = reason
     return denied
+
+
+def _check_out(out: Path) -> None:
+    """`--out` may be written: its directory exists, and the file is new or an approval
+    (planning again replaces it). Anything else there (the program, the session log, a
+    file of the user's) is not overwritten.
+
+    Raises:
+        typer.Exit: (2, saying why) it may not."""
+    import msgspec
+
+    from .._run.approval_record import PlanApproval
+    from ._options import usage_error
+
+    if not out.absolute().parent.is_dir():
+        raise usage_error(f"cannot write {str(out)!r}: its directory does not exist")
+    if not out.exists():
+        return
+    try:
+        msgspec.json.decode(out.read_bytes(), type=PlanApproval)
+    except (OSError, msgspec.DecodeError):
+        raise usage_error(f"--out: {str(out)!r} exists and is not a plan approval: it is "
+                          "not overwritten (name a new file, or remove it)") from None
 
 
 def _write(approval: PlanApproval, out: Path) -> None:

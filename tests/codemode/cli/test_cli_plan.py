@@ -194,6 +194,25 @@ def test_plan_counts_from_a_log_whose_last_line_is_being_written(project: Path) 
     assert (project / "s.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
+def test_plan_does_not_overwrite_a_file_that_is_not_an_approval(project: Path) -> None:
+    ran = codemode("run", "prog.py", "--tools", "mytools:TOOLS", "--log", "s.db", cwd=project)
+    assert ran.returncode == 0, ran.stderr
+    (project / "notes.txt").write_text("my notes\n")
+    for name in ("prog.py", "s.db", "notes.txt"):      # the program, the log, a user's file
+        before = (project / name).read_bytes()
+        done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--log", "s.db",
+                        "--approve", "--out", name, cwd=project)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == (f"error: --out: '{name}' exists and is not a plan approval: "
+                               "it is not overwritten (name a new file, or remove it)\n")
+        assert done.stdout == "" and (project / name).read_bytes() == before
+    for _ in range(2):                                  # an approval is replaced: plan again
+        again = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--approve", "--out",
+                         "a.json", cwd=project)
+        assert again.returncode == 0, again.stderr
+
+
 def test_plan_refuses_an_out_file_in_a_missing_directory_before_the_dry_run(
         project: Path) -> None:
     done = codemode("plan", "prog.py", "--tools", "mytools:TOOLS", "--approve", "--out",
