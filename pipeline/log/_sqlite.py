@@ -29,8 +29,8 @@ _COLUMNS = ["seq", "type", "time", "body"]
 
 
 def not_a_log(db: sqlite3.Connection) -> str | None:
-    """Why the database is not a session log, or None: it is one, or it has no table yet
-    (a new file, which opening makes one). Read before anything is written, so that a
+    """Why the database is not a session log, or None: it is one, or it has no table or
+    view yet (a new file, which opening makes one). Read before anything is written, so that a
     database of the user's own, given as a log by mistake, is left as it was.
 
     Raises:
@@ -38,14 +38,14 @@ def not_a_log(db: sqlite3.Connection) -> str | None:
     kind = db.execute("SELECT type FROM sqlite_master WHERE name = 'events'").fetchone()
     if kind is not None and kind[0] != "table":         # nothing could be appended
         return f"'events' is a {kind[0]}, not a table"
-    tables = [name for (name,) in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
-        "ESCAPE '\\'")]
-    if not tables:
+    # every table and view, and what any index or trigger belongs to: a log has `events`
+    found = {name for (name,) in db.execute(
+        "SELECT tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")}
+    if not found:
         return None
-    others = sorted(set(tables) - {"events"})
+    others = sorted(found - {"events"})
     if others:
-        return (f"not a session log: it holds tables other than 'events' "
+        return (f"not a session log: it holds tables or views other than 'events' "
                 f"({', '.join(others)})")
     columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
     if columns != _COLUMNS:

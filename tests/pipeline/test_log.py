@@ -184,9 +184,11 @@ def test_a_file_refused_as_corrupt_is_left_as_it_was(tmp_path, name, data):
 
 
 @pytest.mark.parametrize(("schema", "said"), [
-    ("CREATE TABLE notes (day TEXT, text TEXT)", "it holds tables other than 'events' (notes)"),
+    ("CREATE TABLE notes (day TEXT, text TEXT)",
+     "it holds tables or views other than 'events' (notes)"),
     ("CREATE TABLE events (id INTEGER, what TEXT)",
      "its 'events' table has the columns (id, what), not (seq, type, time, body)"),
+    ("CREATE VIEW answer AS SELECT 42", "it holds tables or views other than 'events' (answer)"),
 ])
 def test_a_database_of_ones_own_is_not_made_into_a_log(tmp_path, schema, said):
     import sqlite3
@@ -195,7 +197,8 @@ def test_a_database_of_ones_own_is_not_made_into_a_log(tmp_path, schema, said):
     path = tmp_path / "own.db"
     with closing(sqlite3.connect(path)) as db:
         db.execute(schema)
-        db.execute(f"INSERT INTO {schema.split()[2]} VALUES ('a', 'b')")
+        if "TABLE" in schema:
+            db.execute(f"INSERT INTO {schema.split()[2]} VALUES ('a', 'b')")
         db.commit()
     data = path.read_bytes()
     for opening in (open_log, load):
