@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemode.pipeline import Session, ToolDefinition
@@ -112,6 +113,18 @@ def _tools_of(value: Any, where: str, *, call: bool = True) -> list[ToolDefiniti
                          "function of no arguments returning them")
 
 
+def _module_of(file: str, where: str) -> str:
+    """The module name a file path given as `--tools`' module stands for: dotted from
+    `where` when the file is under it, else the file's own name (imported from its folder,
+    or with that folder on PYTHONPATH)."""
+    path = Path(os.path.abspath(os.path.join(where, file)))
+    try:
+        parts = path.relative_to(os.path.abspath(where)).with_suffix("").parts
+    except ValueError:                   # outside the working directory
+        parts = (path.stem,)
+    return ".".join(parts)
+
+
 def _kind(value: Any) -> str:
     return "None" if value is None else f"a {type(value).__name__}"
 
@@ -143,10 +156,9 @@ def load_tools(specs: Sequence[str], *, path: str | None = None) -> list[ToolDef
                                  "package.module:make_tools)")
         module = module.strip()
         if module.endswith(".py") or "/" in module or os.sep in module:
-            named = module.removesuffix(".py").removeprefix("./").replace(os.sep, "/")
             raise ToolsSpecError(f"{module!r} is a file, and --tools names a module: "
-                                 f"{named.replace('/', '.')}:{attr.strip()} (imported from "
-                                 f"{where} first, then from sys.path and PYTHONPATH)")
+                                 f"{_module_of(module, where)}:{attr.strip()} (imported "
+                                 f"from {where} first, then from sys.path and PYTHONPATH)")
         value = _import(module, where)
         owner = module
         for part in attr.strip().split("."):

@@ -96,6 +96,12 @@ def test_run_offers_the_tools_a_spec_names(project, attr):
     ("./pkg/mytools.py:TOOLS", "error: --tools: './pkg/mytools.py' is a file, and --tools "
                                "names a module: pkg.mytools:TOOLS (imported from {cwd} "
                                "first, then from sys.path and PYTHONPATH)"),
+    ("{cwd}/mytools.py:TOOLS", "error: --tools: '{cwd}/mytools.py' is a file, and --tools "
+                               "names a module: mytools:TOOLS (imported from {cwd} first, "
+                               "then from sys.path and PYTHONPATH)"),
+    ("/elsewhere/mytools.py:TOOLS", "error: --tools: '/elsewhere/mytools.py' is a file, and "
+                                    "--tools names a module: mytools:TOOLS (imported from "
+                                    "{cwd} first, then from sys.path and PYTHONPATH)"),
 ])
 @pytest.mark.parametrize("command", ["run", "describe", "serve", "eval"])
 def test_a_spec_that_names_no_tools_is_a_one_line_usage_error(project, spec, message,
@@ -103,7 +109,8 @@ def test_a_spec_that_names_no_tools_is_a_one_line_usage_error(project, spec, mes
     args = {"run": ["run", "prog.py"], "describe": ["describe"], "serve": ["serve"],
             "eval": ["eval", "prog.py", "--policy",
                      str(ROOT / "fixtures/policies/example.toml")]}[command]
-    options = [part for s in spec.split(" --tools ") for part in ("--tools", s)]
+    options = [part for s in spec.format(cwd=project).split(" --tools ")
+               for part in ("--tools", s)]
     done = codemode(*args, *options, cwd=project)
     assert done.returncode == 2, done.stderr
     assert done.stderr == message.format(cwd=project) + "\n"
