@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -14,9 +14,34 @@ from ..events import Event, decode_event, encode_event
 from ._base import AppendOnlyLog
 from ._lock import WriterLock
 
-__all__ = ["JsonlLog"]
+__all__ = ["JsonlLog", "decode_lines"]
 
 _log = logging.getLogger("codemode.pipeline")
+
+
+def decode_lines(path: str, lines: Sequence[bytes], *,
+                 torn_tail: bool = False) -> list[Event]:
+    """The events of a JSONL log's `lines` (its bytes split at newlines; blank lines
+    skipped).
+
+    Args:
+        path: the file, named in errors.
+        torn_tail: a last line that is not an event is left out (a write under way, or a
+            writer that died mid-append: `load` reads a log another process may write).
+    Raises:
+        LogCorruptError: any other line that is not an event (names the file and the
+            1-based line)."""
+    events: list[Event] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(decode_event(line))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if torn_tail and number == len(lines):
+                break
+            raise LogCorruptError(path, number, str(exc), unit="line") from exc
+    return events
 
 
 class JsonlLog(AppendOnlyLog):
@@ -61,7 +86,7 @@ class JsonlLog(AppendOnlyLog):
         except (msgspec.DecodeError, msgspec.ValidationError):
             # Only a log whose other lines are events is repaired: a file that is not a log
             # (or is corrupt before its end) is refused as it stands, not cut.
-            self._decode_lines(data[:cut].split(b"\n"))
+            decode_lines(str(self._file_path), data[:cut].split(b"\n"))
             _log.warning("session log %s: dropping a torn last line (%d bytes)",
                          self.path, len(tail))
             with open(self._file_path, "r+b") as f:
@@ -71,25 +96,7 @@ class JsonlLog(AppendOnlyLog):
                 f.write(b"\n")
 
     def _load(self) -> list[Event]:
-        with open(self._file_path, "rb") as f:
-            return self._decode_lines(f)
-
-    def _decode_lines(self, lines: Iterable[bytes]) -> list[Event]:
-        """The events of `lines` (the file's lines, in order; blank ones skipped).
-
-        Raises:
-            LogCorruptError: a line that is not an event (names the file and its line)."""
-        events: list[Event] = []
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                events.append(decode_event(line))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise LogCorruptError(
-                    str(self._file_path), lineno, str(exc), unit="line"
-                ) from exc
-        return events
+        return decode_lines(str(self._file_path), self._file_path.read_bytes().split(b"\n"))
 
     def _write(self, event: Event) -> None:
         self._file.write(encode_event(event) + b"\n")

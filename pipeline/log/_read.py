@@ -13,6 +13,7 @@ import msgspec
 from .._errors import LogCorruptError
 from ..events import Event, decode_event
 from ._format import check_log_path, log_format
+from ._jsonl import decode_lines
 from ._sqlite import read_events
 
 __all__ = ["load", "torn_tail"]
@@ -39,19 +40,8 @@ def load(path: str | os.PathLike[str]) -> list[Event]:
     kind = check_log_path(file)
     if not file.exists():
         raise FileNotFoundError(f"no such file: {file}")
-    if kind == "jsonl":
-        lines = file.read_bytes().split(b"\n")
-        found: list[Event] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                found.append(decode_event(line))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                if number == len(lines):  # no newline yet: torn, or being written
-                    break
-                raise LogCorruptError(str(file), number, str(exc), unit="line") from exc
-        return found
+    if kind == "jsonl":         # no newline yet at its end: torn, or being written
+        return decode_lines(str(file), file.read_bytes().split(b"\n"), torn_tail=True)
     try:
         return _read_sqlite(file, f"{file.resolve().as_uri()}?mode=ro")
     except LogCorruptError as exc:
