@@ -44,6 +44,12 @@ def _sent(project: Path) -> list[str]:
     return sent.read_text().splitlines() if sent.exists() else []
 
 
+def _run_approved(project: Path, log: str, *more: str) -> subprocess.CompletedProcess[str]:
+    """`codemode run prog.py` following the approval in ok.json, with the log `log`."""
+    return codemode("run", "prog.py", *COMMON, *more, "--log", log, "--approval", "ok.json",
+                    cwd=project)
+
+
 def _approval_lines(project: Path, log: str) -> tuple[int, list[str]]:
     checked = codemode("log", "check", log, cwd=project)
     return checked.returncode, [line for line in checked.stdout.splitlines()
@@ -54,14 +60,12 @@ def _approval_lines(project: Path, log: str) -> tuple[int, list[str]]:
 def test_the_second_run_of_an_approval_with_the_same_log_is_refused(approved: Path,
                                                                   suffix: str) -> None:
     log = f"s{suffix}"
-    first = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
-                     cwd=approved)
+    first = _run_approved(approved, log)
     assert first.returncode == 0, first.stderr
     assert _sent(approved) == ["hello@example.com", "numbers@example.com"]
     events = len(_events(approved / log))
 
-    again = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
-                     cwd=approved)
+    again = _run_approved(approved, log)
     assert again.returncode == 2, again.stderr
     approval_id = json.loads((approved / "ok.json").read_text())["id"]
     assert again.stderr.startswith(f"error: ApprovalUsed: the plan approval {approval_id!r} "
@@ -82,12 +86,10 @@ def test_an_approval_needs_a_log_that_records_its_use(approved: Path) -> None:
 @pytest.mark.parametrize("suffix", SUFFIXES)
 def test_a_run_that_failed_used_its_approval(approved: Path, suffix: str) -> None:
     log = f"s{suffix}"
-    failed = codemode("run", "prog.py", *COMMON, "--fuel", "1", "--log", log, "--approval",
-                      "ok.json", cwd=approved)
+    failed = _run_approved(approved, log, "--fuel", "1")
     assert failed.returncode == 1, failed.stderr
     assert _sent(approved) == []
-    again = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
-                     cwd=approved)
+    again = _run_approved(approved, log)
     assert again.returncode == 2 and "already used" in again.stderr, again.stderr
     assert _sent(approved) == []
 
@@ -143,8 +145,7 @@ def test_a_run_killed_mid_way_used_its_approval(approved: Path, suffix: str,
     assert _sent(approved) == sent
     Session(log=approved / log).close()                  # crash repair, as the next open does
     assert check(load(approved / log)) == []
-    again = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
-                     cwd=approved)
+    again = _run_approved(approved, log)
     assert again.returncode == 2 and "already used by the run" in again.stderr, again.stderr
     assert _sent(approved) == sent                     # nothing sent again
     assert _approval_lines(approved, log) == (0, [])
@@ -169,14 +170,12 @@ def test_a_refused_approval_leaves_no_new_log_behind(approved: Path, suffix: str
 def test_a_second_run_through_a_link_to_the_log_is_refused(approved: Path,
                                                            suffix: str) -> None:
     log = f"s{suffix}"
-    first = codemode("run", "prog.py", *COMMON, "--log", log, "--approval", "ok.json",
-                     cwd=approved)
+    first = _run_approved(approved, log)
     assert first.returncode == 0, first.stderr
     (approved / f"symbolic{suffix}").symlink_to(approved / log)
     os.link(approved / log, approved / f"hard{suffix}")
     for other in (f"symbolic{suffix}", f"hard{suffix}", str(approved / "." / log)):
-        again = codemode("run", "prog.py", *COMMON, "--log", other, "--approval", "ok.json",
-                         cwd=approved)
+        again = _run_approved(approved, other)
         assert again.returncode == 2 and "already used by the run" in again.stderr, other
     assert _sent(approved) == ["hello@example.com", "numbers@example.com"]
 
