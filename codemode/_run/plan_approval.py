@@ -105,8 +105,6 @@ class Grants:
     def __init__(self, approval: PlanApproval | None, used: tuple[int, ...] = ()) -> None:
         self.approval = approval
         self.used = used
-        self._unused = [e for e in approval.entries if e.n not in used] \
-            if approval is not None else []
 
     def answer(self, tool: str, arguments: Any) -> ApprovalAnswer | None:
         """The answer an asked call gets from the approval, or None (no entry matches); its
@@ -114,15 +112,16 @@ class Grants:
         ``approval/decided`` carries."""
         if self.approval is None:
             return None
-        for index, entry in enumerate(self._unused):
-            if entry.tool == tool and _same(entry.arguments, arguments):
-                del self._unused[index]
-                self.used = (*self.used, entry.n)
-                where = f"plan approval {self.approval.id}, entry {entry.n}"
-                if entry.approved:
-                    return ApprovalAnswer("allowed-once", f"approved by {where}", by=where)
-                return ApprovalAnswer("rejected", f"{entry.reason} ({where})"
-                                      if entry.reason else f"denied by {where}", by=where)
+        for entry in self.approval.entries:
+            if entry.n in self.used or entry.tool != tool \
+                    or not _same(entry.arguments, arguments):
+                continue
+            self.used = (*self.used, entry.n)
+            where = f"plan approval {self.approval.id}, entry {entry.n}"
+            if entry.approved:
+                return ApprovalAnswer("allowed-once", f"approved by {where}", by=where)
+            return ApprovalAnswer("rejected", f"{entry.reason} ({where})"
+                                  if entry.reason else f"denied by {where}", by=where)
         return None
 
 
